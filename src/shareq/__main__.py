@@ -1,0 +1,3 @@
+from shareq.cli.main import main
+
+main()

@@ -1,0 +1,1 @@
+"""The share-partition engine: sans-I/O queue semantics over a partition log."""

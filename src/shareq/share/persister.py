@@ -1,0 +1,113 @@
+"""The persister contract between share-partitions and durable share state.
+
+A share-partition never writes durable state itself (persist before commit): it hands a
+``WriteStateParams`` to a ``Persister`` and commits its in-memory transition only once the write
+has succeeded. The shapes follow Kafka's share-state RPCs (InitializeShareGroupState,
+ReadShareGroupState, WriteShareGroupState, DeleteShareGroupState, ReadShareGroupStateSummary),
+so the built-in persister and a remote one are interchangeable.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Protocol
+
+# Delivery states as persisted (the same byte ids as RecordState): only these three are durable;
+# ACQUIRED is never written (a lease does not survive a restart) and ARCHIVING is written as-is
+# so a dead-letter hand-off can resume after a crash.
+STATE_AVAILABLE = 0
+STATE_ACKNOWLEDGED = 2
+STATE_ARCHIVING = 3
+STATE_ARCHIVED = 4
+
+NO_START_OFFSET = -1
+"""``start_offset`` of a write that does not move the SPSO (a ShareUpdate's "not changing")."""
+
+UNINITIALIZED_DELIVERY_COMPLETE_COUNT = -1
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SharePartitionKey:
+    """Identity of one share-partition: a group's view of one topic-partition."""
+
+    group_id: str
+    topic_id: uuid.UUID
+    partition: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StateBatch:
+    """A run of offsets ``first_offset..last_offset`` (inclusive) sharing one state and count."""
+
+    first_offset: int
+    last_offset: int
+    delivery_state: int
+    delivery_count: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WriteStateParams:
+    """A durable change to one share-partition.
+
+    ``state_batches`` are the runs that changed (a delta); ``start_offset`` is the new SPSO or
+    ``NO_START_OFFSET``. A writer whose ``state_epoch`` is older than the stored one is fenced.
+    """
+
+    key: SharePartitionKey
+    state_epoch: int
+    leader_epoch: int
+    start_offset: int
+    delivery_complete_count: int
+    state_batches: tuple[StateBatch, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ShareState:
+    """The whole durable state of one share-partition, as read back."""
+
+    state_epoch: int
+    leader_epoch: int
+    start_offset: int
+    delivery_complete_count: int
+    state_batches: tuple[StateBatch, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ShareStateSummary:
+    """What lag computation needs (KIP-1226) without the state batches."""
+
+    state_epoch: int
+    leader_epoch: int
+    start_offset: int
+    delivery_complete_count: int
+
+
+class PersisterError(Exception):
+    """A persister operation failed; ``error_code`` is the Kafka error code to surface."""
+
+    def __init__(self, error_code: int, message: str) -> None:
+        super().__init__(message)
+        self.error_code = error_code
+
+
+class Persister(Protocol):
+    """Durable share state. Every method completes only once its effect is durable.
+
+    Failures raise ``PersisterError`` (for example FENCED_STATE_EPOCH,
+    COORDINATOR_LOAD_IN_PROGRESS, KAFKA_STORAGE_ERROR).
+    """
+
+    async def initialize_state(
+        self, key: SharePartitionKey, *, state_epoch: int, start_offset: int
+    ) -> None: ...
+
+    async def read_state(self, key: SharePartitionKey, *, leader_epoch: int) -> ShareState | None:
+        """The stored state, or None when the share-partition was never initialized."""
+        ...
+
+    async def write_state(self, params: WriteStateParams) -> None: ...
+
+    async def delete_state(self, key: SharePartitionKey) -> None: ...
+
+    async def read_state_summary(self, key: SharePartitionKey) -> ShareStateSummary | None: ...

@@ -1,0 +1,1 @@
+"""Shared fixtures. Integration fixtures live in tests/integration/conftest.py."""
