@@ -5,7 +5,8 @@ fetches on the leader connection while it heartbeats on another, and Kafka's epo
 member. One epoch sequence spans both RPCs, as in Kafka's ``SharePartitionManager``:
 
 - ShareFetch epoch 0 opens a session (replacing the member's old one) holding the listed
-  partitions; forgotten topics are not allowed with it.
+  partitions; it may not carry acknowledgements (``INVALID_REQUEST``) and its forgotten topics
+  are ignored.
 - Any other epoch must equal the session's next expected epoch (``INVALID_SHARE_SESSION_EPOCH``),
   if the session exists (``SHARE_SESSION_NOT_FOUND``); a ShareFetch then adds its topics and
   removes its forgotten ones, and the epoch advances (wrapping from 2**31-1 to 1).
@@ -127,16 +128,22 @@ class ShareSessionCache:
         now_ms: int,
         topics: Iterable[TopicIdPartition] = (),
         forgotten: Iterable[TopicIdPartition] = (),
+        has_acknowledgements: bool = False,
         connection_id: str | None = None,
     ) -> SessionUpdate:
-        """Apply a ShareFetch's session fields (``topics`` = its FetchTopic partitions)."""
+        """Apply a ShareFetch's session fields (``topics`` = its FetchTopic partitions).
+
+        ``connection_id`` (on epoch 0) ties the session to the connection that opened it, for
+        ``connection_closed``.
+        """
         key = self._key(group_id, member_id)
         wanted = set(topics)
         forget = set(forgotten)
         if epoch == INITIAL_EPOCH:
-            if forget:
+            if has_acknowledgements:
                 raise ShareSessionError(
-                    ShareSessionErrorCode.INVALID_REQUEST, "a new share session cannot forget topics"
+                    ShareSessionErrorCode.INVALID_REQUEST,
+                    "a share fetch opening a session cannot acknowledge",
                 )
             old = self._sessions.get(key)
             if old is None and len(self._sessions) >= self.max_sessions:
