@@ -87,9 +87,7 @@ def test_join_moves_few_partitions(case: tuple[list[str], list[int]], newcomer: 
     members[newcomer] = frozenset(parts)
     after = assign(members, parts, before)
     total = sum(counts)
-    moved = sum(
-        len(ps - after[m].get(t, frozenset())) for m, a in before.items() for t, ps in a.items()
-    )
+    moved = sum(len(ps - after[m].get(t, frozenset())) for m, a in before.items() for t, ps in a.items())
     # at most the newcomer's fair share leaves the old members
     assert moved <= -(-total // len(members))
 

@@ -20,7 +20,10 @@ from shareq.coordinators.group import (
 
 T1 = uuid.UUID(int=1)
 T2 = uuid.UUID(int=2)
-TOPICS = {"orders": TopicMetadata(topic_id=T1, partitions=3), "audit": TopicMetadata(topic_id=T2, partitions=1)}
+TOPICS = {
+    "orders": TopicMetadata(topic_id=T1, partitions=3),
+    "audit": TopicMetadata(topic_id=T2, partitions=1),
+}
 
 
 def hb(
@@ -66,7 +69,9 @@ def test_join_initializes_then_assigns() -> None:
     assert first.heartbeat_interval_ms == 5000
     assert first.initialize is not None
     assert first.initialize.state_epoch == 1
-    assert first.initialize.topics == (TopicPartitions(topic_id=T1, topic_name="orders", partitions=(0, 1, 2)),)
+    assert first.initialize.topics == (
+        TopicPartitions(topic_id=T1, topic_name="orders", partitions=(0, 1, 2)),
+    )
     assert first.records  # the group is reserved durably
     # A heartbeat while initialization is pending does not ask again.
     again = hb(c, "m1", 1)
@@ -139,7 +144,9 @@ def test_leave_removes_member_and_reports_partitions() -> None:
     res = hb(c, "m1", -1)
     assert res.member_epoch == -1 and res.assignment is None
     assert res.removed is not None and res.removed.reason == "left"
-    assert res.removed.assignment == (TopicPartitions(topic_id=T1, topic_name="orders", partitions=(0, 1, 2)),)
+    assert res.removed.assignment == (
+        TopicPartitions(topic_id=T1, topic_name="orders", partitions=(0, 1, 2)),
+    )
     desc = c.describe("g")
     assert desc.group_state == "Empty" and desc.members == () and desc.group_epoch == epoch + 1
     assert error_of(hb, c, "m1", -1) is GroupErrorCode.UNKNOWN_MEMBER_ID
@@ -165,7 +172,9 @@ def test_group_max_size() -> None:
 def test_inconsistent_group_protocol_for_foreign_group() -> None:
     c = ShareGroupCoordinator()
     c.register_group_type("classic-g", "classic")
-    assert error_of(hb, c, "m1", 0, ("orders",), group="classic-g") is GroupErrorCode.INCONSISTENT_GROUP_PROTOCOL
+    assert (
+        error_of(hb, c, "m1", 0, ("orders",), group="classic-g") is GroupErrorCode.INCONSISTENT_GROUP_PROTOCOL
+    )
     assert error_of(c.describe, "classic-g") is GroupErrorCode.GROUP_ID_NOT_FOUND
     hb(c, "m1", 0, ("orders",))
     assert c.group_type("g") == "share"
@@ -225,14 +234,18 @@ def test_metadata_change_triggers_reassignment_and_initialization() -> None:
     result = c.metadata_changed(image)
     assert result.records
     assert len(result.initialize) == 1
-    assert result.initialize[0].topics == (TopicPartitions(topic_id=later, topic_name="later", partitions=(0, 1)),)
+    assert result.initialize[0].topics == (
+        TopicPartitions(topic_id=later, topic_name="later", partitions=(0, 1)),
+    )
     c.initialize_complete("g", result.initialize[0].topics)
     res = hb(c, "m1", epoch, image=image)
     assert ("later", 0) in owned(res) and ("later", 1) in owned(res)
     # Partitions added to an existing topic are initialized too.
     grown = {**image, "orders": TopicMetadata(topic_id=T1, partitions=4)}
     result = c.metadata_changed(grown)
-    assert result.initialize[0].topics == (TopicPartitions(topic_id=T1, topic_name="orders", partitions=(3,)),)
+    assert result.initialize[0].topics == (
+        TopicPartitions(topic_id=T1, topic_name="orders", partitions=(3,)),
+    )
 
 
 def test_topic_deletion_drops_state_and_assignment() -> None:
@@ -270,7 +283,9 @@ def test_describe_list_and_delete() -> None:
     hb(c, "m1", -1)
     result = c.delete("g")
     assert all(r.value is None for r in result.records)
-    assert result.delete_state[0].topics == (TopicPartitions(topic_id=T1, topic_name="orders", partitions=(0, 1, 2)),)
+    assert result.delete_state[0].topics == (
+        TopicPartitions(topic_id=T1, topic_name="orders", partitions=(0, 1, 2)),
+    )
     assert c.list_groups() == ()
     assert c.group_type("g") is None
 
@@ -278,7 +293,9 @@ def test_describe_list_and_delete() -> None:
 def test_member_assignment_lookup() -> None:
     c = ShareGroupCoordinator()
     join_initialized(c, "m1", ("orders",))
-    assert c.member_assignment("g", "m1") == (TopicPartitions(topic_id=T1, topic_name="orders", partitions=(0, 1, 2)),)
+    assert c.member_assignment("g", "m1") == (
+        TopicPartitions(topic_id=T1, topic_name="orders", partitions=(0, 1, 2)),
+    )
     assert c.member_assignment("g", "nobody") is None
     assert c.member_assignment("nogroup", "m1") is None
 
