@@ -522,23 +522,23 @@ class ShareGroupCoordinator:
                 self._configs[group_id] = dict(value.configs)
             return
         group = self._groups.get(group_id)
-        if record_type is RecordType.GROUP_METADATA:
-            if value is None:
+        if value is None:
+            if record_type is RecordType.GROUP_METADATA:
                 self._groups.pop(group_id, None)
-            elif isinstance(value, GroupMetadataValue):
-                if value.group_type != SHARE_GROUP_TYPE:
-                    raise GroupStateError(f"group {group_id} has type {value.group_type!r}")
-                if group is None:
-                    group = ShareGroup(group_id=group_id, assignment_epoch=value.group_epoch)
-                    self._groups[group_id] = group
-                group.group_epoch = value.group_epoch
+            elif group is not None:
+                group.initialized = {}
             return
         if group is None:
-            if value is None:
-                return
-            raise GroupStateError(f"partition metadata for unknown group {group_id}")
-        if value is None:
-            group.initialized = {}
+            # A compacted log may hold a group's partition metadata before its (newer) group
+            # record, so any record brings the group into being, as in Kafka.
+            group = ShareGroup(group_id=group_id)
+            self._groups[group_id] = group
+        if isinstance(value, GroupMetadataValue):
+            if value.group_type != SHARE_GROUP_TYPE:
+                raise GroupStateError(f"group {group_id} has type {value.group_type!r}")
+            group.group_epoch = value.group_epoch
+            if not group.members:
+                group.assignment_epoch = value.group_epoch
         elif isinstance(value, PartitionMetadataValue):
             group.initialized = {
                 t.topic_id: (t.topic_name, frozenset(t.partitions)) for t in value.initialized
