@@ -120,7 +120,7 @@ class ShareGroupCoordinator:
             )
         group = self._groups.get(gid)
         if epoch == LEAVE_EPOCH:
-            return self._leave(group, gid, mid, now_ms)
+            return self._leave(group, gid, mid)
         if epoch == JOIN_EPOCH:
             if not request.subscribed_topic_names:
                 raise _err(GroupErrorCode.INVALID_REQUEST, "subscribed topic names must be set when joining")
@@ -184,7 +184,7 @@ class ShareGroupCoordinator:
             delete_state=delete_state,
         )
 
-    def _leave(self, group: ShareGroup | None, gid: str, mid: str, now_ms: int) -> HeartbeatResult:
+    def _leave(self, group: ShareGroup | None, gid: str, mid: str) -> HeartbeatResult:
         if group is None:
             raise _err(GroupErrorCode.GROUP_ID_NOT_FOUND, f"share group {gid} not found")
         if mid not in group.members:
