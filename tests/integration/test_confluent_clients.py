@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 
 import pytest
+from broker_harness import FAST_FAILURE, BrokerProcess
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import (
     AdminClient,
@@ -16,8 +17,6 @@ from confluent_kafka.admin import (
 )
 
 from shareq.embedded import EmbeddedBroker
-
-from .conftest import FAST_FAILURE, BrokerProcess
 
 pytestmark = [pytest.mark.integration]
 
@@ -41,7 +40,9 @@ def produce_all(bootstrap: str, topic: str, records: list[Record], **config: obj
         return callback
 
     for index, (key, value, headers) in enumerate(records):
-        producer.produce(topic, value=value, key=key, headers=headers, partition=0, on_delivery=on_delivery(index))
+        producer.produce(
+            topic, value=value, key=key, headers=headers, partition=0, on_delivery=on_delivery(index)
+        )
         producer.poll(0)
     assert producer.flush(20) == 0
     assert errors == []
@@ -115,12 +116,14 @@ def test_admin_create_list_describe_alter_delete(embedded_broker: EmbeddedBroker
     with pytest.raises(KafkaException, match="TOPIC_ALREADY_EXISTS"):
         again[name].result(timeout=10)
     bad = admin.create_topics([NewTopic("bad name!", num_partitions=1, replication_factor=1)])
-    with pytest.raises(KafkaException, match="INVALID_TOPIC_EXCEPTION"):
+    with pytest.raises(KafkaException, match="code=TOPIC_EXCEPTION"):
         bad["bad name!"].result(timeout=10)
     zero = admin.create_topics([NewTopic("zero-partitions", num_partitions=0, replication_factor=1)])
     with pytest.raises(KafkaException, match="INVALID_PARTITIONS"):
         zero["zero-partitions"].result(timeout=10)
-    dry = admin.create_topics([NewTopic("dry-run", num_partitions=1, replication_factor=1)], validate_only=True)
+    dry = admin.create_topics(
+        [NewTopic("dry-run", num_partitions=1, replication_factor=1)], validate_only=True
+    )
     dry["dry-run"].result(timeout=10)
 
     listing = admin.list_topics(timeout=10)
@@ -165,7 +168,9 @@ def test_acks_zero_one_all_and_unknown_partition(embedded_broker: EmbeddedBroker
         produce_all(embedded_broker.bootstrap, topic, records, acks=acks)
         messages = consume_all(embedded_broker.bootstrap, topic, 0, len(records))
         assert [m.value() for m in messages] == [v for _, v, _ in records]  # type: ignore[attr-defined]
-    producer = Producer({"bootstrap.servers": embedded_broker.bootstrap, **FAST_FAILURE, "message.timeout.ms": 3000})
+    producer = Producer(
+        {"bootstrap.servers": embedded_broker.bootstrap, **FAST_FAILURE, "message.timeout.ms": 3000}
+    )
     failures: list[object] = []
     producer.produce("acks-1", b"x", partition=5, on_delivery=lambda err, msg: failures.append(err))
     producer.flush(10)
