@@ -110,8 +110,10 @@ def test_garbage_truncation_and_huge_prefixes(busy_broker: BrokerProcess) -> Non
     # A 2 GiB length prefix is refused at once, without waiting for (or allocating) the body.
     with connect(port) as sock:
         sock.sendall(struct.pack(">I", 2**31 - 1))
+        peer = "{}:{}".format(*sock.getsockname())
         assert_closed_by_server(sock)
     api_versions_round_trip(port)
+    assert any(peer in line and "exceeds the limit" in line for line in busy_broker.stderr_lines)
     # A frame cut short, then the connection closed.
     with connect(port) as sock:
         sock.sendall(struct.pack(">i", 1000) + b"\x00\x03\x00\x0d")
