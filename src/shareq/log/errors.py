@@ -1,0 +1,39 @@
+"""Errors raised by the partition log.
+
+Each class is a distinct fault the server edge maps to one Kafka ``ErrorCode``; the log itself never
+speaks error codes.
+"""
+
+from __future__ import annotations
+
+
+class LogError(Exception):
+    """Base class for every error the log raises."""
+
+
+class CorruptRecordError(LogError):
+    """A record batch is malformed: truncated, wrong magic, impossible length or bad CRC32C."""
+
+
+class RecordTooLargeError(LogError):
+    """An append is larger than the log's ``max_message_bytes``."""
+
+
+class OffsetOutOfRangeError(LogError):
+    """A read asked for an offset outside ``[log_start_offset, log_end_offset]``."""
+
+
+class OutOfOrderSequenceError(LogError):
+    """An idempotent producer skipped sequence numbers (or started a new epoch above 0)."""
+
+
+class InvalidProducerEpochError(LogError):
+    """An idempotent producer wrote with an epoch older than one already seen (it was fenced)."""
+
+
+class UnsupportedCompressionError(LogError):
+    """The record codec was asked to decode a compressed batch (only uncompressed batches decode here)."""
+
+
+class LogIOError(LogError):
+    """The disk refused a write or read (for example ENOSPC); the log was left consistent."""

@@ -1,0 +1,280 @@
+"""Encode and decode UNCOMPRESSED v2 record batches.
+
+The broker's hot paths never call this module: it serves internal topics (the share-group state
+topic), tests and our own client. Compressed batches are refused with
+:class:`UnsupportedCompressionError`; they pass through the log untouched anyway.
+
+Record layout inside a batch (varints are zigzag-encoded)::
+
+    length varint | attributes i8 | timestampDelta varlong | offsetDelta varint
+    keyLength varint | key | valueLength varint | value
+    headerCount varint | (keyLength varint | key utf-8 | valueLength varint | value)*
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from crc32c import crc32c
+
+from .batch import (
+    ATTRIBUTES_OFFSET,
+    CONTROL_MASK,
+    CRC_OFFSET,
+    HEADER,
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    NO_SEQUENCE,
+    TIMESTAMP_TYPE_MASK,
+    TRANSACTIONAL_MASK,
+    BatchHeader,
+    Compression,
+    TimestampType,
+    crc_ok,
+    read_batch_header,
+)
+from .errors import CorruptRecordError, UnsupportedCompressionError
+
+Header = tuple[str, bytes | None]
+
+_CRC = struct.Struct(">I")
+_CONTROL_KEY = struct.Struct(">hh")  # version, type
+_CONTROL_VALUE = struct.Struct(">hi")  # version, coordinatorEpoch
+CONTROL_TYPE_ABORT = 0
+CONTROL_TYPE_COMMIT = 1
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Record:
+    """One record. ``offset`` and ``timestamp`` are absolute; when encoding, ``offset`` is ignored
+    (records get consecutive offsets) and ``timestamp=None`` means the batch's base timestamp."""
+
+    key: bytes | None = None
+    value: bytes | None = None
+    headers: tuple[Header, ...] = ()
+    timestamp: int | None = None
+    offset: int = 0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RecordBatch:
+    """A decoded batch: its header plus its records (absolute offsets and timestamps)."""
+
+    header: BatchHeader
+    records: tuple[Record, ...] = field(default=())
+
+
+def _zigzag(n: int) -> int:
+    return (n << 1) ^ (n >> 63)
+
+
+def write_varint(out: bytearray, n: int) -> None:
+    """Append the zigzag varint (up to 64 bits) of ``n``."""
+    z = _zigzag(n) & 0xFFFFFFFFFFFFFFFF
+    while z >= 0x80:
+        out.append((z & 0x7F) | 0x80)
+        z >>= 7
+    out.append(z)
+
+
+def read_varint(buf: bytes | bytearray | memoryview, pos: int) -> tuple[int, int]:
+    """Read a zigzag varint at ``pos``; return ``(value, next position)``."""
+    result = 0
+    shift = 0
+    end = len(buf)
+    while True:
+        if pos >= end:
+            raise CorruptRecordError("truncated varint")
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            break
+        shift += 7
+        if shift > 63:
+            raise CorruptRecordError("varint longer than 10 bytes")
+    return (result >> 1) ^ -(result & 1), pos
+
+
+def _write_bytes(out: bytearray, data: bytes | None) -> None:
+    if data is None:
+        write_varint(out, -1)
+    else:
+        write_varint(out, len(data))
+        out += data
+
+
+def _read_bytes(buf: bytes | bytearray | memoryview, pos: int, limit: int) -> tuple[bytes | None, int]:
+    n, pos = read_varint(buf, pos)
+    if n < 0:
+        return None, pos
+    if pos + n > limit:
+        raise CorruptRecordError("record field runs past the end of its record")
+    return bytes(buf[pos : pos + n]), pos + n
+
+
+def _encode_record(out: bytearray, record: Record, offset_delta: int, timestamp_delta: int) -> None:
+    body = bytearray(b"\x00")  # record attributes: unused
+    write_varint(body, timestamp_delta)
+    write_varint(body, offset_delta)
+    _write_bytes(body, record.key)
+    _write_bytes(body, record.value)
+    write_varint(body, len(record.headers))
+    for name, value in record.headers:
+        _write_bytes(body, name.encode())
+        _write_bytes(body, value)
+    write_varint(out, len(body))
+    out += body
+
+
+def encode_batch(
+    records: Sequence[Record],
+    *,
+    base_offset: int = 0,
+    base_timestamp: int | None = None,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = NO_PRODUCER_EPOCH,
+    base_sequence: int = NO_SEQUENCE,
+    transactional: bool = False,
+    control: bool = False,
+    timestamp_type: TimestampType = TimestampType.CREATE_TIME,
+    partition_leader_epoch: int = -1,
+) -> bytes:
+    """Build one uncompressed v2 batch holding ``records`` at consecutive offsets from ``base_offset``."""
+    if not records:
+        raise ValueError("a record batch needs at least one record")
+    stamps = [r.timestamp for r in records if r.timestamp is not None]
+    if base_timestamp is None:
+        base_timestamp = min(stamps) if stamps else 0
+    max_timestamp = max([base_timestamp, *stamps])
+    out = bytearray(HEADER_SIZE)
+    for delta, record in enumerate(records):
+        ts = base_timestamp if record.timestamp is None else record.timestamp
+        _encode_record(out, record, delta, ts - base_timestamp)
+    attributes = int(Compression.NONE)
+    if timestamp_type is TimestampType.LOG_APPEND_TIME:
+        attributes |= TIMESTAMP_TYPE_MASK
+    if transactional:
+        attributes |= TRANSACTIONAL_MASK
+    if control:
+        attributes |= CONTROL_MASK
+    HEADER.pack_into(
+        out,
+        0,
+        base_offset,
+        len(out) - LOG_OVERHEAD,
+        partition_leader_epoch,
+        2,
+        0,
+        attributes,
+        len(records) - 1,
+        base_timestamp,
+        max_timestamp,
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        len(records),
+    )
+    _CRC.pack_into(out, CRC_OFFSET, crc32c(memoryview(out)[ATTRIBUTES_OFFSET:]))
+    return bytes(out)
+
+
+def encode_control_batch(
+    *,
+    commit: bool,
+    producer_id: int,
+    producer_epoch: int,
+    coordinator_epoch: int = 0,
+    timestamp: int = 0,
+    base_offset: int = 0,
+) -> bytes:
+    """A transaction marker: a control batch holding one COMMIT or ABORT record."""
+    marker_type = CONTROL_TYPE_COMMIT if commit else CONTROL_TYPE_ABORT
+    record = Record(
+        key=_CONTROL_KEY.pack(0, marker_type),
+        value=_CONTROL_VALUE.pack(0, coordinator_epoch),
+        timestamp=timestamp,
+    )
+    return encode_batch(
+        [record],
+        base_offset=base_offset,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        transactional=True,
+        control=True,
+    )
+
+
+def control_record_type(record: Record) -> int:
+    """The marker type (0 abort, 1 commit) of a record taken from a control batch."""
+    if record.key is None or len(record.key) < _CONTROL_KEY.size:
+        raise CorruptRecordError("control record key shorter than 4 bytes")
+    return int(_CONTROL_KEY.unpack_from(record.key)[1])
+
+
+def decode_batch(
+    buf: bytes | bytearray | memoryview, pos: int = 0, *, verify_crc: bool = True
+) -> RecordBatch:
+    """Decode the uncompressed batch at ``pos`` into a :class:`RecordBatch`."""
+    header = read_batch_header(buf, pos)
+    if verify_crc and not crc_ok(buf, pos, header):
+        raise CorruptRecordError(f"batch at offset {header.base_offset} fails its CRC32C check")
+    if header.compression is not Compression.NONE:
+        raise UnsupportedCompressionError(f"cannot decode a {header.compression.name} batch here")
+    end = pos + header.size
+    p = pos + HEADER_SIZE
+    records: list[Record] = []
+    for _ in range(header.records_count):
+        length, p = read_varint(buf, p)
+        limit = p + length
+        if length < 0 or limit > end:
+            raise CorruptRecordError("record length runs past the end of its batch")
+        p += 1  # attributes
+        ts_delta, p = read_varint(buf, p)
+        offset_delta, p = read_varint(buf, p)
+        key, p = _read_bytes(buf, p, limit)
+        value, p = _read_bytes(buf, p, limit)
+        n_headers, p = read_varint(buf, p)
+        if n_headers < 0:
+            raise CorruptRecordError("negative header count")
+        headers: list[Header] = []
+        for _ in range(n_headers):
+            name, p = _read_bytes(buf, p, limit)
+            if name is None:
+                raise CorruptRecordError("record header with a null key")
+            hvalue, p = _read_bytes(buf, p, limit)
+            headers.append((name.decode(), hvalue))
+        if p != limit:
+            raise CorruptRecordError("record length does not match its fields")
+        timestamp = (
+            header.max_timestamp
+            if header.timestamp_type is TimestampType.LOG_APPEND_TIME
+            else header.base_timestamp + ts_delta
+        )
+        records.append(
+            Record(
+                key=key,
+                value=value,
+                headers=tuple(headers),
+                timestamp=timestamp,
+                offset=header.base_offset + offset_delta,
+            )
+        )
+    if p != end:
+        raise CorruptRecordError("records do not fill their batch")
+    return RecordBatch(header=header, records=tuple(records))
+
+
+def decode_batches(buf: bytes | bytearray | memoryview, *, verify_crc: bool = True) -> list[RecordBatch]:
+    """Decode every batch in ``buf`` (which must hold whole batches only)."""
+    out: list[RecordBatch] = []
+    pos = 0
+    while pos < len(buf):
+        batch = decode_batch(buf, pos, verify_crc=verify_crc)
+        out.append(batch)
+        pos += batch.header.size
+    return out
