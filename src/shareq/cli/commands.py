@@ -4,4 +4,6 @@ from __future__ import annotations
 
 import click
 
-ALL: list[click.Command] = []
+from shareq.cli.serve import serve
+
+ALL: list[click.Command] = [serve]

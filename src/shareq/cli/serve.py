@@ -1,0 +1,48 @@
+"""``shareq serve``: run the broker until SIGTERM or SIGINT, then shut down cleanly."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import sys
+from pathlib import Path
+
+import click
+
+from shareq.config import BrokerConfig, ConfigError
+
+
+@click.command()
+@click.option("--data-dir", required=True, type=click.Path(file_okay=False, path_type=Path))
+@click.option("--port", default=9092, show_default=True, type=int)
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option(
+    "--config", "pairs", multiple=True, metavar="KEY=VALUE", help="broker config under its Kafka name"
+)
+@click.option("--log-level", default="INFO", show_default=True)
+def serve(data_dir: Path, port: int, host: str, pairs: tuple[str, ...], log_level: str) -> None:
+    """Serve the Kafka protocol from DATA_DIR."""
+    logging.basicConfig(
+        level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
+    )
+    try:
+        config = BrokerConfig.from_pairs(pairs)
+    except ConfigError as error:
+        raise click.BadParameter(str(error), param_hint="--config") from error
+    asyncio.run(_serve(data_dir, host, port, config))
+
+
+async def _serve(data_dir: Path, host: str, port: int, config: BrokerConfig) -> None:
+    from shareq.server import Broker
+
+    broker = Broker(data_dir, config, host=host, port=port)
+    await broker.start()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    print(f"shareq listening on {broker.host}:{broker.port}", flush=True)
+    await stop.wait()
+    logging.getLogger("shareq.server").info("shutting down")
+    await broker.stop()

@@ -1,0 +1,136 @@
+"""Broker configuration under Kafka's names, from ``--config key=value`` pairs.
+
+A table of ``Setting(name, type, default, validator)``; other layers add their own keys (for
+example ``group.share.*``) with ``register`` so a typo is an error rather than silently ignored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+
+class ConfigError(ValueError):
+    """An unknown key or an invalid value."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Setting:
+    name: str
+    type: type[Any]
+    default: Any
+    validator: Callable[[Any], bool] | None = None
+    doc: str = ""
+
+    def parse(self, raw: str | Any) -> Any:
+        try:
+            if self.type is bool and isinstance(raw, str):
+                lowered = raw.strip().lower()
+                if lowered not in ("true", "false"):
+                    raise ValueError(raw)
+                value: Any = lowered == "true"
+            elif self.type is int and isinstance(raw, str):
+                value = int(raw.strip())
+            elif self.type is str and raw is None:
+                value = None
+            else:
+                value = self.type(raw)
+        except (TypeError, ValueError) as error:
+            raise ConfigError(f"{self.name}: {raw!r} is not a valid {self.type.__name__}") from error
+        if self.validator is not None and value is not None and not self.validator(value):
+            raise ConfigError(f"{self.name}: {value!r} is out of range")
+        return value
+
+
+def _positive(v: int) -> bool:
+    return v > 0
+
+
+def _non_negative(v: int) -> bool:
+    return v >= 0
+
+
+def _at_least_minus_one(v: int) -> bool:
+    return v >= -1
+
+
+SETTINGS: dict[str, Setting] = {}
+
+
+def register(*settings: Setting) -> None:
+    """Add settings to the table (idempotent for identical definitions)."""
+    for setting in settings:
+        existing = SETTINGS.get(setting.name)
+        if existing is not None and existing != setting:
+            raise ConfigError(f"setting {setting.name} is already registered differently")
+        SETTINGS[setting.name] = setting
+
+
+register(
+    Setting(name="node.id", type=int, default=0, validator=_non_negative, doc="this broker's id"),
+    Setting(name="advertised.host", type=str, default=None, doc="host given to clients (default: bind host)"),
+    Setting(
+        name="advertised.port", type=int, default=None, doc="port given to clients (default: bound port)"
+    ),
+    Setting(name="num.partitions", type=int, default=1, validator=_positive),
+    Setting(name="auto.create.topics.enable", type=bool, default=True),
+    Setting(name="log.segment.bytes", type=int, default=1024 * 1024 * 1024, validator=_positive),
+    Setting(name="log.retention.ms", type=int, default=7 * 24 * 3600 * 1000, validator=_at_least_minus_one),
+    Setting(name="log.retention.bytes", type=int, default=-1, validator=_at_least_minus_one),
+    Setting(name="log.flush.interval.messages", type=int, default=1, validator=_positive),
+    Setting(name="log.retention.check.interval.ms", type=int, default=300_000, validator=_positive),
+    Setting(name="message.max.bytes", type=int, default=1024 * 1024 + 12, validator=_positive),
+    Setting(name="socket.request.max.bytes", type=int, default=100 * 1024 * 1024, validator=_positive),
+)
+
+
+class BrokerConfig:
+    """Resolved broker settings; read with ``config["num.partitions"]``."""
+
+    __slots__ = ("_values",)
+
+    def __init__(self, values: Mapping[str, Any]) -> None:
+        self._values = dict(values)
+
+    @classmethod
+    def from_pairs(cls, pairs: Iterable[str]) -> BrokerConfig:
+        """Parse ``key=value`` strings as given on the command line."""
+        overrides: dict[str, str] = {}
+        for pair in pairs:
+            key, sep, value = pair.partition("=")
+            if not sep:
+                raise ConfigError(f"expected key=value, got {pair!r}")
+            overrides[key.strip()] = value
+        return cls.from_mapping(overrides)
+
+    @classmethod
+    def from_mapping(cls, overrides: Mapping[str, Any]) -> BrokerConfig:
+        unknown = sorted(set(overrides) - set(SETTINGS))
+        if unknown:
+            raise ConfigError(f"unknown config key(s): {', '.join(unknown)}")
+        values = {name: s.default for name, s in SETTINGS.items()}
+        for key, raw in overrides.items():
+            values[key] = SETTINGS[key].parse(raw)
+        return cls(values)
+
+    def __getitem__(self, name: str) -> Any:
+        if name not in self._values:
+            setting = SETTINGS.get(name)
+            if setting is None:
+                raise KeyError(name)
+            return setting.default
+        return self._values[name]
+
+    def with_overrides(self, overrides: Mapping[str, Any]) -> BrokerConfig:
+        """A copy with some values replaced (validated)."""
+        unknown = sorted(set(overrides) - set(SETTINGS))
+        if unknown:
+            raise ConfigError(f"unknown config key(s): {', '.join(unknown)}")
+        values = dict(self._values)
+        for key, raw in overrides.items():
+            values[key] = SETTINGS[key].parse(raw)
+        return BrokerConfig(values)
+
+    def items(self) -> list[tuple[str, Any]]:
+        return sorted({name: self[name] for name in SETTINGS}.items())

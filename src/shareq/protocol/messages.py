@@ -1,0 +1,116 @@
+"""From frame to decoded request and from response object to frame.
+
+This is the whole sans-I/O request path: ``decode_request`` turns one frame into a ``Request``
+(or raises a peer fault / ``UnsupportedApiError``), and the ``encode_*`` functions return the bytes
+to send, already length-prefixed.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from .codec import Codec, build, codec
+from .errors import LocalProtocolError, UnsupportedApiError
+from .framing import frame
+from .header import RequestHeader, parse_request_header, response_header, skip_tagged_fields
+from .versions import API_VERSIONS, API_VERSIONS_FALLBACK_VERSION, VersionRange
+
+_I16 = struct.Struct(">h")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Request:
+    """One decoded request: its header, its codec and the kio request entity."""
+
+    header: RequestHeader
+    codec: Codec
+    body: Any
+
+    @property
+    def api_key(self) -> int:
+        return self.header.api_key
+
+    @property
+    def api_version(self) -> int:
+        return self.header.api_version
+
+
+def decode_request(payload: bytes, supported: Mapping[int, VersionRange]) -> Request:
+    """Decode a frame's payload.
+
+    Raises ``UnsupportedApiError`` (answerable, carries the header) for versions outside
+    ``supported`` and ``MalformedRequestError`` for anything undecodable.
+    """
+    header = parse_request_header(payload)
+    allowed = supported.get(header.api_key)
+    if allowed is None or header.api_version not in allowed:
+        raise UnsupportedRequest(header)
+    try:
+        request_codec = codec(header.api_key, header.api_version)
+    except Exception as error:  # kio does not know this version: treat as unsupported
+        raise UnsupportedRequest(header) from error
+    offset = header.body_offset
+    if request_codec.request_header_version >= 2:
+        offset = skip_tagged_fields(payload, offset)
+    body = request_codec.decode(payload, offset)
+    return Request(header=header, codec=request_codec, body=body)
+
+
+class UnsupportedRequest(UnsupportedApiError):
+    """An unsupported request whose header could be read, so it can be answered."""
+
+    def __init__(self, header: RequestHeader) -> None:
+        super().__init__(header.api_key, header.api_version)
+        self.header = header
+
+
+def encode_response(request_codec: Codec, correlation_id: int, response: Any) -> bytes:
+    """Frame a response for ``request_codec``'s version."""
+    if type(response) is not request_codec.response_class:
+        raise MalformedResponse(
+            f"api {request_codec.api_key} v{request_codec.version} handler returned {type(response).__name__}"
+        )
+    head = response_header(correlation_id, request_codec.response_header_version)
+    return frame(head + request_codec.encode_body(response))
+
+
+class MalformedResponse(LocalProtocolError):
+    """A handler returned the wrong response type (a local bug)."""
+
+
+def encode_api_versions_fallback(correlation_id: int, supported: Mapping[int, VersionRange]) -> bytes:
+    """The v0 ApiVersions reply with UNSUPPORTED_VERSION that tells a client to retry lower."""
+    fallback = codec(API_VERSIONS, API_VERSIONS_FALLBACK_VERSION)
+    module = fallback.response_module
+    response = build(
+        fallback.response_class,
+        error_code=ErrorCode.unsupported_version,
+        api_keys=api_version_entries(module, supported),
+    )
+    return encode_response(fallback, correlation_id, response)
+
+
+def api_version_entries(response_module: Any, supported: Mapping[int, VersionRange]) -> tuple[Any, ...]:
+    entry = response_module.ApiVersion
+    return tuple(
+        entry(api_key=key, min_version=r.min_version, max_version=r.max_version)
+        for key, r in sorted(supported.items())
+    )
+
+
+def encode_unsupported(request: UnsupportedRequest, supported: Mapping[int, VersionRange]) -> bytes:
+    """Answer an unsupported api key or version.
+
+    ApiVersions gets the proper v0 fallback. Other apis have no common response shape, so the reply
+    is the correlation id and an UNSUPPORTED_VERSION error code: a client that sent a version it was
+    never offered gets an error, not silence.
+    """
+    if request.header.api_key == API_VERSIONS:
+        return encode_api_versions_fallback(request.header.correlation_id, supported)
+    head = response_header(request.header.correlation_id, 0)
+    return frame(head + _I16.pack(int(ErrorCode.unsupported_version)))

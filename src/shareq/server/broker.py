@@ -1,0 +1,207 @@
+"""The ``Broker``: configuration, topic registry, partition logs, handler table and the listener.
+
+Everything runs on one asyncio loop; no mutation spans an ``await``, so nothing needs a lock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import shutil
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from shareq.config import BrokerConfig
+
+from .connection import serve_connection
+from .handlers import HandlerTable, default_handlers
+from .partitions import Partition
+from .topic_configs import effective_topic_configs, validate_topic_configs
+from .topics import TopicInfo, TopicRegistry, is_internal
+
+log = logging.getLogger("shareq.server")
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class Broker:
+    """A single-node Kafka broker; ``await start()``, then ``await stop()``."""
+
+    def __init__(
+        self,
+        data_dir: Path | str,
+        config: BrokerConfig | None = None,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        handlers: HandlerTable | None = None,
+    ) -> None:
+        self.data_dir = Path(data_dir)
+        self.config = config if config is not None else BrokerConfig.from_mapping({})
+        self.host = host
+        self.port = port
+        self.handlers = handlers if handlers is not None else default_handlers()
+        self.node_id: int = self.config["node.id"]
+        self.registry: TopicRegistry | None = None
+        self.partitions: dict[tuple[str, int], Partition] = {}
+        self._server: asyncio.Server | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._connections: set[asyncio.Task[None]] = set()
+        self._next_connection_id = 0
+        self.static_config = self.config
+        self.stopping = False
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.registry = TopicRegistry(self.data_dir)
+        self.static_config = self.config
+        if self.registry.broker_overrides:
+            self.config = self.config.with_overrides(self.registry.broker_overrides)
+        for topic in self.registry:
+            for index in range(topic.partitions):
+                self._open_partition(topic, index)
+        self._server = await asyncio.start_server(self._on_connection, self.host, self.port)
+        self.port = self._server.sockets[0].getsockname()[1]
+        self._spawn(self._retention_loop())
+
+    async def stop(self) -> None:
+        """Stop accepting, end connections, flush and close every log."""
+        self.stopping = True
+        if self._server is not None:
+            self._server.close()
+        for task in list(self._tasks) + list(self._connections):
+            task.cancel()
+        await asyncio.gather(*self._tasks, *self._connections, return_exceptions=True)
+        if self._server is not None:
+            await self._server.wait_closed()
+        for partition in self.partitions.values():
+            partition.log.flush()
+            partition.log.close()
+        self.partitions.clear()
+
+    @property
+    def advertised_host(self) -> str:
+        host: str | None = self.config["advertised.host"]
+        return host if host else self.host
+
+    @property
+    def advertised_port(self) -> int:
+        port: int | None = self.config["advertised.port"]
+        return port if port else self.port
+
+    @property
+    def topics(self) -> TopicRegistry:
+        if self.registry is None:
+            raise RuntimeError("the broker has not been started")
+        return self.registry
+
+    def _spawn(self, coroutine: Any) -> None:
+        task = asyncio.ensure_future(coroutine)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _on_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self._next_connection_id += 1
+        task = asyncio.current_task()
+        assert task is not None
+        self._connections.add(task)
+        try:
+            await serve_connection(self, reader, writer, self._next_connection_id)
+        finally:
+            self._connections.discard(task)
+
+    # -- timers ----------------------------------------------------------------------------------
+
+    async def _retention_loop(self) -> None:
+        interval_s = self.config["log.retention.check.interval.ms"] / 1000.0
+        while True:
+            await asyncio.sleep(interval_s)
+            self.enforce_retention()
+
+    def enforce_retention(self) -> None:
+        now = now_ms()
+        for partition in list(self.partitions.values()):
+            try:
+                partition.log.enforce_retention(now)
+            except Exception:
+                log.exception("retention failed on %s-%d", partition.topic, partition.index)
+
+    # -- topics ----------------------------------------------------------------------------------
+
+    def log_config(self, topic: TopicInfo) -> Any:
+        from shareq.log.partition_log import LogConfig
+
+        effective = {k: v for k, (v, _) in effective_topic_configs(topic.configs, self.config).items()}
+        return LogConfig.from_kafka(effective, LogConfig())
+
+    def _open_partition(self, topic: TopicInfo, index: int) -> Partition:
+        from shareq.log.partition_log import PartitionLog
+
+        directory = self.data_dir / f"{topic.name}-{index}"
+        partition_log = PartitionLog.open(directory, self.log_config(topic), now_ms=now_ms())
+        partition = Partition(topic.name, index, directory, partition_log)
+        self.partitions[(topic.name, index)] = partition
+        return partition
+
+    def create_topic(
+        self, name: str, partitions: int | None = None, configs: Mapping[str, str | None] | None = None
+    ) -> TopicInfo:
+        """Create a topic (internal ones too, for other layers) and open its partition logs.
+
+        Raises ``InvalidTopicError``, ``TopicExistsError``, ``InvalidConfigError`` or ``ValueError``.
+        """
+        count = self.config["num.partitions"] if partitions is None or partitions == -1 else partitions
+        overrides = validate_topic_configs(configs or {})
+        topic = self.topics.create(name, count, overrides)
+        for index in range(count):
+            self._open_partition(topic, index)
+        return topic
+
+    def delete_topic(self, name: str) -> TopicInfo:
+        topic = self.topics.delete(name)
+        for index in range(topic.partitions):
+            partition = self.partitions.pop((name, index), None)
+            if partition is not None:
+                partition.notify()
+                partition.log.delete()
+            shutil.rmtree(self.data_dir / f"{name}-{index}", ignore_errors=True)
+        return topic
+
+    def alter_topic_configs(self, name: str, configs: Mapping[str, str]) -> None:
+        topic = self.topics.get(name)
+        if topic is None:
+            raise KeyError(name)
+        overrides = validate_topic_configs(configs)
+        self.topics.set_configs(name, overrides)
+        for index in range(topic.partitions):
+            partition = self.partitions.get((name, index))
+            if partition is not None:
+                partition.log.config = self.log_config(topic)
+
+    def alter_broker_configs(self, overrides: Mapping[str, str]) -> None:
+        """Replace the dynamic broker configs (validated, persisted) and reconfigure every log."""
+        config = self.static_config.with_overrides(overrides)
+        self.topics.set_broker_overrides(overrides)
+        self.config = config
+        for partition in self.partitions.values():
+            topic = self.topics.get(partition.topic)
+            if topic is not None:
+                partition.log.config = self.log_config(topic)
+
+    def partition(self, topic: str, index: int) -> Partition | None:
+        return self.partitions.get((topic, index))
+
+    def auto_create(self, name: str) -> TopicInfo | None:
+        """Create ``name`` if auto-creation is on and the name is legal and not internal."""
+        if not self.config["auto.create.topics.enable"] or is_internal(name):
+            return None
+        try:
+            return self.create_topic(name)
+        except ValueError:
+            return None

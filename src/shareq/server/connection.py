@@ -1,0 +1,83 @@
+"""One client connection: read a frame, decode, dispatch, write the response, repeat.
+
+Requests of one connection are handled strictly in order (Kafka's model), so a long-polling
+Fetch simply delays that connection. A peer fault closes only this connection, with one log line
+naming the peer and the reason; nothing a client sends can stop the server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+from typing import TYPE_CHECKING, Any
+
+from shareq.protocol import (
+    PeerProtocolError,
+    UnsupportedRequest,
+    decode_request,
+    encode_response,
+    encode_unsupported,
+    read_frame_size,
+)
+
+from .context import RequestContext
+
+if TYPE_CHECKING:
+    from .broker import Broker
+
+log = logging.getLogger("shareq.server.connection")
+
+
+async def serve_connection(
+    broker: Broker, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, connection_id: int
+) -> None:
+    peername = writer.get_extra_info("peername")
+    peer = f"{peername[0]}:{peername[1]}" if isinstance(peername, tuple) else str(peername)
+    max_frame = broker.config["socket.request.max.bytes"]
+    try:
+        while True:
+            try:
+                prefix = await reader.readexactly(4)
+            except asyncio.IncompleteReadError as error:
+                if error.partial:
+                    log.info("closing %s: connection ended inside a length prefix", peer)
+                return
+            size = read_frame_size(prefix, max_frame)
+            try:
+                payload = await reader.readexactly(size)
+            except asyncio.IncompleteReadError:
+                log.info("closing %s: connection ended inside a %d-byte frame", peer, size)
+                return
+            reply = await _handle_frame(broker, payload, peer, connection_id)
+            if reply is not None:
+                writer.write(reply)
+                await writer.drain()
+    except PeerProtocolError as error:
+        log.warning("closing %s: %s", peer, error)
+    except (ConnectionError, asyncio.CancelledError):
+        pass
+    except Exception:
+        log.exception("closing %s after an internal error", peer)
+    finally:
+        writer.close()
+
+
+async def _handle_frame(broker: Broker, payload: bytes, peer: str, connection_id: int) -> bytes | None:
+    supported = broker.handlers.versions
+    try:
+        request = decode_request(payload, supported)
+    except UnsupportedRequest as unsupported:
+        log.info("%s sent unsupported api %d v%d", peer, unsupported.api_key, unsupported.api_version)
+        return encode_unsupported(unsupported, supported)
+    handler = broker.handlers.get(request.api_key)
+    assert handler is not None  # decode_request only accepts registered keys
+    context = RequestContext(
+        broker=broker, header=request.header, codec=request.codec, peer=peer, connection_id=connection_id
+    )
+    response: Any = handler(request.body, context)
+    if inspect.isawaitable(response):
+        response = await response
+    if response is None:
+        return None
+    return encode_response(request.codec, request.header.correlation_id, response)

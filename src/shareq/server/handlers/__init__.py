@@ -1,0 +1,67 @@
+"""Request handlers, one module per API family, collected into a ``HandlerTable``.
+
+Each module exposes ``HANDLERS: dict[api_key, (VersionRange, handler)]``; the broker advertises
+exactly the versions registered here, so adding an API family (share groups, say) is adding a
+module and one line in ``default_handlers``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from shareq.protocol import VersionRange
+
+from ..context import Handler
+
+HandlerEntry = tuple[VersionRange, Handler]
+
+
+class HandlerTable:
+    """Api key -> (supported versions, handler)."""
+
+    def __init__(self) -> None:
+        self._entries: dict[int, HandlerEntry] = {}
+
+    def register(self, api_key: int, versions: VersionRange, handler: Handler) -> None:
+        self._entries[api_key] = (versions, handler)
+
+    def update(self, handlers: Mapping[int, HandlerEntry]) -> None:
+        for api_key, (versions, handler) in handlers.items():
+            self.register(api_key, versions, handler)
+
+    def get(self, api_key: int) -> Handler | None:
+        entry = self._entries.get(api_key)
+        return None if entry is None else entry[1]
+
+    @property
+    def versions(self) -> dict[int, VersionRange]:
+        return {key: versions for key, (versions, _) in self._entries.items()}
+
+
+def default_handlers() -> HandlerTable:
+    from . import (
+        api_versions,
+        configs,
+        coordinator,
+        fetch,
+        list_offsets,
+        metadata,
+        produce,
+        producer_id,
+        topics,
+    )
+
+    table = HandlerTable()
+    for module in (
+        api_versions,
+        metadata,
+        topics,
+        produce,
+        fetch,
+        list_offsets,
+        coordinator,
+        producer_id,
+        configs,
+    ):
+        table.update(module.HANDLERS)
+    return table

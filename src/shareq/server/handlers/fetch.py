@@ -1,0 +1,116 @@
+"""Fetch: raw batches from the log, long-polling until min_bytes arrive or max_wait passes.
+
+A waiting fetch registers one future on every partition it reads; an append resolves it, so a
+long poll costs nothing while idle and answers as soon as data lands.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from shareq.log.errors import LogError
+from shareq.protocol import VersionRange
+from shareq.protocol.versions import FETCH
+
+from ..context import RequestContext
+from ..errors import error_code
+from ..partitions import Partition, wait_for_data
+from .api_versions import NO_THROTTLE
+
+ZERO_UUID = uuid.UUID(int=0)
+
+
+async def handle_fetch(request: Any, ctx: RequestContext) -> Any:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + request.max_wait.total_seconds()
+    wanted = _resolve(request, ctx)
+    while True:
+        responses, total, failed = _collect(request, ctx, wanted)
+        remaining = deadline - loop.time()
+        if total >= request.min_bytes or failed or remaining <= 0 or ctx.broker.stopping:
+            return ctx.build(
+                throttle_time=NO_THROTTLE, error_code=ErrorCode.none, session_id=0, responses=responses
+            )
+        await wait_for_data([p for _, _, p in wanted if p is not None], remaining)
+
+
+Wanted = tuple[Any, Any, Partition | None]  # (topic request, partition request, partition)
+
+
+def _resolve(request: Any, ctx: RequestContext) -> list[Wanted]:
+    broker = ctx.broker
+    wanted: list[Wanted] = []
+    for topic in request.topics:
+        name: str | None = getattr(topic, "topic", None)
+        if ctx.version >= 13:
+            found = broker.topics.by_id(topic.topic_id)
+            name = found.name if found is not None else None
+        for partition_request in topic.partitions:
+            partition = broker.partition(name, partition_request.partition) if name is not None else None
+            wanted.append((topic, partition_request, partition))
+    return wanted
+
+
+def _collect(request: Any, ctx: RequestContext, wanted: list[Wanted]) -> tuple[tuple[Any, ...], int, bool]:
+    budget = request.max_bytes
+    total = 0
+    failed = False
+    by_topic: dict[int, tuple[Any, list[Any]]] = {}
+    no_leader = ctx.build("LeaderIdAndEpoch") if ctx.version >= 12 else None
+    no_divergence = ctx.build("EpochEndOffset") if ctx.version >= 12 else None
+    for topic, preq, partition in wanted:
+        code = ErrorCode.none
+        records = b""
+        high_watermark = log_start = -1
+        if partition is None:
+            code = ErrorCode.unknown_topic_id if ctx.version >= 13 else ErrorCode.unknown_topic_or_partition
+        else:
+            log = partition.log
+            high_watermark = log.log_end_offset
+            log_start = log.log_start_offset
+            limit = min(preq.partition_max_bytes, budget)
+            # The log returns at least one whole batch (progress for large batches), so a partition
+            # reached after the response budget is spent reads nothing.
+            readable = preq.fetch_offset != high_watermark or preq.fetch_offset < log_start
+            if readable and (limit > 0 or total == 0):
+                try:
+                    data = log.read(preq.fetch_offset, max(limit, 1))
+                except LogError as error:
+                    code = error_code(error)
+                else:
+                    records = data.records
+        if code is not ErrorCode.none:
+            failed = True
+        total += len(records)
+        budget = max(budget - len(records), 0)
+        entry = ctx.build(
+            "PartitionData",
+            partition_index=preq.partition,
+            error_code=code,
+            high_watermark=high_watermark,
+            last_stable_offset=high_watermark,
+            log_start_offset=log_start,
+            diverging_epoch=no_divergence,
+            current_leader=no_leader,
+            aborted_transactions=None if ctx.version >= 4 else (),
+            preferred_read_replica=-1,
+            records=records,
+        )
+        by_topic.setdefault(id(topic), (topic, []))[1].append(entry)
+    responses = tuple(
+        ctx.build(
+            "FetchableTopicResponse",
+            topic=getattr(topic, "topic", None),
+            topic_id=getattr(topic, "topic_id", ZERO_UUID),
+            partitions=tuple(entries),
+        )
+        for topic, entries in by_topic.values()
+    )
+    return responses, total, failed
+
+
+HANDLERS = {FETCH: (VersionRange(4, 17), handle_fetch)}

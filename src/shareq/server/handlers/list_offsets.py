@@ -1,0 +1,69 @@
+"""ListOffsets: earliest (-2), latest (-1), max timestamp (-3) and by timestamp."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from shareq.log.errors import LogError
+from shareq.protocol import VersionRange
+from shareq.protocol.versions import LIST_OFFSETS
+
+from ..context import RequestContext
+from ..errors import error_code
+from .api_versions import NO_THROTTLE
+
+LATEST = -1
+EARLIEST = -2
+MAX_TIMESTAMP = -3
+
+
+def handle_list_offsets(request: Any, ctx: RequestContext) -> Any:
+    topics = []
+    for topic in request.topics:
+        partitions = []
+        for preq in topic.partitions:
+            code, offset, timestamp = ErrorCode.none, -1, -1
+            partition = ctx.broker.partition(topic.name, preq.partition_index)
+            if partition is None:
+                code = ErrorCode.unknown_topic_or_partition
+            else:
+                log = partition.log
+                try:
+                    if preq.timestamp == LATEST:
+                        offset = log.log_end_offset
+                    elif preq.timestamp == EARLIEST:
+                        offset = log.log_start_offset
+                    elif preq.timestamp == MAX_TIMESTAMP or preq.timestamp >= 0:
+                        found = _by_timestamp(log, preq.timestamp)
+                        if found is not None:
+                            offset, timestamp = found
+                    else:
+                        code = ErrorCode.invalid_request
+                except LogError as error:
+                    code = error_code(error)
+            partitions.append(
+                ctx.build(
+                    "ListOffsetsPartitionResponse",
+                    partition_index=preq.partition_index,
+                    error_code=code,
+                    timestamp=timestamp,
+                    offset=offset,
+                    leader_epoch=0,
+                )
+            )
+        topics.append(ctx.build("ListOffsetsTopicResponse", name=topic.name, partitions=tuple(partitions)))
+    return ctx.build(throttle_time=NO_THROTTLE, topics=tuple(topics))
+
+
+def _by_timestamp(log: Any, timestamp: int) -> tuple[int, int] | None:
+    if timestamp == MAX_TIMESTAMP:
+        finder = getattr(log, "offset_for_max_timestamp", None)
+        found: tuple[int, int] | None = None if finder is None else finder()
+        return found
+    result: tuple[int, int] | None = log.offset_for_timestamp(timestamp)
+    return result
+
+
+HANDLERS = {LIST_OFFSETS: (VersionRange(1, 11), handle_list_offsets)}

@@ -1,0 +1,78 @@
+"""Produce: record batches pass through untouched except for the base offset the log assigns."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from shareq.log.errors import LogError
+from shareq.protocol import VersionRange
+from shareq.protocol.versions import PRODUCE
+
+from ..broker import now_ms
+from ..context import RequestContext
+from ..errors import error_code
+from .api_versions import NO_THROTTLE
+
+log = logging.getLogger("shareq.server.produce")
+
+
+def handle_produce(request: Any, ctx: RequestContext) -> Any:
+    broker = ctx.broker
+    acks = request.acks
+    topic_responses = []
+    for topic_data in request.topic_data:
+        name: str | None = getattr(topic_data, "name", None)
+        topic_id = getattr(topic_data, "topic_id", None)
+        if name is None and topic_id is not None:
+            found = broker.topics.by_id(topic_id)
+            name = found.name if found is not None else None
+        partition_responses = []
+        for data in topic_data.partition_data:
+            code, base_offset, log_start, message = ErrorCode.none, -1, -1, None
+            partition = broker.partition(name, data.index) if name is not None else None
+            if acks not in (0, 1, -1):
+                code = ErrorCode.invalid_required_acks
+            elif partition is None:
+                code = ErrorCode.unknown_topic_id if name is None else ErrorCode.unknown_topic_or_partition
+            elif not data.records:
+                code, message = ErrorCode.corrupt_message, "empty record set"
+            else:
+                try:
+                    info = partition.log.append(bytes(data.records), now_ms=now_ms())
+                except LogError as error:
+                    code, message = error_code(error), str(error)
+                else:
+                    base_offset = info.first_offset
+                    if not info.duplicate:
+                        partition.notify()
+                log_start = partition.log.log_start_offset
+            partition_responses.append(
+                ctx.build(
+                    "PartitionProduceResponse",
+                    index=data.index,
+                    error_code=code,
+                    base_offset=base_offset,
+                    log_append_time=None,
+                    log_start_offset=log_start,
+                    record_errors=(),
+                    error_message=message,
+                    current_leader=ctx.build("LeaderIdAndEpoch") if ctx.version >= 10 else None,
+                )
+            )
+        topic_responses.append(
+            ctx.build(
+                "TopicProduceResponse",
+                name=getattr(topic_data, "name", None),
+                topic_id=topic_id,
+                partition_responses=tuple(partition_responses),
+            )
+        )
+    if acks == 0:
+        return None
+    return ctx.build(throttle_time=NO_THROTTLE, responses=tuple(topic_responses))
+
+
+HANDLERS = {PRODUCE: (VersionRange(3, 13), handle_produce)}

@@ -1,0 +1,133 @@
+"""CreateTopics and DeleteTopics."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from shareq.protocol import VersionRange
+from shareq.protocol.versions import CREATE_TOPICS, DELETE_TOPICS
+
+from ..context import RequestContext
+from ..topic_configs import InvalidConfigError, effective_topic_configs, validate_topic_configs
+from ..topics import InvalidTopicError, validate_topic_name
+from .api_versions import NO_THROTTLE
+
+ZERO_UUID = uuid.UUID(int=0)
+MAX_PARTITIONS = 10_000
+
+
+def handle_create_topics(request: Any, ctx: RequestContext) -> Any:
+    broker = ctx.broker
+    validate_only = bool(getattr(request, "validate_only", False))
+    results = []
+    seen: set[str] = set()
+    for wanted in request.topics:
+        code, message = ErrorCode.none, None
+        partitions = wanted.num_partitions if wanted.num_partitions != -1 else broker.config["num.partitions"]
+        configs = {c.name: c.value for c in wanted.configs}
+        topic_id = ZERO_UUID
+        try:
+            validate_topic_name(wanted.name)
+            if wanted.name in seen:
+                raise _Fail(ErrorCode.invalid_request, f"topic {wanted.name} listed twice")
+            if wanted.name in broker.topics:
+                raise _Fail(ErrorCode.topic_already_exists, f"topic {wanted.name} already exists")
+            if wanted.assignments:
+                raise _Fail(ErrorCode.invalid_request, "manual replica assignment is not supported")
+            if partitions < 1 or partitions > MAX_PARTITIONS:
+                raise _Fail(ErrorCode.invalid_partitions, f"invalid partition count {partitions}")
+            if wanted.replication_factor not in (-1, 1):
+                raise _Fail(
+                    ErrorCode.invalid_replication_factor,
+                    f"replication factor {wanted.replication_factor} exceeds the 1 broker available",
+                )
+            validate_topic_configs(configs)
+            if not validate_only:
+                topic_id = broker.create_topic(wanted.name, partitions, configs).topic_id
+        except _Fail as fail:
+            code, message = fail.code, str(fail)
+        except InvalidTopicError as error:
+            code, message = ErrorCode.invalid_topic_exception, str(error)
+        except InvalidConfigError as error:
+            code, message = ErrorCode.invalid_config, str(error)
+        seen.add(wanted.name)
+        result_configs: tuple[Any, ...] = ()
+        if code is ErrorCode.none and ctx.version >= 5:
+            overrides = {k: v for k, v in configs.items() if v is not None}
+            result_configs = tuple(
+                ctx.build(
+                    "CreatableTopicConfigs",
+                    name=name,
+                    value=value,
+                    read_only=False,
+                    config_source=1 if explicit else 5,
+                    is_sensitive=False,
+                )
+                for name, (value, explicit) in effective_topic_configs(overrides, broker.config).items()
+            )
+        results.append(
+            ctx.build(
+                "CreatableTopicResult",
+                name=wanted.name,
+                topic_id=topic_id,
+                error_code=code,
+                error_message=message,
+                topic_config_error_code=ErrorCode.none,
+                num_partitions=partitions if code is ErrorCode.none else -1,
+                replication_factor=1 if code is ErrorCode.none else -1,
+                configs=result_configs,
+            )
+        )
+    return ctx.build(throttle_time=NO_THROTTLE, topics=tuple(results))
+
+
+def handle_delete_topics(request: Any, ctx: RequestContext) -> Any:
+    broker = ctx.broker
+    wanted: list[tuple[str | None, uuid.UUID]] = []
+    if hasattr(request, "topic_names"):
+        wanted = [(name, ZERO_UUID) for name in request.topic_names]
+    else:
+        wanted = [(t.name, t.topic_id) for t in request.topics]
+    results = []
+    for name, topic_id in wanted:
+        code, message = ErrorCode.none, None
+        resolved = name
+        if name is None:
+            found = broker.topics.by_id(topic_id)
+            resolved = found.name if found is not None else None
+            if found is None:
+                code = ErrorCode.unknown_topic_id
+        if resolved is not None:
+            topic = broker.topics.get(resolved)
+            if topic is None:
+                code = ErrorCode.unknown_topic_or_partition
+            else:
+                topic_id = topic.topic_id
+                broker.delete_topic(resolved)
+        if code is not ErrorCode.none:
+            message = code.name
+        results.append(
+            ctx.build(
+                "DeletableTopicResult",
+                name=resolved,
+                topic_id=topic_id,
+                error_code=code,
+                error_message=message,
+            )
+        )
+    return ctx.build(throttle_time=NO_THROTTLE, responses=tuple(results))
+
+
+class _Fail(Exception):
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+HANDLERS = {
+    CREATE_TOPICS: (VersionRange(2, 7), handle_create_topics),
+    DELETE_TOPICS: (VersionRange(1, 6), handle_delete_topics),
+}

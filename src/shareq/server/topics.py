@@ -1,0 +1,183 @@
+"""The topic registry: names, topic ids, partition counts, topic configs and the cluster id.
+
+Everything lives in one small JSON document in the data directory, replaced atomically (write a
+temporary file, fsync it, rename it over the old one, fsync the directory), so a crash leaves
+either the old registry or the new one.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+import uuid
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+REGISTRY_FILE = "topics.json"
+_LEGAL_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
+INTERNAL_PREFIX = "__"
+
+
+class InvalidTopicError(ValueError):
+    """A topic name Kafka would not accept."""
+
+
+class TopicExistsError(ValueError):
+    """A topic of that name already exists."""
+
+
+class UnknownTopicError(KeyError):
+    """No topic of that name or id."""
+
+
+def validate_topic_name(name: str) -> None:
+    if name in (".", "..") or not _LEGAL_NAME.match(name):
+        raise InvalidTopicError(
+            f"topic name {name!r} is illegal: use 1-249 of [a-zA-Z0-9._-], not '.' or '..'"
+        )
+
+
+def is_internal(name: str) -> bool:
+    return name.startswith(INTERNAL_PREFIX)
+
+
+@dataclass(slots=True, kw_only=True)
+class TopicInfo:
+    """One topic as the registry knows it; ``configs`` holds only explicit overrides."""
+
+    name: str
+    topic_id: uuid.UUID
+    partitions: int
+    configs: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def internal(self) -> bool:
+        return is_internal(self.name)
+
+
+def new_cluster_id() -> str:
+    """A 22-character url-safe base64 uuid, the form Kafka uses for cluster ids."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+class TopicRegistry:
+    """Topic metadata and a few cluster-wide counters, persisted on every change."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self._path = data_dir / REGISTRY_FILE
+        self._data_dir = data_dir
+        self._by_name: dict[str, TopicInfo] = {}
+        self._by_id: dict[uuid.UUID, TopicInfo] = {}
+        self.cluster_id = new_cluster_id()
+        self.next_producer_id = 1000
+        self.broker_overrides: dict[str, str] = {}
+        if self._path.exists():
+            self._load()
+        else:
+            self._save()
+
+    # -- queries ---------------------------------------------------------------------------------
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._by_name
+
+    def __iter__(self) -> Iterator[TopicInfo]:
+        return iter(list(self._by_name.values()))
+
+    def get(self, name: str) -> TopicInfo | None:
+        return self._by_name.get(name)
+
+    def by_id(self, topic_id: uuid.UUID) -> TopicInfo | None:
+        return self._by_id.get(topic_id)
+
+    # -- changes ---------------------------------------------------------------------------------
+
+    def create(self, name: str, partitions: int, configs: Mapping[str, str] | None = None) -> TopicInfo:
+        validate_topic_name(name)
+        if name in self._by_name:
+            raise TopicExistsError(name)
+        if partitions < 1:
+            raise ValueError(f"partition count must be positive, got {partitions}")
+        info = TopicInfo(name=name, topic_id=uuid.uuid4(), partitions=partitions, configs=dict(configs or {}))
+        self._by_name[name] = info
+        self._by_id[info.topic_id] = info
+        self._save()
+        return info
+
+    def delete(self, name: str) -> TopicInfo:
+        info = self._by_name.pop(name, None)
+        if info is None:
+            raise UnknownTopicError(name)
+        del self._by_id[info.topic_id]
+        self._save()
+        return info
+
+    def set_configs(self, name: str, configs: Mapping[str, str]) -> None:
+        info = self._by_name[name]
+        info.configs = dict(configs)
+        self._save()
+
+    def set_broker_overrides(self, overrides: Mapping[str, str]) -> None:
+        """Dynamic broker configs (set by IncrementalAlterConfigs), reapplied on restart."""
+        self.broker_overrides = dict(overrides)
+        self._save()
+
+    def allocate_producer_id(self) -> int:
+        """A producer id never handed out before, also across restarts (persisted before use)."""
+        producer_id = self.next_producer_id
+        self.next_producer_id += 1
+        self._save()
+        return producer_id
+
+    # -- persistence -----------------------------------------------------------------------------
+
+    def _load(self) -> None:
+        document: dict[str, Any] = json.loads(self._path.read_text())
+        self.cluster_id = document["cluster_id"]
+        self.next_producer_id = int(document["next_producer_id"])
+        self.broker_overrides = dict(document.get("broker_overrides", {}))
+        for entry in document["topics"]:
+            info = TopicInfo(
+                name=entry["name"],
+                topic_id=uuid.UUID(entry["topic_id"]),
+                partitions=int(entry["partitions"]),
+                configs=dict(entry.get("configs", {})),
+            )
+            self._by_name[info.name] = info
+            self._by_id[info.topic_id] = info
+
+    def _save(self) -> None:
+        document = {
+            "cluster_id": self.cluster_id,
+            "next_producer_id": self.next_producer_id,
+            "broker_overrides": self.broker_overrides,
+            "topics": [
+                {
+                    "name": t.name,
+                    "topic_id": str(t.topic_id),
+                    "partitions": t.partitions,
+                    "configs": t.configs,
+                }
+                for t in self._by_name.values()
+            ],
+        }
+        atomic_write(self._path, json.dumps(document, indent=1, sort_keys=True).encode())
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Replace ``path`` with ``data`` so readers see the old or the new content, never a mix."""
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
