@@ -53,14 +53,19 @@ class _PendingBatch:
 
 
 class Producer:
-    """``Producer("host:port").send("t", b"v"); producer.flush()``."""
+    """``Producer("host:port").send("t", b"v"); producer.flush()``.
+
+    ``linger_ms=None`` (default): a partition's batch goes when it reaches ``batch_size`` bytes or
+    ``max_batch_records`` records, or on ``flush``. With ``linger_ms=N`` a ``send`` also ships batches older
+    than N ms (there is no background thread, so nothing is sent between calls).
+    """
 
     def __init__(
         self,
         bootstrap: str | list[str],
         *,
         acks: int = -1,
-        linger_ms: int = 0,
+        linger_ms: int | None = None,
         batch_size: int = 1 << 20,
         max_batch_records: int = 10_000,
         idempotent: bool = True,
@@ -82,6 +87,7 @@ class Producer:
         self._producer_id = -1
         self._producer_epoch = -1
         self._sequences: dict[tuple[str, int], int] = defaultdict(int)
+        self._unflushed: list[Future[RecordMetadata]] = []
         self._closed = False
 
     # -- public API --------------------------------------------------------------------------------
@@ -111,6 +117,7 @@ class Producer:
         if batch is None:
             batch = self._pending[slot] = _PendingBatch(topic, partition, time.monotonic())
         future: Future[RecordMetadata] = Future()
+        self._unflushed.append(future)
         batch.records.append(record)
         batch.futures.append(future)
         batch.size += len(key or b"") + len(value or b"") + 24
@@ -118,25 +125,20 @@ class Producer:
             self._send_batches([self._pending.pop(slot)])
             if key is None:
                 self._sticky.batch_sent(topic)
-        elif self.linger_ms >= 0:
-            self._send_lingered()
+        elif self.linger_ms is not None:
+            self._send_lingered(self.linger_ms)
         return future
 
-    def flush(self, timeout: float | None = None) -> list[RecordMetadata]:
-        """Send every buffered batch; return the metadata of the records sent by this call, in send order.
-
-        A failed batch raises its error (the other batches are still sent and their futures resolved).
-        """
+    def flush(self) -> list[RecordMetadata]:
+        """Send every buffered batch; return the metadata of every record sent since the last flush, in
+        send order. A failed record raises its error (all batches are still sent, all futures resolved)."""
         batches = list(self._pending.values())
         self._pending.clear()
         for topic in {b.topic for b in batches}:
             self._sticky.batch_sent(topic)
         self._send_batches(batches)
-        out = []
-        for b in batches:
-            for f in b.futures:
-                out.append(f.result(timeout=0))
-        return out
+        futures, self._unflushed = self._unflushed, []
+        return [f.result(timeout=0) for f in futures]
 
     def close(self) -> None:
         if self._closed:
@@ -155,8 +157,8 @@ class Producer:
 
     # -- internals ---------------------------------------------------------------------------------
 
-    def _send_lingered(self) -> None:
-        cutoff = time.monotonic() - self.linger_ms / 1000.0
+    def _send_lingered(self, linger_ms: int) -> None:
+        cutoff = time.monotonic() - linger_ms / 1000.0
         due = [slot for slot, b in self._pending.items() if b.created <= cutoff]
         if due:
             self._send_batches([self._pending.pop(slot) for slot in due])
