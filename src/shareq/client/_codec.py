@@ -84,3 +84,11 @@ def decode_response(api_key: int, version: int, payload: bytes) -> Any:
     _header, pos = c.read_response_header(payload, 0)
     response, _ = c.read_response(payload, pos)
     return response
+
+
+@functools.cache
+def response_module(api_key: int, version: int) -> ModuleType:
+    """The kio module holding the response classes of one version (used by tests and parsers)."""
+    import sys
+
+    return sys.modules[server_codec(api_key, version).response_class.__module__]

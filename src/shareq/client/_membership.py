@@ -17,6 +17,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from ._share_requests import build_heartbeat
 from ._share_state import TopicIdPartition, member_id_from_uuid
 from .cluster import Cluster
 from .errors import BrokerConnectionError, ClientError, KafkaError
@@ -130,12 +131,13 @@ class Membership:
     def _heartbeat(self, epoch: int) -> None:
         conn = self.cluster.coordinator(self.group_id)
         _v, m = conn.module(SHARE_GROUP_HEARTBEAT)
-        request = m.ShareGroupHeartbeatRequest(
+        request = build_heartbeat(
+            m,
             group_id=self.group_id,
             member_id=self.member_id,
-            member_epoch=epoch,
+            epoch=epoch,
+            topics=self.topics if (epoch == 0 or self._send_names) else None,
             rack_id=self.rack_id,
-            subscribed_topic_names=self.topics if (epoch == 0 or self._send_names) else None,
         )
         try:
             response = conn.send(request)

@@ -13,7 +13,6 @@ ranges sent back by a Spark task to the process that owns this consumer.
 from __future__ import annotations
 
 import contextlib
-import datetime
 import threading
 import time
 from collections import defaultdict
@@ -24,6 +23,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from ._membership import Membership
+from ._share_requests import build_share_acknowledge, build_share_fetch, select_acquired
 from ._share_state import (
     FINAL_EPOCH,
     AcknowledgeType,
@@ -35,7 +35,7 @@ from ._share_state import (
 )
 from .cluster import Cluster
 from .errors import BrokerConnectionError, ClientError, KafkaError, UnsupportedVersionError
-from .records import ConsumerRecord, iter_record_batches
+from .records import ConsumerRecord
 
 SHARE_FETCH = 78
 SHARE_ACKNOWLEDGE = 79
@@ -202,17 +202,19 @@ class ShareConsumer:
         session = self._sessions[leader]
         epoch, listed, forgotten = session.plan_fetch(wanted, self._pending.partitions())
         acks = self._pending.take(listed)
-        request = m.ShareFetchRequest(
+        request = build_share_fetch(
+            m,
             group_id=self.group_id,
             member_id=self.member_id,
-            share_session_epoch=epoch,
-            max_wait=datetime.timedelta(milliseconds=wait_ms),
+            epoch=epoch,
+            max_wait_ms=wait_ms,
             min_bytes=self.fetch_min_bytes,
             max_bytes=self.fetch_max_bytes,
             max_records=max_records,
             batch_size=max_records,
-            topics=_topics(m, "FetchTopic", "FetchPartition", listed, acks),
-            forgotten_topics_data=_forgotten(m, forgotten),
+            listed=listed,
+            acks=acks,
+            forgotten=forgotten,
         )
         try:
             response = conn.send(request, timeout=conn.request_timeout + wait_ms / 1000.0)
@@ -263,39 +265,27 @@ class ShareConsumer:
             )
             for a in acquired
         ]
-        if not ranges:
-            return ranges
-        counts = {}
-        for r in ranges:
-            for off in range(r.first_offset, r.last_offset + 1):
-                counts[off] = r.delivery_count
+        picked, gaps = select_acquired(
+            blob, [(r.first_offset, r.last_offset, r.delivery_count) for r in ranges]
+        )
         delivered = self._delivered[tp]
-        seen: set[int] = set()
-        for batch in iter_record_batches(bytes(blob or b"")):
-            if batch.header.is_control:
-                continue
-            for rec in batch.records:
-                count = counts.get(rec.offset)
-                if count is None:
-                    continue
-                delivered.add(rec.offset)
-                seen.add(rec.offset)
-                self._buffer.append(
-                    ConsumerRecord(
-                        topic=topic,
-                        partition=tp[1],
-                        offset=rec.offset,
-                        key=rec.key,
-                        value=rec.value,
-                        headers=rec.headers,
-                        timestamp=-1 if rec.timestamp is None else rec.timestamp,
-                        topic_id=tp[0],
-                        delivery_count=count,
-                        leader_epoch=batch.header.partition_leader_epoch,
-                    )
+        for rec, count, leader_epoch in picked:
+            delivered.add(rec.offset)
+            self._buffer.append(
+                ConsumerRecord(
+                    topic=topic,
+                    partition=tp[1],
+                    offset=rec.offset,
+                    key=rec.key,
+                    value=rec.value,
+                    headers=rec.headers,
+                    timestamp=-1 if rec.timestamp is None else rec.timestamp,
+                    topic_id=tp[0],
+                    delivery_count=count,
+                    leader_epoch=leader_epoch,
                 )
-        # Acquired offsets with no record to hand out (control records, compacted away) are gaps.
-        for off in sorted(counts.keys() - seen):
+            )
+        for off in gaps:
             self._pending.add(tp, off, off, AcknowledgeType.GAP)
         return ranges
 
@@ -389,26 +379,19 @@ class ShareConsumer:
                 continue
             conn = self.cluster.connection(leader)
             v, m = conn.module(SHARE_ACKNOWLEDGE)
-            kwargs: dict[str, Any] = {}
-            if renew:
-                if v < 2:
-                    raise UnsupportedVersionError(
-                        SHARE_ACKNOWLEDGE, (2, 2), conn.broker_versions.get(SHARE_ACKNOWLEDGE)
-                    )
-                kwargs["is_renew_ack"] = True
+            if renew and v < 2:
+                raise UnsupportedVersionError(
+                    SHARE_ACKNOWLEDGE, (2, 2), conn.broker_versions.get(SHARE_ACKNOWLEDGE)
+                )
             sent_epoch = session.epoch if epoch is None else epoch
-            request = m.ShareAcknowledgeRequest(
+            request = build_share_acknowledge(
+                m,
+                v,
                 group_id=self.group_id,
                 member_id=self.member_id,
-                share_session_epoch=sent_epoch,
-                topics=_topics(
-                    m,
-                    "AcknowledgeTopic",
-                    "AcknowledgePartition",
-                    sorted(acks, key=lambda tp: (str(tp[0]), tp[1])),
-                    acks,
-                ),
-                **kwargs,
+                epoch=sent_epoch,
+                acks=acks,
+                renew=renew,
             )
             try:
                 response = conn.send(request)
@@ -476,28 +459,3 @@ class ShareConsumer:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _topics(
-    m: Any,
-    topic_cls: str,
-    partition_cls: str,
-    listed: Sequence[TopicIdPartition],
-    acks: dict[TopicIdPartition, Any],
-) -> tuple[Any, ...]:
-    """Group partitions (with their acknowledgement batches) by topic id for ShareFetch / ShareAcknowledge."""
-    by_topic: dict[Any, list[Any]] = defaultdict(list)
-    for tid, p in listed:
-        batches = tuple(
-            m.AcknowledgementBatch(first_offset=first, last_offset=last, acknowledge_types=types)
-            for first, last, types in acks.get((tid, p), ())
-        )
-        by_topic[tid].append(getattr(m, partition_cls)(partition_index=p, acknowledgement_batches=batches))
-    return tuple(getattr(m, topic_cls)(topic_id=tid, partitions=tuple(ps)) for tid, ps in by_topic.items())
-
-
-def _forgotten(m: Any, forgotten: Sequence[TopicIdPartition]) -> tuple[Any, ...]:
-    by_topic: dict[Any, list[int]] = defaultdict(list)
-    for tid, p in forgotten:
-        by_topic[tid].append(p)
-    return tuple(m.ForgottenTopic(topic_id=tid, partitions=tuple(ps)) for tid, ps in by_topic.items())
