@@ -107,8 +107,10 @@ def test_list_offsets(broker: EmbeddedBroker, admin: Admin) -> None:
         for i in range(5):
             p.send("offs", b"%d" % i, partition=1, timestamp_ms=1000 * (i + 1))
         p.flush()
-    assert {p: o.offset for p, o in admin.list_offsets("offs", spec=OffsetSpec.LATEST).items()} == {0: 0, 1: 5}
-    assert {p: o.offset for p, o in admin.list_offsets("offs", spec=OffsetSpec.EARLIEST).items()} == {0: 0, 1: 0}
+    latest = admin.list_offsets("offs", spec=OffsetSpec.LATEST)
+    earliest = admin.list_offsets("offs", spec=OffsetSpec.EARLIEST)
+    assert {p: o.offset for p, o in latest.items()} == {0: 0, 1: 5}
+    assert {p: o.offset for p, o in earliest.items()} == {0: 0, 1: 0}
     assert admin.list_offsets("offs", [1], spec=3000)[1].offset == 2
 
 
