@@ -95,6 +95,19 @@ class Membership:
             raise self.error
         return True
 
+    def wait_for_partitions(self, timeout: float) -> frozenset[TopicIdPartition]:
+        """The assignment, waiting up to ``timeout`` while it is empty; re-raise a fatal error."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while not self.assignment and self.error is None:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self._cond.wait(left)
+        if self.error is not None:
+            raise self.error
+        return self.assignment
+
     def rejoin_soon(self) -> None:
         self._wake.set()
 

@@ -92,6 +92,7 @@ class ShareConsumer:
         self._renewals = PendingAcks()
         self._delivered: dict[TopicIdPartition, set[int]] = defaultdict(set)
         self._buffer: list[ConsumerRecord] = []
+        self._ranges: list[AcquiredRange] = []
         self._fenced = threading.Event()
         self.acquisition_lock_timeout_ms = -1
         self._closed = False
@@ -112,56 +113,55 @@ class ShareConsumer:
     # -- consuming ---------------------------------------------------------------------------------
 
     def poll(self, timeout: float = 1.0, max_records: int | None = None) -> list[ConsumerRecord]:
-        """Records acquired for this member (at most ``max_records``); pending acknowledgements ride along."""
-        return list(self.acquire(max_records or self.max_poll_records, timeout).records)
+        """Records acquired for this member (at most ``max_records``; the rest wait for the next poll).
+        Pending acknowledgements ride on the ShareFetch."""
+        limit = max_records or self.max_poll_records
+        with self._lock:
+            if not self._buffer:
+                self._fill(limit, timeout)
+            self._ranges.clear()  # poll users acknowledge records, not ranges
+            out, self._buffer = self._buffer[:limit], self._buffer[limit:]
+        return out
 
     def acquire(self, max_records: int, timeout: float = 1.0) -> Acquisition:
-        """The lower-level ``poll``: also returns the acquired (topic, partition, first, last, delivery_count)
-        ranges, so a caller can acknowledge them by range later."""
+        """The lower-level ``poll``: everything acquired by one ShareFetch round (``max_records`` is the hint
+        sent to the broker, which may acquire whole batches beyond it), with the acquired
+        (topic, partition, first, last, delivery_count) ranges, so a caller can acknowledge by range later.
+        Acquired offsets without a record are already queued as GAP acknowledgements."""
+        with self._lock:
+            if not self._buffer and not self._ranges:
+                self._fill(max_records, timeout)
+            out = Acquisition(
+                records=tuple(self._buffer),
+                ranges=tuple(self._ranges),
+                acquisition_lock_timeout_ms=self.acquisition_lock_timeout_ms,
+            )
+            self._buffer.clear()
+            self._ranges.clear()
+        return out
+
+    def _fill(self, max_records: int, timeout: float) -> None:
+        """ShareFetch until something is acquired or ``timeout`` passes (waiting for an assignment first)."""
         self._check_open()
         deadline = time.monotonic() + timeout
-        with self._lock:
-            if self._buffer:
-                return self._take(max_records, ())
         while True:
-            left = deadline - time.monotonic()
-            assignment = self._wait_assignment(max(left, 0.0))
+            assignment = self._wait_assignment(max(deadline - time.monotonic(), 0.0))
             if assignment:
-                with self._lock:
-                    ranges = self._fetch(assignment, max_records, max(deadline - time.monotonic(), 0.0))
-                    if self._buffer or ranges:
-                        return self._take(max_records, ranges)
+                self._ranges += self._fetch(assignment, max_records, max(deadline - time.monotonic(), 0.0))
+                if self._buffer or self._ranges:
+                    return
             elif self._pending:
                 self.commit()
             if time.monotonic() >= deadline:
-                return Acquisition(
-                    records=(), ranges=(), acquisition_lock_timeout_ms=self.acquisition_lock_timeout_ms
-                )
-
-    def _take(self, max_records: int, ranges: Sequence[AcquiredRange]) -> Acquisition:
-        out, self._buffer = self._buffer[:max_records], self._buffer[max_records:]
-        return Acquisition(
-            records=tuple(out),
-            ranges=tuple(ranges),
-            acquisition_lock_timeout_ms=self.acquisition_lock_timeout_ms,
-        )
+                return
 
     def _wait_assignment(self, timeout: float) -> frozenset[TopicIdPartition]:
-        m = self.membership
-        deadline = time.monotonic() + timeout
-        with m._cond:
-            while not m.assignment and m.error is None:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    break
-                m._cond.wait(left)
-        if m.error is not None:
-            raise m.error
+        assignment = self.membership.wait_for_partitions(timeout)
         if self._fenced.is_set():
             self._fenced.clear()
             with self._lock:
                 self._reset_sessions()
-        return m.assignment
+        return assignment
 
     def _reset_sessions(self) -> None:
         """Fenced or session lost: acquisitions are void, start new sessions at epoch 0."""
@@ -169,6 +169,7 @@ class ShareConsumer:
             s.reset()
         self._delivered.clear()
         self._buffer.clear()
+        self._ranges.clear()
 
     def _leaders(self, parts: Iterable[TopicIdPartition]) -> dict[int, set[TopicIdPartition]]:
         out: dict[int, set[TopicIdPartition]] = defaultdict(set)
