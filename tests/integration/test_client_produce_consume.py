@@ -10,8 +10,9 @@ import pytest
 from confluent_kafka import Consumer as CKConsumer
 from confluent_kafka import Producer as CKProducer
 from confluent_kafka import TopicPartition
+from kio.schema.errors import ErrorCode
 
-from shareq.client import Admin, Cluster, Consumer, OffsetSpec, Producer, partition_for_key
+from shareq.client import Admin, Cluster, Consumer, KafkaError, OffsetSpec, Producer, partition_for_key
 from shareq.client.records import batch_headers
 from shareq.embedded import EmbeddedBroker
 from shareq.log import Compression
@@ -204,3 +205,25 @@ def test_stateless_fetch_reports_bounds(broker: EmbeddedBroker, admin: Admin) ->
         assert [r.offset for r in result.records] == list(range(4, 10))
         assert (result.high_watermark, result.log_start_offset, result.next_offset) == (10, 0, 10)
         assert c.fetch("bounds", 0, 10).records == ()
+
+
+def test_future_result_sends_a_buffered_record(broker: EmbeddedBroker, admin: Admin) -> None:
+    admin.create_topic("lazy", 1)
+    with Producer(broker.bootstrap) as p:
+        first = p.send("lazy", b"a")
+        second = p.send("lazy", b"b")
+        assert not first.done()
+        assert first.result().offset == 0  # sends everything buffered
+        assert second.done() and second.result().offset == 1
+        assert [m.offset for m in p.flush()] == [0, 1]
+        assert p.flush() == []
+
+
+def test_send_to_missing_topic_or_partition_raises(broker: EmbeddedBroker, admin: Admin) -> None:
+    admin.create_topic("one", 1)
+    with Producer(broker.bootstrap) as p:
+        with pytest.raises(KafkaError) as info:
+            p.send("never-created", b"x")
+        assert info.value.code is ErrorCode.unknown_topic_or_partition
+        with pytest.raises(KafkaError):
+            p.send("one", b"x", partition=3)

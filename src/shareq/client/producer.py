@@ -8,9 +8,9 @@ asks InitProducerId once and numbers each partition's batches, so a retried batc
 from __future__ import annotations
 
 import datetime
+import threading
 import time
 from collections import defaultdict
-from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 from kio.schema.errors import ErrorCode
@@ -42,13 +42,52 @@ class RecordMetadata:
     timestamp: int
 
 
+class SendFuture:
+    """The outcome of one ``send``: resolved when its batch is acknowledged. ``result()`` on a record
+    still buffered flushes the producer first (there is no background sender)."""
+
+    __slots__ = ("_done", "_error", "_producer", "_value")
+
+    def __init__(self, producer: Producer) -> None:
+        self._producer: Producer | None = producer
+        self._value: RecordMetadata | None = None
+        self._error: BaseException | None = None
+        self._done = False
+
+    def done(self) -> bool:
+        return self._done
+
+    def set_result(self, value: RecordMetadata) -> None:
+        self._value, self._done, self._producer = value, True, None
+
+    def set_exception(self, error: BaseException) -> None:
+        self._error, self._done, self._producer = error, True, None
+
+    def exception(self) -> BaseException | None:
+        self._resolve()
+        return self._error
+
+    def result(self) -> RecordMetadata:
+        self._resolve()
+        if self._error is not None:
+            raise self._error
+        assert self._value is not None
+        return self._value
+
+    def _resolve(self) -> None:
+        if not self._done and self._producer is not None:
+            self._producer._send_all()
+        if not self._done:
+            raise ClientError("record was never sent (producer closed?)")
+
+
 @dataclass(slots=True)
 class _PendingBatch:
     topic: str
     partition: int
     created: float
     records: list[Record] = field(default_factory=list)
-    futures: list[Future[RecordMetadata]] = field(default_factory=list)
+    futures: list[SendFuture] = field(default_factory=list)
     size: int = 0
 
 
@@ -87,7 +126,8 @@ class Producer:
         self._producer_id = -1
         self._producer_epoch = -1
         self._sequences: dict[tuple[str, int], int] = defaultdict(int)
-        self._unflushed: list[Future[RecordMetadata]] = []
+        self._unflushed: list[SendFuture] = []
+        self._lock = threading.RLock()  # send/flush from several threads
         self._closed = False
 
     # -- public API --------------------------------------------------------------------------------
@@ -100,8 +140,20 @@ class Producer:
         headers: list[tuple[str, bytes | None]] | tuple[tuple[str, bytes | None], ...] | None = None,
         partition: int | None = None,
         timestamp_ms: int | None = None,
-    ) -> Future[RecordMetadata]:
+    ) -> SendFuture:
         """Buffer one record; the future resolves to its ``RecordMetadata`` once its batch is acknowledged."""
+        with self._lock:
+            return self._send(topic, value, key, headers, partition, timestamp_ms)
+
+    def _send(
+        self,
+        topic: str,
+        value: bytes | None,
+        key: bytes | None,
+        headers: list[tuple[str, bytes | None]] | tuple[tuple[str, bytes | None], ...] | None,
+        partition: int | None,
+        timestamp_ms: int | None,
+    ) -> SendFuture:
         if self._closed:
             raise ClientError("producer is closed")
         info = self.cluster.topic(topic)
@@ -116,7 +168,7 @@ class Producer:
         batch = self._pending.get(slot)
         if batch is None:
             batch = self._pending[slot] = _PendingBatch(topic, partition, time.monotonic())
-        future: Future[RecordMetadata] = Future()
+        future = SendFuture(self)
         self._unflushed.append(future)
         batch.records.append(record)
         batch.futures.append(future)
@@ -132,13 +184,18 @@ class Producer:
     def flush(self) -> list[RecordMetadata]:
         """Send every buffered batch; return the metadata of every record sent since the last flush, in
         send order. A failed record raises its error (all batches are still sent, all futures resolved)."""
-        batches = list(self._pending.values())
-        self._pending.clear()
-        for topic in {b.topic for b in batches}:
-            self._sticky.batch_sent(topic)
-        self._send_batches(batches)
-        futures, self._unflushed = self._unflushed, []
-        return [f.result(timeout=0) for f in futures]
+        with self._lock:
+            self._send_all()
+            futures, self._unflushed = self._unflushed, []
+        return [f.result() for f in futures]
+
+    def _send_all(self) -> None:
+        with self._lock:
+            batches = list(self._pending.values())
+            self._pending.clear()
+            for topic in {b.topic for b in batches}:
+                self._sticky.batch_sent(topic)
+            self._send_batches(batches)
 
     def close(self) -> None:
         if self._closed:
