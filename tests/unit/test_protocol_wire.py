@@ -8,7 +8,7 @@ import io
 import struct
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from kio.index import load_request_schema, load_response_schema
 from kio.schema.errors import ErrorCode
@@ -157,6 +157,7 @@ SUPPORTED = sorted(
 
 
 @pytest.mark.parametrize(("api_key", "version"), SUPPORTED)
+@settings(max_examples=60)
 @given(data=st.binary(max_size=200), lengths=st.lists(st.integers(0, 2**32 - 1), max_size=6))
 def test_random_bodies_never_abort_the_decoder(
     api_key: int, version: int, data: bytes, lengths: list[int]
@@ -175,3 +176,27 @@ def test_huge_array_count_is_refused_before_allocation() -> None:
     legacy = struct.pack(">hhih", 3, 4, 1, -1) + struct.pack(">i", 2**31 - 1)
     with pytest.raises(MalformedRequestError):
         decode_request(legacy, BASE_VERSIONS)
+
+
+def test_unknown_tagged_fields_are_skipped() -> None:
+    # Metadata v13: empty topic array, two booleans, then tagged fields with an unknown tag 7.
+    body = b"\x01" + b"\x01\x00" + b"\x01" + b"\x07\x03abc"
+    payload = struct.pack(">hhih", 3, 13, 5, -1) + b"\x00" + body
+    request = decode_request(payload, BASE_VERSIONS)
+    assert request.body.topics == () and request.body.allow_auto_topic_creation is True
+    # A known tag (ApiVersions v3 has none in the request; Fetch v12+ has cluster_id = tag 0) kept.
+    fetch_cls = load_request_schema(1, 13)
+    fetch = fetch_cls(
+        cluster_id="c1",
+        max_wait=datetime.timedelta(milliseconds=5),
+        min_bytes=1,
+        topics=(),
+        forgotten_topics_data=(),
+    )
+    out = io.BytesIO()
+    entity_writer(fetch_cls)(out, fetch)
+    encoded = out.getvalue()
+    assert encoded.endswith(b"\x01\x00\x03\x03c1")  # one tagged field: tag 0, size 3, compact "c1"
+    with_unknown = encoded[:-6] + b"\x02\x00\x03\x03c1\x09\x01\x00"
+    decoded = codec(1, 13).decode(with_unknown, 0)
+    assert decoded == fetch

@@ -45,7 +45,7 @@ class Codec:
 
     def decode(self, payload: bytes, offset: int) -> Any:
         """Decode a request body; trailing bytes are tolerated (librdkafka sends some after Metadata)."""
-        check_body(self.request_class, payload, offset)
+        payload = check_body(self.request_class, payload, offset)
         try:
             entity, _ = self.reader(payload, offset)
         except Exception as error:  # kio raises ValueError, KeyError (unknown tag), IndexError...

@@ -5,6 +5,8 @@ element; a four-byte count of two billion makes it abort the whole process on a 
 allocation. Nothing a client sends may stop the server, so each request body is first walked
 here, compiled once per class from kio's own field metadata: every string, bytes, records and
 array length must fit in the bytes that remain. Only lengths are checked; values are not built.
+The same walk drops tagged fields unknown to this version, which the protocol says to skip and
+kio refuses.
 """
 
 from __future__ import annotations
@@ -27,8 +29,10 @@ from kio.serial._introspect import (
 from .errors import MalformedRequestError
 from .header import read_uvarint
 
-Check = Callable[[bytes, int, int], int]
-"""``check(buf, pos, end) -> new pos``; raises ``MalformedRequestError`` past ``end``."""
+Edits = list[tuple[int, int, bytes]]
+"""``(start, end, replacement)`` spans: tagged-field sections rewritten without unknown tags."""
+Check = Callable[[bytes, int, int, Edits], int]
+"""``check(buf, pos, end, edits) -> new pos``; raises ``MalformedRequestError`` past ``end``."""
 
 _FIXED_SIZES = {
     "int8": 1,
@@ -52,9 +56,34 @@ _I32 = struct.Struct(">i")
 _CACHE: dict[tuple[type[Any], bool], Check] = {}
 
 
-def check_body(cls: type[Any], buf: bytes, pos: int) -> None:
-    """Raise ``MalformedRequestError`` if a length in the body of ``cls`` overruns the frame."""
-    entity_check(cls)(buf, pos, len(buf))
+def check_body(cls: type[Any], buf: bytes, pos: int) -> bytes:
+    """Check every length in the body of ``cls``; return the payload to decode.
+
+    Raises ``MalformedRequestError`` if a length overruns the frame. Tagged fields this version
+    does not know are legal (the protocol says to skip them) but kio rejects them, so they are cut
+    out here and a rewritten payload is returned; normally ``buf`` comes back unchanged.
+    """
+    edits: Edits = []
+    entity_check(cls)(buf, pos, len(buf), edits)
+    if not edits:
+        return buf
+    parts: list[bytes] = []
+    cursor = 0
+    for start, stop, replacement in edits:
+        parts.append(buf[cursor:start])
+        parts.append(replacement)
+        cursor = stop
+    parts.append(buf[cursor:])
+    return b"".join(parts)
+
+
+def _uvarint(value: int) -> bytes:
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
 
 
 def entity_check(cls: type[Any], nullable: bool = False) -> Check:
@@ -82,7 +111,7 @@ def _compile_entity(cls: type[Any], nullable: bool) -> Check:
         else:
             tagged[int(tag)] = _compile_field(field, flexible, is_tag=True)
 
-    def check(buf: bytes, pos: int, end: int) -> int:
+    def check(buf: bytes, pos: int, end: int, edits: Edits) -> int:
         if nullable:
             _need(pos, 1, end)
             marker = buf[pos]
@@ -90,17 +119,26 @@ def _compile_entity(cls: type[Any], nullable: bool) -> Check:
             if marker == 0xFF:
                 return pos
         for step in steps:
-            pos = step(buf, pos, end)
+            pos = step(buf, pos, end, edits)
         if flexible:
+            section_start = pos
             count, pos = read_uvarint(buf, pos)
+            kept: list[bytes] = []
+            dropped = False
             for _ in range(count):
+                field_start = pos
                 tag, pos = read_uvarint(buf, pos)
                 size, pos = read_uvarint(buf, pos)
                 tag_end = _need(pos, size, end)
                 known = tagged.get(tag)
-                if known is not None:
-                    known(buf, pos, tag_end)
+                if known is None:
+                    dropped = True
+                else:
+                    known(buf, pos, tag_end, [])
+                    kept.append(buf[field_start:tag_end])
                 pos = tag_end
+            if dropped:
+                edits.append((section_start, pos, _uvarint(len(kept)) + b"".join(kept)))
         return pos
 
     return check
@@ -125,7 +163,7 @@ def _compile_field(field: dataclasses.Field[Any], flexible: bool, *, is_tag: boo
         else 1
     )
 
-    def check_array(buf: bytes, pos: int, end: int) -> int:
+    def check_array(buf: bytes, pos: int, end: int, edits: Edits) -> int:
         if flexible:
             count, pos = read_uvarint(buf, pos)
             count -= 1
@@ -137,7 +175,7 @@ def _compile_field(field: dataclasses.Field[Any], flexible: bool, *, is_tag: boo
             return pos
         _need(pos, count * fixed, end)
         for _ in range(count):
-            pos = element(buf, pos, end)
+            pos = element(buf, pos, end, edits)
         return pos
 
     return check_array
@@ -148,7 +186,7 @@ def _compile_primitive(kafka_type: str, flexible: bool) -> Check:
     if size is not None:
         fixed_size = size
 
-        def check_fixed(buf: bytes, pos: int, end: int) -> int:
+        def check_fixed(buf: bytes, pos: int, end: int, edits: Edits) -> int:
             return _need(pos, fixed_size, end)
 
         return check_fixed
@@ -156,14 +194,14 @@ def _compile_primitive(kafka_type: str, flexible: bool) -> Check:
         raise MalformedRequestError(f"no length guard for kafka type {kafka_type!r}")
     if flexible:
 
-        def check_compact(buf: bytes, pos: int, end: int) -> int:
+        def check_compact(buf: bytes, pos: int, end: int, edits: Edits) -> int:
             length, pos = read_uvarint(buf, pos)
             return pos if length == 0 else _need(pos, length - 1, end)
 
         return check_compact
     prefix = _I16 if kafka_type == "string" else _I32
 
-    def check_legacy(buf: bytes, pos: int, end: int) -> int:
+    def check_legacy(buf: bytes, pos: int, end: int, edits: Edits) -> int:
         _need(pos, prefix.size, end)
         length = prefix.unpack_from(buf, pos)[0]
         pos += prefix.size
