@@ -19,6 +19,7 @@ from kio.serial import entity_reader, entity_writer
 
 from shareq.protocol import codec as server_codec
 from shareq.protocol import frame
+from shareq.protocol.guard import check_body
 
 _HEADER = struct.Struct(">hhi")  # api key, api version, correlation id
 _I16 = struct.Struct(">h")
@@ -30,6 +31,7 @@ class ClientCodec:
     api_key: int
     version: int
     flexible_request: bool
+    response_class: type[Any]
     write_request: Callable[[io.BytesIO, Any], None]
     read_response: Callable[[bytes, int], tuple[Any, int]]
     read_response_header: Callable[[bytes, int], tuple[Any, int]]
@@ -42,6 +44,7 @@ def client_codec(api_key: int, version: int) -> ClientCodec:
         api_key=api_key,
         version=version,
         flexible_request=c.request_header_version >= 2,
+        response_class=c.response_class,
         write_request=entity_writer(c.request_class),
         read_response=entity_reader(c.response_class),
         read_response_header=entity_reader(c.response_class.__header_schema__),
@@ -82,6 +85,8 @@ def decode_response(api_key: int, version: int, payload: bytes) -> Any:
     """Parse a response frame (without its length prefix). Trailing bytes are tolerated."""
     c = client_codec(api_key, version)
     _header, pos = c.read_response_header(payload, 0)
+    # Same guard as for requests: lengths must fit the frame, unknown tagged fields are dropped.
+    payload = check_body(c.response_class, payload, pos)
     response, _ = c.read_response(payload, pos)
     return response
 
