@@ -4,4 +4,6 @@ from __future__ import annotations
 
 import click
 
-ALL: list[click.Command] = []
+from shareq.cli.scenario import scenario
+
+ALL: list[click.Command] = [scenario]
