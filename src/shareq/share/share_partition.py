@@ -395,11 +395,12 @@ class SharePartition:
             )
         spso, dropped, _ = self._terminal_prefix(txn, targets)
         self._pending[txn.handle] = txn
+        txn.start_offset = spso if spso != self._durable_spso else NO_START_OFFSET
         params = WriteStateParams(
             key=self.key,
             state_epoch=self._state_epoch,
             leader_epoch=self._leader_epoch,
-            start_offset=spso if spso != self._durable_spso else NO_START_OFFSET,
+            start_offset=txn.start_offset,
             delivery_complete_count=self._dcc + newly_terminal - dropped,
             state_batches=tuple(deltas),
         )
@@ -419,14 +420,14 @@ class SharePartition:
             if txn.kind is TransitionKind.INITIALIZE:
                 self._durable_spso = self._spso
                 return CompleteResult(committed=True, spso=self._spso, records_released=False)
-            released, start_offset = self._commit(txn)
-            if start_offset != NO_START_OFFSET:
-                self._durable_spso = max(self._durable_spso, start_offset)
+            released = self._commit(txn)
+            if txn.start_offset != NO_START_OFFSET:
+                self._durable_spso = max(self._durable_spso, txn.start_offset)
             return CompleteResult(committed=True, spso=self._spso, records_released=released)
         follow_ups = self._rollback(txn, now)
         return CompleteResult(committed=False, spso=self._spso, records_released=False, writes=follow_ups)
 
-    def _commit(self, txn: StateTransition) -> tuple[bool, int]:
+    def _commit(self, txn: StateTransition) -> bool:
         runs = self._runs
         released = False
         forced = txn.kind is TransitionKind.ARCHIVE
@@ -455,9 +456,8 @@ class SharePartition:
             runs.reindex(run)
         for first, last in touched:
             runs.coalesce(first, last)
-        before = self._spso
         self._advance_spso()
-        return released, (self._spso if self._spso != before else NO_START_OFFSET)
+        return released
 
     def _rollback(self, txn: StateTransition, now: int) -> tuple[PendingWrite, ...]:
         runs = self._runs
