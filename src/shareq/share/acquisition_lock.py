@@ -8,42 +8,45 @@ all acknowledged stays in the heap until it surfaces, so acknowledging costs not
 from __future__ import annotations
 
 import heapq
-import itertools
 
 
 class AcquisitionLock:
-    """A lease taken by one acquire (or renewal): expires at ``deadline`` (ms on the injected clock)."""
+    """A lease taken by one acquire (or renewal): expires at ``deadline`` (ms on the injected clock).
 
-    __slots__ = ("deadline", "first", "held", "last", "member", "seq")
+    The member is not kept here (runs carry it); ``held`` counts the records still under the lock.
+    """
 
-    def __init__(self, *, deadline: int, first: int, last: int, member: str, seq: int) -> None:
+    __slots__ = ("deadline", "first", "held", "last")
+
+    def __init__(self, *, deadline: int, first: int, last: int) -> None:
         self.deadline = deadline
         self.first = first
         self.last = last
-        self.member = member
         self.held = 0
-        self.seq = seq
 
     def __lt__(self, other: AcquisitionLock) -> bool:
-        if self.deadline != other.deadline:
-            return self.deadline < other.deadline
-        return self.seq < other.seq
+        return self.deadline < other.deadline
 
     def __repr__(self) -> str:
-        return f"AcquisitionLock({self.first}..{self.last}, {self.member}, deadline={self.deadline})"
+        return f"AcquisitionLock({self.first}..{self.last}, held={self.held}, deadline={self.deadline})"
 
 
 class DeadlineIndex:
     """Locks ordered by deadline; ``pop_due`` yields the expired ones, skipping released ones."""
 
-    __slots__ = ("_heap", "_seq")
+    __slots__ = ("_heap", "_last_deadline")
 
     def __init__(self) -> None:
         self._heap: list[AcquisitionLock] = []
-        self._seq = itertools.count()
+        self._last_deadline = -1
 
-    def new_lock(self, *, deadline: int, first: int, last: int, member: str) -> AcquisitionLock:
-        lock = AcquisitionLock(deadline=deadline, first=first, last=last, member=member, seq=next(self._seq))
+    def new_lock(self, *, deadline: int, first: int, last: int) -> AcquisitionLock:
+        # Acquisitions come in bursts with equal deadlines: share one int object between them.
+        if deadline == self._last_deadline:
+            deadline = self._last_deadline
+        else:
+            self._last_deadline = deadline
+        lock = AcquisitionLock(deadline=deadline, first=first, last=last)
         heapq.heappush(self._heap, lock)
         return lock
 

@@ -60,7 +60,8 @@ class SharePartition:
         self._leader_epoch = leader_epoch
         self._runs = InFlightMap()
         self._locks = DeadlineIndex()
-        self._member_locks: dict[str, set[AcquisitionLock]] = {}
+        # Locks per member, for release_member; released locks are dropped lazily (compaction).
+        self._member_locks: dict[str, list[AcquisitionLock]] = {}
         self._pending: dict[int, StateTransition] = {}
         self._handles = itertools.count(1)
         self._initialized = False
@@ -347,7 +348,8 @@ class SharePartition:
             return None
         txn = StateTransition(next(self._handles), TransitionKind.RELEASE_MEMBER)
         for lock in sorted(locks, key=lambda lk: lk.first):
-            self._collect_release(txn, lock, member)
+            if lock.held > 0:
+                self._collect_release(txn, lock, member)
         return self._start_write(txn) if txn.pieces else None
 
     def _collect_release(self, txn: StateTransition, lock: AcquisitionLock, member: str | None) -> None:
@@ -498,8 +500,15 @@ class SharePartition:
 
     # ------------------------------------------------------------------ lock bookkeeping
     def _new_lock(self, deadline: int, first: int, last: int, member: str) -> AcquisitionLock:
-        lock = self._locks.new_lock(deadline=deadline, first=first, last=last, member=member)
-        self._member_locks.setdefault(member, set()).add(lock)
+        lock = self._locks.new_lock(deadline=deadline, first=first, last=last)
+        owned = self._member_locks.get(member)
+        if owned is None:
+            self._member_locks[member] = [lock]
+        else:
+            n = len(owned)
+            if n >= 64 and n & (n - 1) == 0:  # amortized compaction of released locks
+                owned[:] = [lk for lk in owned if lk.held > 0]
+            owned.append(lock)
         return lock
 
     def _move_to_lock(self, run: InFlightBatch, lock: AcquisitionLock) -> None:
@@ -509,16 +518,9 @@ class SharePartition:
         lock.held += size
 
     def _unhold(self, lock: AcquisitionLock | None, size: int) -> None:
-        """``size`` records left ``lock``; forget the lock once it holds nothing."""
-        if lock is None:
-            return
-        lock.held -= size
-        if lock.held <= 0:
-            owned = self._member_locks.get(lock.member)
-            if owned is not None:
-                owned.discard(lock)
-                if not owned:
-                    del self._member_locks[lock.member]
+        """``size`` records left ``lock`` (a lock holding nothing is dropped lazily)."""
+        if lock is not None:
+            lock.held -= size
 
     # ------------------------------------------------------------------ SPSO
     def _first_gap_hole(self) -> int | None:
