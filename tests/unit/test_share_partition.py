@@ -247,6 +247,22 @@ def test_diversion_to_archived_and_to_archiving_with_a_dlq() -> None:
         assert h.sp.spso == (1 if final == "ARCHIVED" else 0), "ARCHIVING is not terminal"
 
 
+def test_dead_lettered_records_become_archived_and_free_the_spso() -> None:
+    h = Harness(ShareConfig(delivery_count_limit=2, dlq_enabled=True))
+    h.acquire("c1", [(0, 3)], 4)
+    h.ack("c1", 0, 3, A.RELEASE)
+    for offset in range(4):  # last attempts are delivered one at a time
+        assert h.acquire("c1", [(0, 3)], 4) == [(offset, offset, 2)]
+        h.ack("c1", offset, offset, A.RELEASE)
+    assert [(v.first_offset, v.last_offset) for v in h.sp.archiving_runs()] == [(0, 3)]
+    assert h.rebuilt().runs()[0].state is S.ARCHIVING, "ARCHIVING is durable, so the hand-off resumes"
+    h.persist(h.sp.dead_lettered(0, 1), 0)
+    assert h.sp.spso == 2
+    h.persist(h.sp.dead_lettered(2, 3), 0)
+    assert (h.sp.spso, h.runs()) == (4, [])
+    assert h.sp.dead_lettered(0, 3) is None
+
+
 def test_renew_restarts_the_lock_without_a_write() -> None:
     h = Harness(ShareConfig(record_lock_duration_ms=1_000))
     h.acquire("c1", [(0, 9)], 10, now=0)

@@ -362,6 +362,30 @@ class SharePartition:
                 run.txn = txn
                 txn.pieces.append((run, target))
 
+    # ------------------------------------------------------------------ dead-letter hand-off
+    def archiving_runs(self) -> tuple[RunView, ...]:
+        """Runs waiting for the dead-letter queue (ARCHIVING, no transition in progress)."""
+        return tuple(
+            v for v in self.runs() if v.state is RecordState.ARCHIVING and self._idle(v.first_offset)
+        )
+
+    def dead_lettered(self, first: int, last: int) -> PendingWrite | None:
+        """The DLQ writer produced ``first..last``: their ARCHIVING records become ARCHIVED."""
+        txn = StateTransition(next(self._handles), TransitionKind.DEAD_LETTER)
+        runs = self._runs
+        for run in list(runs.overlapping(first, last)):
+            if run.state is RecordState.ARCHIVING and run.txn is None:
+                runs.isolate(max(first, run.first), min(last, run.last))
+        for run in list(runs.overlapping(first, last)):
+            if run.state is RecordState.ARCHIVING and run.txn is None:
+                run.txn = txn
+                txn.pieces.append((run, RecordState.ARCHIVED))
+        return self._start_write(txn) if txn.pieces else None
+
+    def _idle(self, offset: int) -> bool:
+        run = self._runs.run_at(offset)
+        return run is not None and run.txn is None
+
     # ------------------------------------------------------------------ persist, then commit
     def _start_write(self, txn: StateTransition) -> PendingWrite:
         deltas: list[StateBatch] = []

@@ -19,6 +19,7 @@ class TransitionKind(enum.Enum):
     EXPIRE = "expire"
     RELEASE_MEMBER = "release_member"
     ARCHIVE = "archive"
+    DEAD_LETTER = "dead_letter"
     INITIALIZE = "initialize"
 
 
