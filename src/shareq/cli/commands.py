@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from shareq.cli.scenario import scenario
 from shareq.cli.serve import serve
 
-ALL: list[click.Command] = [serve]
+ALL: list[click.Command] = [serve, scenario]

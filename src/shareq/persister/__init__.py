@@ -1,0 +1,1 @@
+"""Persisters: durable share-partition state behind the ``shareq.share.persister.Persister`` protocol."""
