@@ -1,0 +1,459 @@
+"""BuiltinPersister: share-partition state in the local ``__share_group_state`` topic.
+
+Each state-topic partition is a ``PartitionLog`` plus a ``ShareCoordinatorShard``. A request runs
+the shard's handler, appends the records it returns, makes them durable, and only then answers.
+
+**Group commit.** One flusher task drains the request queues in cycles. A cycle runs the handlers
+of every queued request in arrival order, replaying each result into its shard at the offset the
+append will give it (so a second write to the same share-partition in the same cycle sees the
+first, as in Kafka's coordinator runtime), appends one record batch per state partition, fsyncs the
+touched logs in a worker thread, and then completes the cycle's requests. Requests arriving during
+the fsync share the next one. No request is answered before its records are durable; between
+cycles a shard's state is exactly what its log holds, which is when pruning runs. Reads of a
+share-partition with queued or in-flight records wait behind them; other reads answer at once.
+
+**Flush modes** (``FlushMode``) and what a successful write survives:
+
+* ``fsync`` -- one request per cycle, one fsync each: process crash and power loss; slowest.
+* ``group`` (default) -- concurrent requests share an fsync: process crash and power loss.
+* ``none`` -- appended (OS write) but never fsynced by the persister: a process crash, not a
+  power loss or kernel crash (the page cache may be lost).
+
+If an append or fsync fails, the cycle's requests fail with KAFKA_STORAGE_ERROR and that state
+partition refuses further requests (its shard may be ahead of its log) until the persister is
+reopened, which reloads it from the log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import Any, Protocol
+
+from kio.schema.errors import ErrorCode
+
+from shareq.coordinators.share.placement import partition_for
+from shareq.coordinators.share.records import StateRecordError, decode_record, encode_record
+from shareq.coordinators.share.shard import (
+    CoordinatorResult,
+    ReadResult,
+    ReadSummaryResult,
+    ShareCoordinatorConfig,
+    ShareCoordinatorShard,
+)
+from shareq.log.errors import LogError
+from shareq.share.persister import (
+    PersisterError,
+    SharePartitionKey,
+    ShareState,
+    ShareStateSummary,
+    WriteStateParams,
+)
+
+from .state_log import KeyValue, encode_batches, iter_records
+
+STATE_TOPIC = "__share_group_state"
+_READ_CHUNK = 4 * 1024 * 1024
+
+
+class FlushMode(StrEnum):
+    FSYNC = "fsync"
+    GROUP = "group"
+    NONE = "none"
+
+
+class _Appended(Protocol):
+    @property
+    def first_offset(self) -> int: ...
+
+
+class _Fetched(Protocol):
+    @property
+    def records(self) -> bytes: ...
+
+
+class StateLog(Protocol):
+    """What the persister needs of a partition log (``shareq.log.partition_log.PartitionLog``)."""
+
+    @property
+    def log_start_offset(self) -> int: ...
+
+    @property
+    def log_end_offset(self) -> int: ...
+
+    def append(self, records: bytes, *, now_ms: int) -> Any: ...
+
+    def read(self, offset: int, max_bytes: int) -> Any: ...
+
+    def advance_log_start(self, offset: int) -> Any: ...
+
+    def flush(self) -> Any: ...
+
+    def close(self) -> Any: ...
+
+
+LogForPartition = Callable[[int], StateLog]
+"""Opens (or returns) the log of one state-topic partition."""
+
+Handler = Callable[[ShareCoordinatorShard, int], CoordinatorResult[Any]]
+
+
+def _wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclass(slots=True)
+class _Request:
+    key: SharePartitionKey | None
+    handle: Handler
+    future: asyncio.Future[Any]
+
+
+class _StatePartition:
+    __slots__ = ("dirty", "failed", "index", "log", "prune_due", "queue", "shard")
+
+    def __init__(self, index: int, config: ShareCoordinatorConfig) -> None:
+        self.index = index
+        self.shard = ShareCoordinatorShard(index, config)
+        self.log: StateLog | None = None
+        self.queue: list[_Request] = []
+        self.dirty: dict[SharePartitionKey, int] = {}  # key -> requests queued or in flight
+        self.failed = False
+        self.prune_due = False
+
+
+def _error_of(response: object) -> ErrorCode:
+    if isinstance(response, ErrorCode):
+        return response
+    if isinstance(response, ReadResult | ReadSummaryResult):
+        return response.error
+    return ErrorCode.none
+
+
+class BuiltinPersister:
+    """The ``Persister`` protocol on local state-topic partition logs (see module docstring)."""
+
+    def __init__(
+        self,
+        log_for_partition: LogForPartition,
+        *,
+        config: ShareCoordinatorConfig | None = None,
+        flush_mode: FlushMode = FlushMode.GROUP,
+        clock_ms: Callable[[], int] = _wall_clock_ms,
+    ) -> None:
+        self.config = config or ShareCoordinatorConfig()
+        self.flush_mode = FlushMode(flush_mode)
+        self._log_for_partition = log_for_partition
+        self._clock_ms = clock_ms
+        self._partitions = [
+            _StatePartition(i, self.config) for i in range(self.config.state_topic_num_partitions)
+        ]
+        self._wakeup = asyncio.Event()
+        self._flusher: asyncio.Task[None] | None = None
+        self._closed = False
+        self._last_prune_ms: int | None = None
+
+    @classmethod
+    def in_directory(
+        cls,
+        directory: Path,
+        *,
+        segment_bytes: int = 8 * 1024 * 1024,
+        config: ShareCoordinatorConfig | None = None,
+        flush_mode: FlushMode = FlushMode.GROUP,
+        clock_ms: Callable[[], int] = _wall_clock_ms,
+    ) -> BuiltinPersister:
+        """A persister whose partition logs live in ``directory/__share_group_state-<n>``.
+
+        The state topic keeps everything until pruned (no time or size retention); small segments
+        let pruning free space in whole segments.
+        """
+        from shareq.log.config import LogConfig
+        from shareq.log.partition_log import PartitionLog
+
+        log_config = LogConfig(
+            segment_bytes=segment_bytes, segment_ms=None, retention_ms=-1, retention_bytes=-1
+        )
+
+        def open_log(partition: int) -> StateLog:
+            path = Path(directory) / f"{STATE_TOPIC}-{partition}"
+            return PartitionLog.open(path, log_config, now_ms=clock_ms())  # type: ignore[no-any-return]
+
+        return cls(open_log, config=config, flush_mode=flush_mode, clock_ms=clock_ms)
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    async def load(self) -> None:
+        """Open and replay every state partition; until one is loaded its requests fail with
+        COORDINATOR_LOAD_IN_PROGRESS."""
+        self._ensure_flusher()
+        for part in self._partitions:
+            if part.shard.loaded:
+                continue
+            part.log = self._log_for_partition(part.index)
+            await self._replay_log(part)
+            part.shard.complete_load()
+
+    async def _replay_log(self, part: _StatePartition) -> None:
+        log = part.log
+        assert log is not None
+        shard = part.shard
+        offset = log.log_start_offset
+        end = log.log_end_offset
+        while offset < end:
+            data = bytes(log.read(offset, _READ_CHUNK).records)
+            if not data:
+                break
+            for rec_offset, key, value in iter_records(data, min_offset=offset):
+                try:
+                    record = decode_record(key, value)
+                except StateRecordError as exc:
+                    raise PersisterError(
+                        ErrorCode.kafka_storage_error,
+                        f"{STATE_TOPIC}-{part.index} offset {rec_offset}: {exc}",
+                    ) from None
+                shard.replay(record.key, record.value, rec_offset)
+                offset = rec_offset + 1
+            await asyncio.sleep(0)  # let the server breathe between chunks
+
+    async def close(self) -> None:
+        """Finish queued work, stop the flusher and close the logs."""
+        self._closed = True
+        self._wakeup.set()
+        if self._flusher is not None:
+            await self._flusher
+        for part in self._partitions:
+            if part.log is not None:
+                part.log.close()
+                part.log = None
+
+    def _ensure_flusher(self) -> None:
+        if self._flusher is None:
+            self._flusher = asyncio.get_running_loop().create_task(self._flush_loop())
+
+    # -- Persister protocol --------------------------------------------------------------------
+
+    async def initialize_state(self, key: SharePartitionKey, *, state_epoch: int, start_offset: int) -> None:
+        def handle(shard: ShareCoordinatorShard, now: int) -> CoordinatorResult[ErrorCode]:
+            return shard.handle_initialize(
+                key, state_epoch=state_epoch, start_offset=start_offset, now_ms=now
+            )
+
+        await self._submit(key, handle)
+
+    async def write_state(self, params: WriteStateParams) -> None:
+        def handle(shard: ShareCoordinatorShard, now: int) -> CoordinatorResult[ErrorCode]:
+            return shard.handle_write(params, now_ms=now)
+
+        await self._submit(params.key, handle)
+
+    async def delete_state(self, key: SharePartitionKey) -> None:
+        await self._submit(key, lambda shard, _now: shard.handle_delete(key))
+
+    async def read_state(self, key: SharePartitionKey, *, leader_epoch: int) -> ShareState | None:
+        part = self._partition(key)
+        if not part.dirty.get(key):
+            result = part.shard.handle_read(key, leader_epoch=leader_epoch)
+            if not result.records:
+                return self._unwrap(result.response).state  # type: ignore[no-any-return]
+        response = await self._submit(
+            key, lambda shard, _now: shard.handle_read(key, leader_epoch=leader_epoch)
+        )
+        return response.state  # type: ignore[no-any-return]
+
+    async def read_state_summary(self, key: SharePartitionKey) -> ShareStateSummary | None:
+        part = self._partition(key)
+        if not part.dirty.get(key):
+            return self._unwrap(part.shard.handle_read_summary(key).response).summary  # type: ignore[no-any-return]
+        response = await self._submit(key, lambda shard, _now: shard.handle_read_summary(key))
+        return response.summary  # type: ignore[no-any-return]
+
+    # -- housekeeping --------------------------------------------------------------------------
+
+    def next_deadline(self) -> int | None:
+        """When ``tick`` next has work (ms since the epoch), or None."""
+        deadlines = [
+            d for p in self._partitions if p.shard.loaded and (d := p.shard.next_deadline()) is not None
+        ]
+        if self._last_prune_ms is not None:
+            deadlines.append(self._last_prune_ms + self.config.state_topic_prune_interval_ms)
+        elif any(p.shard.loaded for p in self._partitions):
+            deadlines.append(self._clock_ms())
+        return min(deadlines, default=None)
+
+    async def tick(self, now_ms: int | None = None) -> None:
+        """Write due cold-partition snapshots and, when the prune interval has passed, prune."""
+        now = self._clock_ms() if now_ms is None else now_ms
+        waits = []
+        for part in self._partitions:
+            if part.shard.loaded and not part.failed:
+                deadline = part.shard.next_deadline()
+                if deadline is not None and deadline <= now:
+                    waits.append(self._enqueue(part, None, lambda shard, t: _cold(shard, t)))
+        if waits:
+            await asyncio.gather(*waits)
+        if (
+            self._last_prune_ms is None
+            or now >= self._last_prune_ms + self.config.state_topic_prune_interval_ms
+        ):
+            self._last_prune_ms = now
+            await self.prune()
+
+    async def prune(self) -> None:
+        """Advance each state partition's log start to its shard's prune offset (between cycles)."""
+        for part in self._partitions:
+            if part.shard.loaded and not part.failed:
+                part.prune_due = True
+        await self._enqueue_barrier()
+
+    def state_partition(self, key: SharePartitionKey) -> int:
+        return partition_for(key, self.config.state_topic_num_partitions)
+
+    # -- the flusher ---------------------------------------------------------------------------
+
+    def _partition(self, key: SharePartitionKey) -> _StatePartition:
+        part = self._partitions[self.state_partition(key)]
+        if part.failed:
+            raise PersisterError(ErrorCode.kafka_storage_error, f"{STATE_TOPIC}-{part.index} failed")
+        if not part.shard.loaded:
+            raise PersisterError(
+                ErrorCode.coordinator_load_in_progress, f"{STATE_TOPIC}-{part.index} loading"
+            )
+        return part
+
+    @staticmethod
+    def _unwrap(response: Any) -> Any:
+        error = _error_of(response)
+        if error != ErrorCode.none:
+            raise PersisterError(error, error.name)
+        return response
+
+    async def _submit(self, key: SharePartitionKey, handle: Handler) -> Any:
+        part = self._partition(key)
+        return self._unwrap(await self._enqueue(part, key, handle))
+
+    def _enqueue(
+        self, part: _StatePartition, key: SharePartitionKey | None, handle: Handler
+    ) -> asyncio.Future[Any]:
+        if self._closed:
+            raise PersisterError(ErrorCode.coordinator_not_available, "the persister is closed")
+        self._ensure_flusher()
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        part.queue.append(_Request(key, handle, future))
+        if key is not None:
+            part.dirty[key] = part.dirty.get(key, 0) + 1
+        self._wakeup.set()
+        return future
+
+    async def _enqueue_barrier(self) -> None:
+        """Wait until the flusher has passed a cycle boundary (and so run any due prunes)."""
+        part = self._partitions[0]
+        await self._enqueue(part, None, lambda _shard, _now: CoordinatorResult(records=(), response=None))
+
+    async def _flush_loop(self) -> None:
+        while True:
+            await self._wakeup.wait()
+            self._wakeup.clear()
+            while any(p.queue or p.prune_due for p in self._partitions):
+                self._run_prunes()
+                await self._run_cycle()
+            if self._closed:
+                return
+
+    def _run_prunes(self) -> None:
+        for part in self._partitions:
+            if not part.prune_due:
+                continue
+            part.prune_due = False
+            if part.log is None or part.failed:
+                continue
+            offset = part.shard.prune_offset()
+            if offset > part.log.log_start_offset:
+                part.log.advance_log_start(offset)
+
+    async def _run_cycle(self) -> None:
+        now = self._clock_ms()
+        one_only = self.flush_mode is FlushMode.FSYNC
+        staged: list[tuple[_StatePartition, list[tuple[_Request, Any]]]] = []
+        touched: list[StateLog] = []
+        for part in self._partitions:
+            if not part.queue:
+                continue
+            if one_only:
+                batch, part.queue = part.queue[:1], part.queue[1:]
+            else:
+                batch, part.queue = part.queue, []
+            done: list[tuple[_Request, Any]] = []
+            records: list[KeyValue] = []
+            if part.failed or part.log is None:
+                error = (
+                    ErrorCode.kafka_storage_error if part.failed else ErrorCode.coordinator_load_in_progress
+                )
+                done = [(req, PersisterError(error, error.name)) for req in batch]
+                staged.append((part, done))
+                continue
+            base = part.log.log_end_offset
+            for req in batch:
+                try:
+                    result = req.handle(part.shard, now)
+                except Exception as exc:  # a bug in a handler must not kill the flusher
+                    done.append((req, exc))
+                    continue
+                if _error_of(result.response) == ErrorCode.none:
+                    for record in result.records:
+                        part.shard.replay(record.key, record.value, base + len(records))
+                        records.append(encode_record(record))
+                done.append((req, result.response))
+            staged.append((part, done))
+            if records:
+                try:
+                    for data in encode_batches(records, timestamp=now):
+                        part.log.append(data, now_ms=now)
+                    if part.log.log_end_offset != base + len(records):
+                        raise LogError("the state log assigned unexpected offsets")
+                except (LogError, OSError) as exc:
+                    self._fail(part, done, exc)
+                    continue
+                touched.append(part.log)
+            if one_only:
+                break
+        if touched and self.flush_mode is not FlushMode.NONE:
+            try:
+                await asyncio.get_running_loop().run_in_executor(None, _flush_all, touched)
+            except (LogError, OSError) as exc:
+                for part, done in staged:
+                    if part.log in touched:
+                        self._fail(part, done, exc)
+        for part, done in staged:
+            for req, outcome in done:
+                if req.key is not None:
+                    left = part.dirty[req.key] - 1
+                    if left:
+                        part.dirty[req.key] = left
+                    else:
+                        del part.dirty[req.key]
+                if req.future.done():
+                    continue
+                if isinstance(outcome, BaseException):
+                    req.future.set_exception(outcome)
+                else:
+                    req.future.set_result(outcome)
+
+    @staticmethod
+    def _fail(part: _StatePartition, done: list[tuple[_Request, Any]], exc: BaseException) -> None:
+        part.failed = True
+        error = PersisterError(ErrorCode.kafka_storage_error, f"{STATE_TOPIC}-{part.index}: {exc}")
+        done[:] = [(req, error) for req, _ in done]
+
+
+def _cold(shard: ShareCoordinatorShard, now: int) -> CoordinatorResult[None]:
+    return CoordinatorResult(records=shard.cold_snapshots(now), response=None)
+
+
+def _flush_all(logs: list[StateLog]) -> None:
+    for log in logs:
+        log.flush()
