@@ -181,7 +181,7 @@ class BuiltinPersister:
 
         def open_log(partition: int) -> StateLog:
             path = Path(directory) / f"{STATE_TOPIC}-{partition}"
-            return PartitionLog.open(path, log_config, now_ms=clock_ms())  # type: ignore[no-any-return]
+            return PartitionLog.open(path, log_config, now_ms=clock_ms())
 
         return cls(open_log, config=config, flush_mode=flush_mode, clock_ms=clock_ms)
 
