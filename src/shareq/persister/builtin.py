@@ -54,6 +54,7 @@ from shareq.share.persister import (
     WriteStateParams,
 )
 
+from .segment_sync import ActiveSegmentSync
 from .state_log import KeyValue, encode_batches, iter_records
 
 STATE_TOPIC = "__share_group_state"
@@ -114,12 +115,13 @@ class _Request:
 
 
 class _StatePartition:
-    __slots__ = ("dirty", "failed", "index", "log", "prune_due", "queue", "shard")
+    __slots__ = ("dirty", "failed", "index", "log", "prune_due", "queue", "shard", "sync")
 
     def __init__(self, index: int, config: ShareCoordinatorConfig) -> None:
         self.index = index
         self.shard = ShareCoordinatorShard(index, config)
         self.log: StateLog | None = None
+        self.sync: ActiveSegmentSync | None = None
         self.queue: list[_Request] = []
         self.dirty: dict[SharePartitionKey, int] = {}  # key -> requests queued or in flight
         self.failed = False
@@ -156,6 +158,7 @@ class BuiltinPersister:
         self._flusher: asyncio.Task[None] | None = None
         self._closed = False
         self._last_prune_ms: int | None = None
+        self._placement: dict[SharePartitionKey, int] = {}
 
     @classmethod
     def in_directory(
@@ -195,6 +198,7 @@ class BuiltinPersister:
             if part.shard.loaded:
                 continue
             part.log = self._log_for_partition(part.index)
+            part.sync = ActiveSegmentSync(part.log)
             await self._replay_log(part)
             part.shard.complete_load()
 
@@ -227,6 +231,8 @@ class BuiltinPersister:
         if self._flusher is not None:
             await self._flusher
         for part in self._partitions:
+            if part.sync is not None:
+                part.sync.close()
             if part.log is not None:
                 part.log.close()
                 part.log = None
@@ -311,7 +317,13 @@ class BuiltinPersister:
         await self._enqueue_barrier()
 
     def state_partition(self, key: SharePartitionKey) -> int:
-        return partition_for(key, self.config.state_topic_num_partitions)
+        """The state-topic partition holding ``key`` (cached: the hash is costly in Python)."""
+        index = self._placement.get(key)
+        if index is None:
+            if len(self._placement) > 1_000_000:
+                self._placement.clear()
+            index = self._placement[key] = partition_for(key, self.config.state_topic_num_partitions)
+        return index
 
     # -- the flusher ---------------------------------------------------------------------------
 
@@ -359,12 +371,14 @@ class BuiltinPersister:
             await self._wakeup.wait()
             self._wakeup.clear()
             while any(p.queue or p.prune_due for p in self._partitions):
-                self._run_prunes()
+                await self._run_prunes()
                 await self._run_cycle()
             if self._closed:
                 return
 
-    def _run_prunes(self) -> None:
+    async def _run_prunes(self) -> None:
+        """Between cycles (shards equal their logs): move log starts, then checkpoint the logs."""
+        pruned: list[StateLog] = []
         for part in self._partitions:
             if not part.prune_due:
                 continue
@@ -374,12 +388,17 @@ class BuiltinPersister:
             offset = part.shard.prune_offset()
             if offset > part.log.log_start_offset:
                 part.log.advance_log_start(offset)
+                if part.sync is not None:
+                    part.sync.forget()
+            pruned.append(part.log)
+        if pruned and self.flush_mode is not FlushMode.NONE:
+            await asyncio.get_running_loop().run_in_executor(None, _flush_all, pruned)
 
     async def _run_cycle(self) -> None:
         now = self._clock_ms()
         one_only = self.flush_mode is FlushMode.FSYNC
         staged: list[tuple[_StatePartition, list[tuple[_Request, Any]]]] = []
-        touched: list[StateLog] = []
+        touched: list[_StatePartition] = []
         for part in self._partitions:
             if not part.queue:
                 continue
@@ -418,16 +437,20 @@ class BuiltinPersister:
                 except (LogError, OSError) as exc:
                     self._fail(part, done, exc)
                     continue
-                touched.append(part.log)
+                touched.append(part)
             if one_only:
                 break
         if touched and self.flush_mode is not FlushMode.NONE:
-            try:
-                await asyncio.get_running_loop().run_in_executor(None, _flush_all, touched)
-            except (LogError, OSError) as exc:
-                for part, done in staged:
-                    if part.log in touched:
-                        self._fail(part, done, exc)
+            loop = asyncio.get_running_loop()
+            results = await asyncio.gather(
+                *(loop.run_in_executor(None, _sync_part, part) for part in touched), return_exceptions=True
+            )
+            failed = {
+                id(part) for part, r in zip(touched, results, strict=True) if isinstance(r, BaseException)
+            }
+            for part, done in staged:
+                if id(part) in failed:
+                    self._fail(part, done, OSError("fsync of the state log failed"))
         for part, done in staged:
             for req, outcome in done:
                 if req.key is not None:
@@ -452,6 +475,12 @@ class BuiltinPersister:
 
 def _cold(shard: ShareCoordinatorShard, now: int) -> CoordinatorResult[None]:
     return CoordinatorResult(records=shard.cold_snapshots(now), response=None)
+
+
+def _sync_part(part: _StatePartition) -> None:
+    if part.sync is None:
+        raise OSError("the state log is closed")
+    part.sync()
 
 
 def _flush_all(logs: list[StateLog]) -> None:

@@ -90,12 +90,14 @@ def _to_share_state(s: ShareSnapshot, leader_epoch: int | None = None) -> ShareS
 
 
 def _valid_batches(batches: tuple[StateBatch, ...]) -> bool:
-    return all(
-        0 <= b.first_offset <= b.last_offset
-        and b.delivery_state in _PERSISTED_STATES
-        and 0 <= b.delivery_count < 1 << 15
-        for b in batches
-    )
+    for b in batches:
+        if not (
+            0 <= b.first_offset <= b.last_offset
+            and b.delivery_state in _PERSISTED_STATES
+            and 0 <= b.delivery_count < 1 << 15
+        ):
+            return False
+    return True
 
 
 class ShareCoordinatorShard:
@@ -107,6 +109,10 @@ class ShareCoordinatorShard:
         self._keys: dict[SharePartitionKey, _KeyState] = {}
         self._next_offset = 0
         self._loaded = False
+        # The last ShareUpdate a handler produced, with the state it applies to and the state it
+        # yields, so replaying it right away need not combine the batches a second time. A cache
+        # only: replay checks both identities and otherwise recomputes.
+        self._memo: tuple[ShareSnapshot, ShareUpdate, tuple[StateBatch, ...]] | None = None
 
     # -- loading -------------------------------------------------------------------------------
 
@@ -198,6 +204,7 @@ class ShareCoordinatorShard:
                 delivery_complete_count=dcc,
                 state_batches=combine_state_batches((), params.state_batches, start),
             )
+            self._memo = (cur, value, combined)
         return CoordinatorResult(records=(StateRecord(key=key, value=value),), response=ErrorCode.none)
 
     def handle_read(self, key: SharePartitionKey, *, leader_epoch: int) -> CoordinatorResult[ReadResult]:
@@ -312,6 +319,14 @@ class ShareCoordinatorShard:
         cur = ks.current
         start = cur.start_offset if value.start_offset == NO_START_OFFSET else value.start_offset
         dcc = value.delivery_complete_count
+        memo = self._memo
+        if memo is not None and memo[0] is cur and memo[1] is value:
+            batches = memo[2]
+        elif value.state_batches or value.start_offset != NO_START_OFFSET:
+            batches = combine_state_batches(cur.state_batches, value.state_batches, start)
+        else:
+            batches = cur.state_batches
+        self._memo = None
         ks.current = ShareSnapshot(
             snapshot_epoch=cur.snapshot_epoch,
             state_epoch=cur.state_epoch,
@@ -322,9 +337,7 @@ class ShareCoordinatorShard:
             else dcc,
             create_timestamp=cur.create_timestamp,
             write_timestamp=cur.write_timestamp,
-            state_batches=combine_state_batches(cur.state_batches, value.state_batches, start)
-            if value.state_batches or value.start_offset != NO_START_OFFSET
-            else cur.state_batches,
+            state_batches=batches,
         )
         ks.updates_since_snapshot += 1
 
