@@ -37,7 +37,13 @@ from typing import Any, Protocol
 from kio.schema.errors import ErrorCode
 
 from shareq.coordinators.share.placement import partition_for
-from shareq.coordinators.share.records import StateRecordError, decode_record, encode_record
+from shareq.coordinators.share.records import (
+    RecordType,
+    StateRecordError,
+    decode_key,
+    decode_value,
+    encode_record,
+)
 from shareq.coordinators.share.shard import (
     CoordinatorResult,
     ReadResult,
@@ -58,6 +64,7 @@ from .segment_sync import ActiveSegmentSync
 from .state_log import KeyValue, encode_batches, iter_records
 
 STATE_TOPIC = "__share_group_state"
+_RECORD_TYPES: dict[int, RecordType] = {t.value: t for t in RecordType}
 _READ_CHUNK = 4 * 1024 * 1024
 
 
@@ -206,21 +213,33 @@ class BuiltinPersister:
         log = part.log
         assert log is not None
         shard = part.shard
+        keys: dict[bytes, SharePartitionKey] = {}
         offset = log.log_start_offset
         end = log.log_end_offset
         while offset < end:
             data = bytes(log.read(offset, _READ_CHUNK).records)
             if not data:
                 break
-            for rec_offset, key, value in iter_records(data, min_offset=offset):
+            for rec_offset, raw_key, raw_value in iter_records(data, min_offset=offset):
                 try:
-                    record = decode_record(key, value)
+                    # One key object per share-partition (the type prefix aside): dict lookups
+                    # then hit by identity instead of comparing dataclasses.
+                    key = keys.get(raw_key[2:])
+                    if key is None:
+                        key = keys[raw_key[2:]] = decode_key(raw_key)[1]
+                    if raw_value is None:
+                        value = None
+                    else:
+                        record_type = _RECORD_TYPES.get(int.from_bytes(raw_key[:2], "big", signed=True))
+                        if record_type is None:
+                            raise StateRecordError(f"unknown state record type in key {raw_key[:2].hex()}")
+                        value = decode_value(record_type, raw_value)
                 except StateRecordError as exc:
                     raise PersisterError(
                         ErrorCode.kafka_storage_error,
                         f"{STATE_TOPIC}-{part.index} offset {rec_offset}: {exc}",
                     ) from None
-                shard.replay(record.key, record.value, rec_offset)
+                shard.replay(key, value, rec_offset)
                 offset = rec_offset + 1
             await asyncio.sleep(0)  # let the server breathe between chunks
 

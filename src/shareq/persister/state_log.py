@@ -110,24 +110,47 @@ def iter_records(buf: bytes, *, min_offset: int = 0) -> Iterator[tuple[int, byte
                 raise CorruptRecordError(f"state batch at offset {base} fails its CRC32C check")
             p = pos + HEADER_SIZE
             for _ in range(count):
-                length_r, p = _read_varint(buf, p)
-                limit = p + length_r
+                # Single-byte varints are the rule here; read them inline.
+                b = buf[p]
+                if b < 0x80:
+                    limit = p + 1 + (b >> 1)
+                    p += 1
+                else:
+                    length_r, p = _read_varint(buf, p)
+                    limit = p + length_r
                 p += 1  # attributes
-                _, p = _read_varint(buf, p)  # timestamp delta
-                delta, p = _read_varint(buf, p)
-                klen, p = _read_varint(buf, p)
-                if klen < 0:
-                    raise CorruptRecordError("state record without a key")
+                if buf[p] < 0x80:  # timestamp delta, unused
+                    p += 1
+                else:
+                    _, p = _read_varint(buf, p)
+                b = buf[p]
+                if b < 0x80:
+                    delta = (b >> 1) ^ -(b & 1)
+                    p += 1
+                else:
+                    delta, p = _read_varint(buf, p)
+                b = buf[p]
+                if b < 0x80 and not b & 1:
+                    klen = b >> 1
+                    p += 1
+                else:
+                    klen, p = _read_varint(buf, p)
+                    if klen < 0:
+                        raise CorruptRecordError("state record without a key")
                 key = buf[p : p + klen]
                 p += klen
-                vlen, p = _read_varint(buf, p)
+                b = buf[p]
+                if b < 0x80:
+                    vlen = (b >> 1) ^ -(b & 1)
+                    p += 1
+                else:
+                    vlen, p = _read_varint(buf, p)
                 value = None
                 if vlen >= 0:
                     value = buf[p : p + vlen]
-                    p += vlen
-                p = limit  # record headers (none written) are skipped
                 if base + delta >= min_offset:
                     yield base + delta, key, value
+                p = limit  # record headers (none written) are skipped
             pos = batch_end
     except (IndexError, ValueError, struct.error) as exc:
         raise CorruptRecordError(f"truncated state batch: {exc}") from None

@@ -94,6 +94,10 @@ _SNAPSHOT_HEAD = struct.Struct(">hiiiqqq")
 _UPDATE_HEAD = struct.Struct(">hiiq")
 _BATCH = struct.Struct(">qqbhB")
 _I32 = struct.Struct(">i")
+# The common update: one state batch, with or without delivery_complete_count (decode fast path).
+_UPDATE_ONE = struct.Struct(">hiiqBqqbhB")
+_UPDATE_ONE_DCC = struct.Struct(">hiiqBqqbhBBBBi")
+_DCC_TAG = b"\x01\x00\x04"
 
 
 def _write_uvarint(out: bytearray, n: int) -> None:
@@ -230,6 +234,19 @@ def decode_value(record_type: RecordType, data: bytes) -> ShareRecordValue:
                 write_timestamp=written,
                 state_batches=batches,
             )
+        if len(data) == _UPDATE_ONE_DCC.size and data[18] == 2 and data[39:42] == _DCC_TAG:
+            version, s_epoch, l_epoch, start, _, first, last, state, count, tags, _, _, _, dcc = (
+                _UPDATE_ONE_DCC.unpack(data)
+            )
+            if version == VALUE_VERSION and tags == 0:
+                return _one_batch_update(s_epoch, l_epoch, start, dcc, first, last, state, count)
+        elif len(data) == _UPDATE_ONE.size + 1 and data[18] == 2 and data[-1] == 0:
+            version, s_epoch, l_epoch, start, _, first, last, state, count, tags = _UPDATE_ONE.unpack_from(
+                data
+            )
+            if version == VALUE_VERSION and tags == 0:
+                dcc = UNINITIALIZED_DELIVERY_COMPLETE_COUNT
+                return _one_batch_update(s_epoch, l_epoch, start, dcc, first, last, state, count)
         version, s_epoch, l_epoch, start = _UPDATE_HEAD.unpack_from(data)
     except struct.error:
         raise StateRecordError("truncated state record value") from None
@@ -242,6 +259,19 @@ def decode_value(record_type: RecordType, data: bytes) -> ShareRecordValue:
         start_offset=start,
         delivery_complete_count=dcc,
         state_batches=batches,
+    )
+
+
+def _one_batch_update(
+    s_epoch: int, l_epoch: int, start: int, dcc: int, first: int, last: int, state: int, count: int
+) -> ShareUpdate:
+    batch = StateBatch(first_offset=first, last_offset=last, delivery_state=state, delivery_count=count)
+    return ShareUpdate(
+        snapshot_epoch=s_epoch,
+        leader_epoch=l_epoch,
+        start_offset=start,
+        delivery_complete_count=dcc,
+        state_batches=(batch,),
     )
 
 

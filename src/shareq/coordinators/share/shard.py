@@ -69,14 +69,86 @@ class ReadSummaryResult:
 
 
 class _KeyState:
-    """Soft state of one share-partition (mutated only by ``replay``)."""
+    """Soft state of one share-partition (changed only by ``replay``).
 
-    __slots__ = ("current", "snapshot_offset", "updates_since_snapshot")
+    While a partition loads, updates are queued in ``pending`` and folded into ``current`` in one
+    pass on first use: most are superseded by a later snapshot and never need combining.
+    """
+
+    __slots__ = ("_current", "pending", "snapshot_offset", "updates_since_snapshot")
 
     def __init__(self, current: ShareSnapshot, snapshot_offset: int) -> None:
-        self.current = current  # the combined state, shaped as a snapshot
+        self._current = current  # the combined state, shaped as a snapshot
+        self.pending: list[ShareUpdate] = []
         self.snapshot_offset = snapshot_offset
         self.updates_since_snapshot = 0
+
+    @property
+    def current(self) -> ShareSnapshot:
+        if self.pending:
+            self._current = _fold(self._current, self.pending)
+            self.pending = []
+        return self._current
+
+    @current.setter
+    def current(self, value: ShareSnapshot) -> None:
+        self._current = value
+        self.pending = []
+
+
+def _apply(cur: ShareSnapshot, update: ShareUpdate, batches: tuple[StateBatch, ...] | None) -> ShareSnapshot:
+    """``update`` applied to ``cur`` (``batches``: the combined batches if already known)."""
+    start = cur.start_offset if update.start_offset == NO_START_OFFSET else update.start_offset
+    if batches is None:
+        if update.state_batches or update.start_offset != NO_START_OFFSET:
+            batches = combine_state_batches(cur.state_batches, update.state_batches, start)
+        else:
+            batches = cur.state_batches
+    dcc = update.delivery_complete_count
+    return ShareSnapshot(
+        snapshot_epoch=cur.snapshot_epoch,
+        state_epoch=cur.state_epoch,
+        leader_epoch=update.leader_epoch,
+        start_offset=start,
+        delivery_complete_count=cur.delivery_complete_count
+        if dcc == UNINITIALIZED_DELIVERY_COMPLETE_COUNT
+        else dcc,
+        create_timestamp=cur.create_timestamp,
+        write_timestamp=cur.write_timestamp,
+        state_batches=batches,
+    )
+
+
+def _fold(cur: ShareSnapshot, updates: list[ShareUpdate]) -> ShareSnapshot:
+    """Apply ``updates`` in order; one combine when the start offset never moves backwards."""
+    start = cur.start_offset
+    monotonic = True
+    dcc = cur.delivery_complete_count
+    for u in updates:
+        if u.start_offset != NO_START_OFFSET:
+            if u.start_offset < start:
+                monotonic = False
+                break
+            start = u.start_offset
+        if u.delivery_complete_count != UNINITIALIZED_DELIVERY_COMPLETE_COUNT:
+            dcc = u.delivery_complete_count
+    if not monotonic:
+        for u in updates:
+            cur = _apply(cur, u, None)
+        return cur
+    layered = [b for u in updates for b in u.state_batches]
+    return ShareSnapshot(
+        snapshot_epoch=cur.snapshot_epoch,
+        state_epoch=cur.state_epoch,
+        leader_epoch=updates[-1].leader_epoch,
+        start_offset=start,
+        delivery_complete_count=dcc,
+        create_timestamp=cur.create_timestamp,
+        write_timestamp=cur.write_timestamp,
+        state_batches=combine_state_batches(cur.state_batches, layered, start)
+        if layered or start != cur.start_offset
+        else cur.state_batches,
+    )
 
 
 def _to_share_state(s: ShareSnapshot, leader_epoch: int | None = None) -> ShareState:
@@ -294,7 +366,7 @@ class ShareCoordinatorShard:
         if not self._keys:
             return None
         interval = self.config.cold_partition_snapshot_interval_ms
-        return min(ks.current.write_timestamp for ks in self._keys.values()) + interval
+        return min(ks._current.write_timestamp for ks in self._keys.values()) + interval
 
     def prune_offset(self) -> int:
         """Records below this offset are not needed to rebuild any share-partition."""
@@ -314,31 +386,16 @@ class ShareCoordinatorShard:
             self._keys[key] = _KeyState(value, offset)
             return
         ks = self._keys.get(key)
-        if ks is None or value.snapshot_epoch != ks.current.snapshot_epoch:
+        if ks is None or value.snapshot_epoch != ks._current.snapshot_epoch:
             return  # an update for a deleted or superseded snapshot: nothing to apply it to
-        cur = ks.current
-        start = cur.start_offset if value.start_offset == NO_START_OFFSET else value.start_offset
-        dcc = value.delivery_complete_count
         memo = self._memo
-        if memo is not None and memo[0] is cur and memo[1] is value:
-            batches = memo[2]
-        elif value.state_batches or value.start_offset != NO_START_OFFSET:
-            batches = combine_state_batches(cur.state_batches, value.state_batches, start)
-        else:
-            batches = cur.state_batches
         self._memo = None
-        ks.current = ShareSnapshot(
-            snapshot_epoch=cur.snapshot_epoch,
-            state_epoch=cur.state_epoch,
-            leader_epoch=value.leader_epoch,
-            start_offset=start,
-            delivery_complete_count=cur.delivery_complete_count
-            if dcc == UNINITIALIZED_DELIVERY_COMPLETE_COUNT
-            else dcc,
-            create_timestamp=cur.create_timestamp,
-            write_timestamp=cur.write_timestamp,
-            state_batches=batches,
-        )
+        if memo is not None and memo[1] is value and memo[0] is ks.current:
+            ks.current = _apply(memo[0], value, memo[2])
+        elif self._loaded:
+            ks.current = _apply(ks.current, value, None)
+        else:
+            ks.pending.append(value)
         ks.updates_since_snapshot += 1
 
     def state(self, key: SharePartitionKey) -> ShareState | None:
