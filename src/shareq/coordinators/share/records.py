@@ -25,8 +25,10 @@ from __future__ import annotations
 
 import struct
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import IntEnum
+from typing import cast
 
 from shareq.share.persister import (
     UNINITIALIZED_DELIVERY_COMPLETE_COUNT,
@@ -262,17 +264,41 @@ def decode_value(record_type: RecordType, data: bytes) -> ShareRecordValue:
     )
 
 
+# Start-up replay decodes millions of updates; filling the slots directly halves the cost of the
+# frozen dataclasses' keyword __init__. Only used for values that came from valid bytes.
+_new = object.__new__
+
+
+def _setter(cls: type, name: str) -> Callable[[object, object], None]:
+    return cast(Callable[[object, object], None], getattr(cls, name).__set__)
+
+
+_SB_FIRST = _setter(StateBatch, "first_offset")
+_SB_LAST = _setter(StateBatch, "last_offset")
+_SB_STATE = _setter(StateBatch, "delivery_state")
+_SB_COUNT = _setter(StateBatch, "delivery_count")
+_SU_SNAPSHOT_EPOCH = _setter(ShareUpdate, "snapshot_epoch")
+_SU_LEADER_EPOCH = _setter(ShareUpdate, "leader_epoch")
+_SU_START = _setter(ShareUpdate, "start_offset")
+_SU_DCC = _setter(ShareUpdate, "delivery_complete_count")
+_SU_BATCHES = _setter(ShareUpdate, "state_batches")
+
+
 def _one_batch_update(
     s_epoch: int, l_epoch: int, start: int, dcc: int, first: int, last: int, state: int, count: int
 ) -> ShareUpdate:
-    batch = StateBatch(first_offset=first, last_offset=last, delivery_state=state, delivery_count=count)
-    return ShareUpdate(
-        snapshot_epoch=s_epoch,
-        leader_epoch=l_epoch,
-        start_offset=start,
-        delivery_complete_count=dcc,
-        state_batches=(batch,),
-    )
+    batch = _new(StateBatch)
+    _SB_FIRST(batch, first)
+    _SB_LAST(batch, last)
+    _SB_STATE(batch, state)
+    _SB_COUNT(batch, count)
+    update = _new(ShareUpdate)
+    _SU_SNAPSHOT_EPOCH(update, s_epoch)
+    _SU_LEADER_EPOCH(update, l_epoch)
+    _SU_START(update, start)
+    _SU_DCC(update, dcc)
+    _SU_BATCHES(update, (batch,))
+    return update
 
 
 def encode_record(record: StateRecord) -> tuple[bytes, bytes | None]:
