@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import random
 import signal
 import sys
 import uuid
@@ -43,20 +44,25 @@ async def main(directory: Path, mode: FlushMode, kill_after: float) -> None:
             await persister.initialize_state(key, state_epoch=0, start_offset=0)
             starts.append(0)
         else:
-            starts.append(max(acked_offsets(state.state_batches) | {state.start_offset - 1}) + 1)
+            # Resume well past the last offset written, so a write lost in the crash is never
+            # written again by this run and must be missing if it was wrongly reported.
+            starts.append(max(acked_offsets(state.state_batches) | {state.start_offset}) + 100)
     print("ready", flush=True)
+    spso = list(starts)
 
     async def writer(k: int, parity: int) -> None:
         offset = starts[k] + parity
         n = 0
         while True:
             n += 1
+            if n % 10 == 0:  # the SPSO never moves backwards
+                spso[k] = max(spso[k], offset - 40)
             await persister.write_state(
                 WriteStateParams(
                     key=KEYS[k],
                     state_epoch=0,
                     leader_epoch=0,
-                    start_offset=max(offset - 40, 0) if n % 10 == 0 else -1,
+                    start_offset=spso[k] if n % 10 == 0 else -1,
                     delivery_complete_count=n,
                     state_batches=(
                         StateBatch(
@@ -71,6 +77,7 @@ async def main(directory: Path, mode: FlushMode, kill_after: float) -> None:
             sys.stdout.write(f"{k} {offset}\n")
             sys.stdout.flush()
             offset += 2
+            await asyncio.sleep(random.random() / 500)  # so writes also arrive while an fsync runs
             if n % 50 == 0:
                 await persister.prune()
 
