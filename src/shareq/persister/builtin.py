@@ -29,7 +29,8 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, Protocol
@@ -135,6 +136,14 @@ class _StatePartition:
         self.prune_due = False
 
 
+@dataclass(slots=True)
+class _Cycle:
+    """Requests handled together: per partition the outcomes to give, and the logs appended to."""
+
+    staged: list[tuple[_StatePartition, list[tuple[_Request, Any]]]] = field(default_factory=list)
+    touched: list[_StatePartition] = field(default_factory=list)
+
+
 def _error_of(response: object) -> ErrorCode:
     if isinstance(response, ErrorCode):
         return response
@@ -166,6 +175,11 @@ class BuiltinPersister:
         self._closed = False
         self._last_prune_ms: int | None = None
         self._placement: dict[SharePartitionKey, int] = {}
+        # fsyncs of different partitions are issued together so the filesystem can share journal
+        # commits between them; the default executor (cores + 4 threads) would serialize them.
+        self._sync_pool = ThreadPoolExecutor(
+            max_workers=min(32, self.config.state_topic_num_partitions), thread_name_prefix="state-fsync"
+        )
 
     @classmethod
     def in_directory(
@@ -255,6 +269,7 @@ class BuiltinPersister:
             if part.log is not None:
                 part.log.close()
                 part.log = None
+        self._sync_pool.shutdown(wait=True)
 
     def _ensure_flusher(self) -> None:
         if self._flusher is None:
@@ -386,14 +401,31 @@ class BuiltinPersister:
         await self._enqueue(part, None, lambda _shard, _now: CoordinatorResult(records=(), response=None))
 
     async def _flush_loop(self) -> None:
+        """Stage a cycle, then finish the previous one; in group mode the next cycle's handlers
+        and appends run while the previous cycle's fsync is under way in worker threads."""
+        previous: tuple[_Cycle, asyncio.Future[None]] | None = None
         while True:
-            await self._wakeup.wait()
-            self._wakeup.clear()
-            while any(p.queue or p.prune_due for p in self._partitions):
-                await self._run_prunes()
-                await self._run_cycle()
+            cycle = self._stage_cycle() if any(p.queue for p in self._partitions) else None
+            if previous is not None:
+                await previous[1]
+                self._finish_cycle(previous[0])
+                previous = None
+            if cycle is not None:
+                sync = self._start_sync(cycle)
+                if self.flush_mode is FlushMode.GROUP:
+                    previous = (cycle, sync)
+                    await asyncio.sleep(0)  # let the writers just answered queue their next requests
+                    continue
+                await sync
+                self._finish_cycle(cycle)
+                continue
+            if any(p.prune_due for p in self._partitions):
+                await self._run_prunes()  # nothing in flight: every shard equals its log
+                continue
             if self._closed:
                 return
+            await self._wakeup.wait()
+            self._wakeup.clear()
 
     async def _run_prunes(self) -> None:
         """Between cycles (shards equal their logs): move log starts, then checkpoint the logs."""
@@ -413,11 +445,11 @@ class BuiltinPersister:
         if pruned and self.flush_mode is not FlushMode.NONE:
             await asyncio.get_running_loop().run_in_executor(None, _flush_all, pruned)
 
-    async def _run_cycle(self) -> None:
+    def _stage_cycle(self) -> _Cycle:
+        """Run queued handlers, replay their records and append them (no waiting)."""
         now = self._clock_ms()
         one_only = self.flush_mode is FlushMode.FSYNC
-        staged: list[tuple[_StatePartition, list[tuple[_Request, Any]]]] = []
-        touched: list[_StatePartition] = []
+        cycle = _Cycle()
         for part in self._partitions:
             if not part.queue:
                 continue
@@ -426,14 +458,14 @@ class BuiltinPersister:
             else:
                 batch, part.queue = part.queue, []
             done: list[tuple[_Request, Any]] = []
-            records: list[KeyValue] = []
+            cycle.staged.append((part, done))
             if part.failed or part.log is None:
                 error = (
                     ErrorCode.kafka_storage_error if part.failed else ErrorCode.coordinator_load_in_progress
                 )
-                done = [(req, PersisterError(error, error.name)) for req in batch]
-                staged.append((part, done))
+                done += [(req, PersisterError(error, error.name)) for req in batch]
                 continue
+            records: list[KeyValue] = []
             base = part.log.log_end_offset
             for req in batch:
                 try:
@@ -446,7 +478,6 @@ class BuiltinPersister:
                         part.shard.replay(record.key, record.value, base + len(records))
                         records.append(encode_record(record))
                 done.append((req, result.response))
-            staged.append((part, done))
             if records:
                 try:
                     for data in encode_batches(records, timestamp=now):
@@ -456,21 +487,33 @@ class BuiltinPersister:
                 except (LogError, OSError) as exc:
                     self._fail(part, done, exc)
                     continue
-                touched.append(part)
+                cycle.touched.append(part)
             if one_only:
                 break
-        if touched and self.flush_mode is not FlushMode.NONE:
-            loop = asyncio.get_running_loop()
-            results = await asyncio.gather(
-                *(loop.run_in_executor(None, _sync_part, part) for part in touched), return_exceptions=True
-            )
-            failed = {
-                id(part) for part, r in zip(touched, results, strict=True) if isinstance(r, BaseException)
-            }
-            for part, done in staged:
-                if id(part) in failed:
-                    self._fail(part, done, OSError("fsync of the state log failed"))
-        for part, done in staged:
+        return cycle
+
+    def _start_sync(self, cycle: _Cycle) -> asyncio.Future[None]:
+        """fsync the cycle's partitions in worker threads; failures mark their partitions."""
+        loop = asyncio.get_running_loop()
+        if not cycle.touched or self.flush_mode is FlushMode.NONE:
+            done: asyncio.Future[None] = loop.create_future()
+            done.set_result(None)
+            return done
+        syncs = [loop.run_in_executor(self._sync_pool, _sync_part, part) for part in cycle.touched]
+
+        async def wait() -> None:
+            results = await asyncio.gather(*syncs, return_exceptions=True)
+            for part, r in zip(cycle.touched, results, strict=True):
+                if isinstance(r, BaseException):
+                    part.failed = True
+
+        return asyncio.ensure_future(wait())
+
+    def _finish_cycle(self, cycle: _Cycle) -> None:
+        """Answer the cycle's requests (its records are durable, or their partition failed)."""
+        for part, done in cycle.staged:
+            if part.failed:
+                self._fail(part, done, OSError("the state log failed"))
             for req, outcome in done:
                 if req.key is not None:
                     left = part.dirty[req.key] - 1
@@ -489,7 +532,7 @@ class BuiltinPersister:
     def _fail(part: _StatePartition, done: list[tuple[_Request, Any]], exc: BaseException) -> None:
         part.failed = True
         error = PersisterError(ErrorCode.kafka_storage_error, f"{STATE_TOPIC}-{part.index}: {exc}")
-        done[:] = [(req, error) for req, _ in done]
+        done[:] = [(req, outcome if isinstance(outcome, PersisterError) else error) for req, outcome in done]
 
 
 def _cold(shard: ShareCoordinatorShard, now: int) -> CoordinatorResult[None]:
