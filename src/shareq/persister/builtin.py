@@ -40,10 +40,13 @@ from kio.schema.errors import ErrorCode
 from shareq.coordinators.share.placement import partition_for
 from shareq.coordinators.share.records import (
     RecordType,
+    ShareSnapshot,
     StateRecordError,
     decode_key,
     decode_value,
+    encode_key,
     encode_record,
+    encode_value,
 )
 from shareq.coordinators.share.shard import (
     CoordinatorResult,
@@ -115,15 +118,31 @@ def _wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+class _KeyInfo:
+    """Per share-partition: its state partition, requests queued or in flight, encoded keys.
+
+    Looked up once per request: hashing a ``SharePartitionKey`` (a uuid inside) is costly.
+    """
+
+    __slots__ = ("in_flight", "key", "partition", "snapshot_key", "update_key")
+
+    def __init__(self, key: SharePartitionKey, partition: int) -> None:
+        self.key = key
+        self.partition = partition
+        self.in_flight = 0
+        self.snapshot_key = encode_key(RecordType.SNAPSHOT, key)
+        self.update_key = encode_key(RecordType.UPDATE, key)
+
+
 @dataclass(slots=True)
 class _Request:
-    key: SharePartitionKey | None
+    info: _KeyInfo | None
     handle: Handler
     future: asyncio.Future[Any]
 
 
 class _StatePartition:
-    __slots__ = ("dirty", "failed", "index", "log", "prune_due", "queue", "shard", "sync")
+    __slots__ = ("failed", "index", "log", "prune_due", "queue", "shard", "sync")
 
     def __init__(self, index: int, config: ShareCoordinatorConfig) -> None:
         self.index = index
@@ -131,7 +150,6 @@ class _StatePartition:
         self.log: StateLog | None = None
         self.sync: ActiveSegmentSync | None = None
         self.queue: list[_Request] = []
-        self.dirty: dict[SharePartitionKey, int] = {}  # key -> requests queued or in flight
         self.failed = False
         self.prune_due = False
 
@@ -174,7 +192,7 @@ class BuiltinPersister:
         self._flusher: asyncio.Task[None] | None = None
         self._closed = False
         self._last_prune_ms: int | None = None
-        self._placement: dict[SharePartitionKey, int] = {}
+        self._key_info: dict[SharePartitionKey, _KeyInfo] = {}
         # fsyncs of different partitions are issued together so the filesystem can share journal
         # commits between them; the default executor (cores + 4 threads) would serialize them.
         self._sync_pool = ThreadPoolExecutor(
@@ -295,8 +313,9 @@ class BuiltinPersister:
         await self._submit(key, lambda shard, _now: shard.handle_delete(key))
 
     async def read_state(self, key: SharePartitionKey, *, leader_epoch: int) -> ShareState | None:
-        part = self._partition(key)
-        if not part.dirty.get(key):
+        info = self._info(key)
+        part = self._partition(info)
+        if not info.in_flight:
             result = part.shard.handle_read(key, leader_epoch=leader_epoch)
             if not result.records:
                 return self._unwrap(result.response).state  # type: ignore[no-any-return]
@@ -306,8 +325,9 @@ class BuiltinPersister:
         return response.state  # type: ignore[no-any-return]
 
     async def read_state_summary(self, key: SharePartitionKey) -> ShareStateSummary | None:
-        part = self._partition(key)
-        if not part.dirty.get(key):
+        info = self._info(key)
+        part = self._partition(info)
+        if not info.in_flight:
             return self._unwrap(part.shard.handle_read_summary(key).response).summary  # type: ignore[no-any-return]
         response = await self._submit(key, lambda shard, _now: shard.handle_read_summary(key))
         return response.summary  # type: ignore[no-any-return]
@@ -351,18 +371,20 @@ class BuiltinPersister:
         await self._enqueue_barrier()
 
     def state_partition(self, key: SharePartitionKey) -> int:
-        """The state-topic partition holding ``key`` (cached: the hash is costly in Python)."""
-        index = self._placement.get(key)
-        if index is None:
-            if len(self._placement) > 1_000_000:
-                self._placement.clear()
-            index = self._placement[key] = partition_for(key, self.config.state_topic_num_partitions)
-        return index
+        """The state-topic partition holding ``key``."""
+        return self._info(key).partition
+
+    def _info(self, key: SharePartitionKey) -> _KeyInfo:
+        info = self._key_info.get(key)
+        if info is None:
+            info = _KeyInfo(key, partition_for(key, self.config.state_topic_num_partitions))
+            self._key_info[key] = info
+        return info
 
     # -- the flusher ---------------------------------------------------------------------------
 
-    def _partition(self, key: SharePartitionKey) -> _StatePartition:
-        part = self._partitions[self.state_partition(key)]
+    def _partition(self, info: _KeyInfo) -> _StatePartition:
+        part = self._partitions[info.partition]
         if part.failed:
             raise PersisterError(ErrorCode.kafka_storage_error, f"{STATE_TOPIC}-{part.index} failed")
         if not part.shard.loaded:
@@ -379,19 +401,17 @@ class BuiltinPersister:
         return response
 
     async def _submit(self, key: SharePartitionKey, handle: Handler) -> Any:
-        part = self._partition(key)
-        return self._unwrap(await self._enqueue(part, key, handle))
+        info = self._info(key)
+        return self._unwrap(await self._enqueue(self._partition(info), info, handle))
 
-    def _enqueue(
-        self, part: _StatePartition, key: SharePartitionKey | None, handle: Handler
-    ) -> asyncio.Future[Any]:
+    def _enqueue(self, part: _StatePartition, info: _KeyInfo | None, handle: Handler) -> asyncio.Future[Any]:
         if self._closed:
             raise PersisterError(ErrorCode.coordinator_not_available, "the persister is closed")
         self._ensure_flusher()
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        part.queue.append(_Request(key, handle, future))
-        if key is not None:
-            part.dirty[key] = part.dirty.get(key, 0) + 1
+        part.queue.append(_Request(info, handle, future))
+        if info is not None:
+            info.in_flight += 1
         self._wakeup.set()
         return future
 
@@ -474,9 +494,18 @@ class BuiltinPersister:
                     done.append((req, exc))
                     continue
                 if _error_of(result.response) == ErrorCode.none:
+                    info = req.info
                     for record in result.records:
                         part.shard.replay(record.key, record.value, base + len(records))
-                        records.append(encode_record(record))
+                        value = record.value
+                        if info is None or (record.key is not info.key and record.key != info.key):
+                            records.append(encode_record(record))
+                        elif value is None:
+                            records.append((info.snapshot_key, None))
+                        elif isinstance(value, ShareSnapshot):
+                            records.append((info.snapshot_key, encode_value(value)))
+                        else:
+                            records.append((info.update_key, encode_value(value)))
                 done.append((req, result.response))
             if records:
                 try:
@@ -515,12 +544,8 @@ class BuiltinPersister:
             if part.failed:
                 self._fail(part, done, OSError("the state log failed"))
             for req, outcome in done:
-                if req.key is not None:
-                    left = part.dirty[req.key] - 1
-                    if left:
-                        part.dirty[req.key] = left
-                    else:
-                        del part.dirty[req.key]
+                if req.info is not None:
+                    req.info.in_flight -= 1
                 if req.future.done():
                     continue
                 if isinstance(outcome, BaseException):
