@@ -26,7 +26,9 @@ from shareq.share.persister import SharePartitionKey, StateBatch, WriteStatePara
 
 
 def _key(i: int) -> SharePartitionKey:
-    return SharePartitionKey(group_id=f"group-{i % 97}", topic_id=uuid.UUID(int=i // 16 + 1), partition=i % 16)
+    return SharePartitionKey(
+        group_id=f"group-{i % 97}", topic_id=uuid.UUID(int=i // 16 + 1), partition=i % 16
+    )
 
 
 def _dir_bytes(directory: Path) -> int:
@@ -54,14 +56,18 @@ async def _writes(directory: Path, mode: FlushMode, keys: int, writers: int, tot
                     start_offset=offset - 5 if i % 10 == 9 else -1,
                     delivery_complete_count=i % 10,
                     state_batches=(
-                        StateBatch(first_offset=offset, last_offset=offset, delivery_state=2, delivery_count=1),
+                        StateBatch(
+                            first_offset=offset, last_offset=offset, delivery_state=2, delivery_count=1
+                        ),
                     ),
                 )
             )
 
     start = time.perf_counter()
+    cpu = time.process_time()
     await asyncio.gather(*(writer(w) for w in range(writers)))
     elapsed = time.perf_counter() - start
+    print(f"  ({(time.process_time() - cpu) / (per_writer * writers) * 1e6:.1f} CPU us per write)", end=" ")
     await persister.prune()
     await persister.close()
     return per_writer * writers / elapsed, _dir_bytes(directory)
@@ -89,7 +95,9 @@ def _build_replay_log(directory: Path, keys: int, updates: int) -> int:
                 leader_epoch=0,
                 start_offset=u - 3 if u % 10 == 9 else -1,
                 delivery_complete_count=u % 10,
-                state_batches=(StateBatch(first_offset=u, last_offset=u, delivery_state=2, delivery_count=1),),
+                state_batches=(
+                    StateBatch(first_offset=u, last_offset=u, delivery_state=2, delivery_count=1),
+                ),
             )
             recs.append(encode_record(StateRecord(key=key, value=upd)))
     config = LogConfig(segment_bytes=64 << 20, segment_ms=None, retention_ms=-1, retention_bytes=-1)
@@ -103,13 +111,20 @@ def _build_replay_log(directory: Path, keys: int, updates: int) -> int:
     return total
 
 
-async def _load(directory: Path) -> float:
+async def _load(directory: Path, keys: int) -> tuple[float, float, float]:
+    """Seconds to load(), then to read every share-partition's state once, and CPU seconds of both."""
     persister = BuiltinPersister.in_directory(directory, config=ShareCoordinatorConfig())
+    cpu = time.process_time()
     start = time.perf_counter()
     await persister.load()
-    elapsed = time.perf_counter() - start
+    loaded = time.perf_counter() - start
+    start = time.perf_counter()
+    for i in range(keys):
+        assert await persister.read_state(_key(i), leader_epoch=-1) is not None
+    first_reads = time.perf_counter() - start
+    cpu = time.process_time() - cpu
     await persister.close()
-    return elapsed
+    return loaded, first_reads, cpu
 
 
 def main() -> None:
@@ -123,8 +138,10 @@ def main() -> None:
         total = args.writes // 20 if mode is FlushMode.FSYNC else args.writes
         with tempfile.TemporaryDirectory() as tmp:
             rate, size = asyncio.run(_writes(Path(tmp), mode, keys=100, writers=500, total=total))
-        print(f"writes/s flush={mode.value:5s}: {rate:10,.0f}  ({total} writes, 100 share-partitions, 500 writers;"
-              f" {size / 100:,.0f} state-topic bytes per share-partition after pruning)")
+        print(
+            f"writes/s flush={mode.value:5s}: {rate:10,.0f}  ({total} writes, 100 share-partitions, 500 writers;"
+            f" {size / 100:,.0f} state-topic bytes per share-partition after pruning)"
+        )
     if args.skip_replay:
         return
     with tempfile.TemporaryDirectory() as tmp:
@@ -132,11 +149,16 @@ def main() -> None:
         records = _build_replay_log(Path(tmp), args.keys, args.updates)
         built = time.perf_counter() - start
         size = _dir_bytes(Path(tmp))
-        print(f"replay log: {records:,} records, {size / 2**20:,.1f} MiB, {size / args.keys:,.0f} bytes per"
-              f" share-partition (built in {built:.1f} s)")
-        elapsed = asyncio.run(_load(Path(tmp)))
-        print(f"replay: {args.keys:,} share-partitions x {args.updates} updates loaded in {elapsed:.2f} s"
-              f" ({records / elapsed:,.0f} records/s)")
+        print(
+            f"replay log: {records:,} records, {size / 2**20:,.1f} MiB, {size / args.keys:,.0f} bytes per"
+            f" share-partition (built in {built:.1f} s)"
+        )
+        loaded, first_reads, cpu = asyncio.run(_load(Path(tmp), args.keys))
+        print(
+            f"replay: {args.keys:,} share-partitions x {args.updates} updates: load() {loaded:.2f} s"
+            f" ({records / loaded:,.0f} records/s), then first read of every state {first_reads:.2f} s;"
+            f" {cpu:.2f} CPU s in all"
+        )
 
 
 if __name__ == "__main__":

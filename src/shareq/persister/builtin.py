@@ -68,7 +68,7 @@ from .segment_sync import ActiveSegmentSync
 from .state_log import KeyValue, encode_batches, iter_records
 
 STATE_TOPIC = "__share_group_state"
-_RECORD_TYPES: dict[int, RecordType] = {t.value: t for t in RecordType}
+_RECORD_TYPES = (RecordType.SNAPSHOT, RecordType.UPDATE)
 _READ_CHUNK = 4 * 1024 * 1024
 _SYNC_THREADS = 8
 
@@ -261,10 +261,9 @@ class BuiltinPersister:
                     if raw_value is None:
                         value = None
                     else:
-                        record_type = _RECORD_TYPES.get(int.from_bytes(raw_key[:2], "big", signed=True))
-                        if record_type is None:
+                        if raw_key[0] or raw_key[1] > 1:
                             raise StateRecordError(f"unknown state record type in key {raw_key[:2].hex()}")
-                        value = decode_value(record_type, raw_value)
+                        value = decode_value(_RECORD_TYPES[raw_key[1]], raw_value)
                 except StateRecordError as exc:
                     raise PersisterError(
                         ErrorCode.kafka_storage_error,
