@@ -139,7 +139,8 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             rate, size = asyncio.run(_writes(Path(tmp), mode, keys=100, writers=500, total=total))
         print(
-            f"writes/s flush={mode.value:5s}: {rate:10,.0f}  ({total} writes, 100 share-partitions, 500 writers;"
+            f"writes/s flush={mode.value:5s}: {rate:10,.0f}"
+            f"  ({total} writes, 100 share-partitions, 500 writers;"
             f" {size / 100:,.0f} state-topic bytes per share-partition after pruning)"
         )
     if args.skip_replay:
