@@ -1,1 +1,1 @@
-"""Persisters: durable share-partition state behind the ``shareq.share.persister.Persister`` protocol."""
+"""Persisters: durable homes for share-partition state, behind ``shareq.share.persister.Persister``."""

@@ -1,0 +1,41 @@
+"""The state topic's batch codec against the log's general record codec."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from shareq.log.records import Record, decode_batch, encode_batch
+from shareq.persister.state_log import encode_batches, iter_records
+
+kvs = st.lists(
+    st.tuples(st.binary(min_size=0, max_size=300), st.one_of(st.none(), st.binary(max_size=300))),
+    min_size=1,
+    max_size=40,
+)
+
+
+@settings(max_examples=200)
+@given(records=kvs, timestamp=st.integers(0, 2**40))
+def test_encoded_batches_decode_with_the_log_codec(
+    records: list[tuple[bytes, bytes | None]], timestamp: int
+) -> None:
+    decoded = [
+        (r.key, r.value)
+        for b in encode_batches(records, timestamp=timestamp)
+        for r in decode_batch(b).records
+    ]
+    assert decoded == records
+
+
+@settings(max_examples=200)
+@given(records=kvs, base=st.integers(0, 2**40), min_offset=st.integers(0, 50))
+def test_iter_records_reads_general_batches(
+    records: list[tuple[bytes, bytes | None]], base: int, min_offset: int
+) -> None:
+    batch = encode_batch(
+        [Record(key=k, value=v, timestamp=1000 + i * 300) for i, (k, v) in enumerate(records)],
+        base_offset=base,
+    )
+    got = list(iter_records(batch, min_offset=base + min_offset))
+    assert got == [(base + i, k, v) for i, (k, v) in enumerate(records) if i >= min_offset]
