@@ -17,7 +17,6 @@ Files in the partition directory (see docs/ARCHITECTURE.md, "Partition logs")::
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import struct
@@ -37,10 +36,8 @@ from .batch import (
     LOG_OVERHEAD,
     MAGIC,
     PARTITION_LEADER_EPOCH_OFFSET,
-    Compression,
-    TimestampType,
-    read_batch_header,
 )
+from .checkpoint import CHECKPOINT_FILE, PRODUCER_SNAPSHOT_FILE, Checkpoint, read_checkpoint, write_checkpoint
 from .config import LogConfig
 from .errors import (
     CorruptRecordError,
@@ -50,7 +47,7 @@ from .errors import (
     RecordTooLargeError,
 )
 from .producer_state import BatchMetadata, ProducerStateManager
-from .records import decode_batch
+from .reader import TimestampOffset, exact_timestamp, read_batches
 from .segment import (
     H_BASE_OFFSET,
     H_BATCH_LENGTH,
@@ -63,8 +60,15 @@ from .segment import (
     write_file_atomically,
 )
 
-CHECKPOINT_FILE = "log.checkpoint"
-PRODUCER_SNAPSHOT_FILE = "producer.snapshot"
+__all__ = [
+    "CHECKPOINT_FILE",
+    "PRODUCER_SNAPSHOT_FILE",
+    "AppendInfo",
+    "FetchData",
+    "PartitionLog",
+    "TimestampOffset",
+]
+
 _MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
 _MAX_RELATIVE_OFFSET = (1 << 31) - 1
 _MAX_SEQUENCE = 0x7FFFFFFF
@@ -72,10 +76,13 @@ _I64 = struct.Struct(">q")
 _I32 = struct.Struct(">i")
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class AppendInfo:
+class AppendInfo(NamedTuple):
     """Where an append landed. ``duplicate`` means an idempotent retry: nothing was written and the
-    offsets are those of the original batch. ``log_append_time_ms`` is -1 (CreateTime topics)."""
+    offsets are those of the original batch. ``log_append_time_ms`` is -1 (CreateTime topics).
+
+    A NamedTuple rather than a frozen dataclass: it is built once per produced batch, and a frozen
+    dataclass costs several times more to construct.
+    """
 
     first_offset: int
     last_offset: int
@@ -93,21 +100,6 @@ class FetchData:
     batches: tuple[tuple[int, int], ...]
     log_start_offset: int
     log_end_offset: int
-
-
-class TimestampOffset(NamedTuple):
-    """The first record at or after a searched timestamp."""
-
-    timestamp: int
-    offset: int
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class _Checkpoint:
-    log_start_offset: int
-    recovery_base: int  # everything before (recovery_base, recovery_size) was fsynced and indexed
-    recovery_size: int
-    recovery_offset: int
 
 
 class PartitionLog:
@@ -164,7 +156,7 @@ class PartitionLog:
             for p in self.directory.glob("*" + LOG_SUFFIX)
             if p.stem.isdigit() and len(p.stem) == 20
         )
-        checkpoint = self._read_checkpoint()
+        checkpoint = read_checkpoint(self.directory)
         if not bases:
             start = max(checkpoint.log_start_offset, checkpoint.recovery_offset) if checkpoint else 0
             bases = [start]
@@ -237,33 +229,6 @@ class PartitionLog:
         del self._segments[index + 1 :]
         del self._bases[index + 1 :]
 
-    def _read_checkpoint(self) -> _Checkpoint | None:
-        try:
-            data = json.loads((self.directory / CHECKPOINT_FILE).read_text())
-            if data.get("version") != 1:
-                return None
-            return _Checkpoint(
-                log_start_offset=int(data["log_start_offset"]),
-                recovery_base=int(data["recovery_base"]),
-                recovery_size=int(data["recovery_size"]),
-                recovery_offset=int(data["recovery_offset"]),
-            )
-        except (OSError, ValueError, KeyError, TypeError, AttributeError):
-            return None
-
-    def _write_checkpoint(self) -> None:
-        base, size, offset = self._recovery
-        text = json.dumps(
-            {
-                "version": 1,
-                "log_start_offset": self._log_start,
-                "recovery_base": base,
-                "recovery_size": size,
-                "recovery_offset": offset,
-            }
-        )
-        write_file_atomically(self.directory / CHECKPOINT_FILE, text.encode())
-
     def _rebuild_indexes(self, seg: LogSegment) -> None:
         """Rebuild a segment's indexes from its batch headers (data below the recovery point)."""
         file_size = seg.size
@@ -283,6 +248,18 @@ class PartitionLog:
         if seg is not self._segments[-1]:
             seg.seal_time_index()
             seg.write_indexes()
+
+    def _write_checkpoint(self) -> None:
+        base, size, offset = self._recovery
+        write_checkpoint(
+            self.directory,
+            Checkpoint(
+                log_start_offset=self._log_start,
+                recovery_base=base,
+                recovery_size=size,
+                recovery_offset=offset,
+            ),
+        )
 
     def _ensure_indexes(self, seg: LogSegment) -> None:
         if not seg.indexes_loaded and not seg.load_indexes():
@@ -458,9 +435,9 @@ class PartitionLog:
 
     def _write(self, seg: LogSegment, data: memoryview) -> None:
         """One unbuffered write (looping on short writes); on failure cut the file back."""
-        written = 0
         total = len(data)
         try:
+            written = os.write(seg.fd, data)
             while written < total:
                 written += os.write(seg.fd, data[written:])
         except OSError as exc:
@@ -516,7 +493,10 @@ class PartitionLog:
         i = bisect_right(self._bases, offset) - 1
         while i < len(self._segments):
             seg = self._segments[i]
-            data = self._read_segment(seg, offset, max_bytes, min_one_batch)
+            self._ensure_indexes(seg)
+            data = read_batches(
+                self._read_fd(seg), seg, offset, max_bytes, min_one_batch, self.config.index_interval_bytes
+            )
             if data is not None:
                 records, batches = data
                 return FetchData(
@@ -524,50 +504,6 @@ class PartitionLog:
                 )
             i += 1  # the offset fell in a gap at the end of this segment
         return FetchData(records=b"", batches=(), log_start_offset=self._log_start, log_end_offset=leo)
-
-    def _read_segment(
-        self, seg: LogSegment, offset: int, max_bytes: int, min_one_batch: bool
-    ) -> tuple[bytes, tuple[tuple[int, int], ...]] | None:
-        self._ensure_indexes(seg)
-        fd = self._read_fd(seg)
-        end = seg.size
-        _, pos = seg.index.lookup(offset - seg.base_offset)
-        span = self.config.index_interval_bytes + max(max_bytes, HEADER_SIZE)
-        chunk = os.pread(fd, min(span, end - pos), pos)
-        off = 0
-        unpack = HEADER.unpack_from
-        while True:  # find the batch holding `offset`
-            if off + HEADER_SIZE > len(chunk):
-                pos += off
-                if pos + HEADER_SIZE > end:
-                    return None
-                chunk, off = os.pread(fd, min(span, end - pos), pos), 0
-            h = unpack(chunk, off)
-            if h[H_BASE_OFFSET] + h[H_LAST_OFFSET_DELTA] >= offset:
-                break
-            off += h[H_BATCH_LENGTH] + LOG_OVERHEAD
-        start = off
-        batches: list[tuple[int, int]] = []
-        limit = len(chunk)
-        while off + HEADER_SIZE <= limit:
-            h = unpack(chunk, off)
-            size = h[H_BATCH_LENGTH] + LOG_OVERHEAD
-            if off + size > limit or off - start + size > max_bytes:
-                break
-            base = h[H_BASE_OFFSET]
-            batches.append((base, base + h[H_LAST_OFFSET_DELTA]))
-            off += size
-        if not batches:
-            h = unpack(chunk, start)
-            size = h[H_BATCH_LENGTH] + LOG_OVERHEAD
-            if not min_one_batch and size > max_bytes:
-                return b"", ()
-            base = h[H_BASE_OFFSET]
-            whole = chunk[start : start + size] if start + size <= limit else os.pread(fd, size, pos + start)
-            return whole, ((base, base + h[H_LAST_OFFSET_DELTA]),)
-        if start == 0 and off == limit:
-            return chunk, tuple(batches)
-        return chunk[start:off], tuple(batches)
 
     def _read_fd(self, seg: LogSegment) -> int:
         """The active segment's descriptor, or the one cached reader of an older segment."""
@@ -600,22 +536,8 @@ class PartitionLog:
                 last = h[H_BASE_OFFSET] + h[H_LAST_OFFSET_DELTA]
                 if h[H_MAX_TIMESTAMP] < timestamp_ms or last < self._log_start:
                     continue
-                return self._exact_timestamp(fd, p, h[H_BATCH_LENGTH] + LOG_OVERHEAD, timestamp_ms)
+                return exact_timestamp(fd, p, h[H_BATCH_LENGTH] + LOG_OVERHEAD, timestamp_ms, self._log_start)
         return None
-
-    def _exact_timestamp(self, fd: int, pos: int, size: int, timestamp_ms: int) -> TimestampOffset:
-        raw = os.pread(fd, size, pos)
-        header = read_batch_header(raw)
-        fallback = TimestampOffset(header.max_timestamp, max(header.base_offset, self._log_start))
-        if header.compression is not Compression.NONE:
-            return fallback
-        if header.timestamp_type is TimestampType.LOG_APPEND_TIME:
-            return fallback
-        for record in decode_batch(raw, verify_crc=False).records:
-            ts = record.timestamp if record.timestamp is not None else -1
-            if ts >= timestamp_ms and record.offset >= self._log_start:
-                return TimestampOffset(ts, record.offset)
-        return fallback
 
     # -- retention ----------------------------------------------------------------------------------
 
