@@ -176,7 +176,9 @@ def test_reopen_after_clean_close_keeps_everything(log_dir: Path) -> None:
     log.close()
     with pytest.raises(LogIOError):
         log.read(0, 10)
+    stamp = (log_dir / CHECKPOINT_FILE).stat().st_mtime_ns
     log = PartitionLog.open(log_dir, SMALL, now_ms=0)
+    assert (log_dir / CHECKPOINT_FILE).stat().st_mtime_ns == stamp  # clean: nothing to recover or record
     assert log.log_end_offset == 180
     assert read_all(log) == written
     written += fill(log, 5)
@@ -388,3 +390,37 @@ def test_disk_full_leaves_the_log_consistent(log_dir: Path) -> None:
     active.fd = os.open(active.log_path, os.O_RDWR | os.O_APPEND)
     assert log.append(batch(b"after"), now_ms=0).first_offset == 1
     assert values(log.read(0, 1000).records) == [(0, b"kept"), (1, b"after")]
+
+
+def _open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def test_idle_partition_keeps_one_descriptor_and_few_indexes(log_dir: Path) -> None:
+    log = PartitionLog.open(log_dir, SMALL, now_ms=0)
+    written = fill(log, 200)
+    log.close()
+    before = _open_fds()
+    log = PartitionLog.open(log_dir, SMALL, now_ms=0)
+    segments = log._segments
+    assert len(segments) > 5
+    assert _open_fds() == before + 1  # only the active segment
+    assert [s.indexes_loaded for s in segments[:-1]] == [False] * (len(segments) - 1)
+    assert read_all(log) == written
+    assert _open_fds() <= before + 2  # plus one reader of an older segment
+    assert sum(s.indexes_loaded for s in segments[:-1]) <= 2
+    log.close()
+    assert _open_fds() == before
+
+
+def test_retention_by_time_after_reopen_reads_no_index(log_dir: Path) -> None:
+    config = LogConfig(segment_bytes=1_000, retention_ms=1_000)
+    log = PartitionLog.open(log_dir, config, now_ms=0)
+    for i in range(30):
+        log.append(batch(b"x" * 80, ts=i * 100), now_ms=0)
+    log.close()
+    log = PartitionLog.open(log_dir, config, now_ms=0)
+    assert log.enforce_retention(now_ms=2_500) > 0
+    assert not any(s.indexes_loaded for s in log._segments[:-1])
+    assert log.log_start_offset > 0
+    assert read_all(log)[0][0] == log.log_start_offset

@@ -70,6 +70,7 @@ __all__ = [
 ]
 
 _MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
+LOADED_INDEXES = 2  # older segments per partition whose indexes stay in memory
 _MAX_RELATIVE_OFFSET = (1 << 31) - 1
 _MAX_SEQUENCE = 0x7FFFFFFF
 _I64 = struct.Struct(">q")
@@ -108,6 +109,7 @@ class PartitionLog:
     __slots__ = (
         "_bases",
         "_closed",
+        "_loaded",
         "_log_start",
         "_producers",
         "_reader",
@@ -126,6 +128,7 @@ class PartitionLog:
         self._log_start = 0
         self._producers = ProducerStateManager()
         self._reader: LogSegment | None = None
+        self._loaded: list[LogSegment] = []  # older segments whose indexes are in memory, oldest first
         self._recovery = (0, 0, 0)
         self._unflushed_messages = 0
         self._closed = False
@@ -157,45 +160,38 @@ class PartitionLog:
             if p.stem.isdigit() and len(p.stem) == 20
         )
         checkpoint = read_checkpoint(self.directory)
-        if not bases:
+        fresh = not bases
+        if fresh:
             start = max(checkpoint.log_start_offset, checkpoint.recovery_offset) if checkpoint else 0
             bases = [start]
             LogSegment(self.directory, start).log_path.touch()
         for base in bases:
             seg = LogSegment(self.directory, base, created_ms=now_ms)
-            seg.size = seg.log_path.stat().st_size if seg.log_path.exists() else 0
+            seg.size = seg.log_path.stat().st_size
             self._segments.append(seg)
         for seg, nxt in zip(self._segments, bases[1:], strict=False):
             seg.next_offset = nxt
         self._bases = list(bases)
 
-        # Segments from the recovery point on are checked batch by batch (CRC included).
-        first_dirty = 0
-        resume_size = 0
-        clean = False
+        # Segments from the recovery point on are checked batch by batch, CRC included; in the
+        # segment holding the recovery point only from its last index entry below that point.
+        first_dirty, resume_size = 0, -1
         if checkpoint is not None and checkpoint.recovery_base in bases:
             first_dirty = bases.index(checkpoint.recovery_base)
             resume_size = checkpoint.recovery_size
             self._recovery = (checkpoint.recovery_base, checkpoint.recovery_size, checkpoint.recovery_offset)
+        clean = fresh
         for i in range(first_dirty, len(self._segments)):
             seg = self._segments[i]
             file_size = seg.size
+            position = 0
             if i == first_dirty and 0 < resume_size <= file_size and seg.load_indexes(_MAX_RELATIVE_OFFSET):
                 position, _ = seg.resume_point(resume_size)
-                clean = resume_size == file_size and i == len(self._segments) - 1
             else:
                 seg.reset_indexes()
-                seg.size = 0
-                seg.next_offset = seg.base_offset
-                position = 0
-            fd = seg.open(writable=False)
-            try:
-                for pos, header in scan_batches(fd, position, file_size, verify_crc=True):
-                    if header[H_BASE_OFFSET] < seg.next_offset:
-                        break  # offsets went backwards: not something this log wrote
-                    seg.track_header(pos, header, self.config.index_interval_bytes)
-            finally:
-                seg.close()
+                seg.size, seg.next_offset = 0, seg.base_offset
+            clean = fresh or (i == first_dirty == len(self._segments) - 1 and resume_size == file_size)
+            self._scan_segment(seg, position, file_size)
             if seg.size < file_size:
                 self._truncate_tail(i, seg)
                 clean = False
@@ -204,9 +200,9 @@ class PartitionLog:
             if seg.indexes_loaded:
                 seg.seal_time_index()
                 seg.write_indexes()
+                self._loaded.append(seg)
+        self._unload_surplus_indexes()
         active = self._segments[-1]
-        if not active.indexes_loaded and not active.load_indexes():
-            self._rebuild_indexes(active)
         active.created_ms = now_ms
         active.open(writable=True)
 
@@ -218,6 +214,17 @@ class PartitionLog:
         self._rebuild_producer_state()
         if not clean:
             self.flush()  # record the recovered state so the next open starts from here
+
+    def _scan_segment(self, seg: LogSegment, position: int, file_size: int) -> None:
+        """Track every valid batch from ``position``; ``seg.size`` ends at the last valid one."""
+        fd = seg.open(writable=False)
+        try:
+            for pos, header in scan_batches(fd, position, file_size, verify_crc=True):
+                if header[H_BASE_OFFSET] < seg.next_offset:
+                    break  # offsets went backwards: not something this log wrote
+                seg.track_header(pos, header, self.config.index_interval_bytes)
+        finally:
+            seg.close()
 
     def _truncate_tail(self, index: int, seg: LogSegment) -> None:
         """Cut segment ``index`` at its last valid batch and drop every later segment."""
@@ -262,8 +269,20 @@ class PartitionLog:
         )
 
     def _ensure_indexes(self, seg: LogSegment) -> None:
-        if not seg.indexes_loaded and not seg.load_indexes():
+        """Load (or rebuild) a segment's indexes; keep at most a few older segments' in memory."""
+        if seg.indexes_loaded:
+            if seg in self._loaded and self._loaded[-1] is not seg:
+                self._loaded.remove(seg)
+                self._loaded.append(seg)
+            return
+        if not seg.load_indexes():
             self._rebuild_indexes(seg)
+        self._loaded.append(seg)
+        self._unload_surplus_indexes()
+
+    def _unload_surplus_indexes(self) -> None:
+        while len(self._loaded) > LOADED_INDEXES:
+            self._loaded.pop(0).unload_indexes()
 
     def _rebuild_producer_state(self) -> None:
         """Producer state at the log end: the snapshot, then the headers of the batches after it."""
@@ -463,6 +482,8 @@ class PartitionLog:
         old.seal_time_index()
         old.write_indexes()
         old.close()
+        self._loaded.append(old)
+        self._unload_surplus_indexes()
         new = LogSegment(self.directory, base_offset, created_ms=now_ms)
         new.next_offset = base_offset
         new.reset_indexes()
@@ -578,7 +599,8 @@ class PartitionLog:
         return deleted
 
     def _largest_timestamp(self, seg: LogSegment) -> int:
-        self._ensure_indexes(seg)
+        if not seg.indexes_loaded and seg.peek_max_timestamp() is None:
+            self._ensure_indexes(seg)
         return seg.largest_timestamp()
 
     def _delete_oldest(self, eligible: Callable[[LogSegment], bool]) -> int:
@@ -589,6 +611,8 @@ class PartitionLog:
             self._bases.pop(0)
             if self._reader is seg:
                 self._reader = None
+            if seg in self._loaded:
+                self._loaded.remove(seg)
             seg.delete_files()
             deleted += 1
         if deleted:
