@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import os
+import resource
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -377,19 +381,64 @@ def test_flush_interval_and_delete(log_dir: Path) -> None:
 
 
 def test_disk_full_leaves_the_log_consistent(log_dir: Path) -> None:
-    """A failed write is cut back; exercised with a descriptor that refuses writes."""
+    """A write cut short by the disk (here: the file-size limit, which fails like ENOSPC after a
+    partial write) is truncated back; the log stays usable once space returns."""
     log = PartitionLog.open(log_dir, LogConfig(), now_ms=0)
     log.append(batch(b"kept"), now_ms=0)
-    active = log._segments[-1]
-    os.close(active.fd)
-    active.fd = os.open(active.log_path, os.O_RDONLY)  # every write now fails with EBADF
-    with pytest.raises(LogIOError, match="failed"):
-        log.append(batch(b"lost"), now_ms=0)
-    assert log.log_end_offset == 1
-    os.close(active.fd)
-    active.fd = os.open(active.log_path, os.O_RDWR | os.O_APPEND)
+    size = log.size_bytes
+    big = batch(b"y" * 5_000)
+    old_handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    old_limit = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (size + 2_000, old_limit[1]))
+    try:
+        with pytest.raises(LogIOError, match="failed"):
+            log.append(big, now_ms=0)
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, old_limit)
+        signal.signal(signal.SIGXFSZ, old_handler)
+    assert (log.log_end_offset, log.size_bytes) == (1, size)
+    assert sorted(log_dir.glob("*.log"))[-1].stat().st_size == size
     assert log.append(batch(b"after"), now_ms=0).first_offset == 1
-    assert values(log.read(0, 1000).records) == [(0, b"kept"), (1, b"after")]
+    assert values(log.read(0, 10_000).records) == [(0, b"kept"), (1, b"after")]
+    log.close()
+    log = PartitionLog.open(log_dir, LogConfig(), now_ms=0)
+    assert values(log.read(0, 10_000).records) == [(0, b"kept"), (1, b"after")]
+
+
+_WRITER = """
+import sys
+from pathlib import Path
+from shareq.log.config import LogConfig
+from shareq.log.partition_log import PartitionLog
+from shareq.log.records import Record, encode_batch
+log = PartitionLog.open(Path(sys.argv[1]), LogConfig(segment_bytes=5_000), now_ms=0)
+i = 0
+while True:
+    info = log.append(encode_batch([Record(value=b"%d" % i)]), now_ms=0)
+    print(info.last_offset, flush=True)
+    i += 1
+"""
+
+
+@pytest.mark.timeout(60)
+def test_acknowledged_appends_survive_sigkill(log_dir: Path) -> None:
+    proc = subprocess.Popen([sys.executable, "-c", _WRITER, str(log_dir)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        acknowledged = -1
+        while acknowledged < 300:
+            acknowledged = int(proc.stdout.readline())
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    log = PartitionLog.open(log_dir, LogConfig(segment_bytes=5_000), now_ms=0)
+    assert log.log_end_offset > acknowledged
+    got = read_all(log)
+    assert got[: acknowledged + 1] == [(i, b"%d" % i) for i in range(acknowledged + 1)]
+    assert log.segment_count > 1
 
 
 def _open_fds() -> int:
