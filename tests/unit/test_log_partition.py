@@ -473,3 +473,18 @@ def test_retention_by_time_after_reopen_reads_no_index(log_dir: Path) -> None:
     assert not any(s.indexes_loaded for s in log._segments[:-1])
     assert log.log_start_offset > 0
     assert read_all(log)[0][0] == log.log_start_offset
+
+
+@pytest.mark.timeout(30)
+def test_damage_inside_an_old_segment_is_reported_not_looped_over(log_dir: Path) -> None:
+    log = PartitionLog.open(log_dir, LogConfig(segment_bytes=4_000, index_interval_bytes=100_000), now_ms=0)
+    fill(log, 60)
+    log.close()
+    first = log_dir / "00000000000000000000.log"
+    with open(first, "r+b") as f:
+        f.seek(200)
+        f.write(b"\xff" * 80)
+    log = PartitionLog.open(log_dir, LogConfig(segment_bytes=4_000, index_interval_bytes=100_000), now_ms=0)
+    assert log.read(0, 100).batches[0][0] == 0
+    with pytest.raises(CorruptRecordError, match="damaged"):
+        log.read(20, 100)

@@ -25,7 +25,7 @@ class LogMachine(RuleBasedStateMachine):
         super().__init__()
         self.root = Path(tempfile.mkdtemp(prefix="shareq-log-"))
         self.directory = self.root / "t-0"
-        self.config = LogConfig(segment_bytes=700, index_interval_bytes=150)
+        self.config = LogConfig(segment_bytes=1_500, index_interval_bytes=150)
         self.log = PartitionLog.open(self.directory, self.config, now_ms=0)
         # (first offset, last offset, stored bytes, record timestamps)
         self.batches: list[tuple[int, int, bytes, list[int]]] = []

@@ -359,6 +359,10 @@ class PartitionLog:
             raise RecordTooLargeError(
                 f"{total} bytes of records exceed max.message.bytes {self.config.max_message_bytes}"
             )
+        if total > self.config.segment_bytes:
+            raise RecordTooLargeError(
+                f"{total} bytes of records exceed segment.bytes {self.config.segment_bytes}"
+            )
         if total < HEADER_SIZE:
             raise CorruptRecordError(f"{total} bytes cannot hold a record batch")
         buf = bytearray(records)

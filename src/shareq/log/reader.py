@@ -10,9 +10,12 @@ from __future__ import annotations
 import os
 from typing import NamedTuple
 
-from .batch import HEADER, HEADER_SIZE, LOG_OVERHEAD, Compression, TimestampType, read_batch_header
+from .batch import HEADER, HEADER_SIZE, LOG_OVERHEAD, MAGIC, Compression, TimestampType, read_batch_header
+from .errors import CorruptRecordError
 from .records import decode_batch
-from .segment import H_BASE_OFFSET, H_BATCH_LENGTH, H_LAST_OFFSET_DELTA, LogSegment
+from .segment import H_BASE_OFFSET, H_BATCH_LENGTH, H_LAST_OFFSET_DELTA, H_MAGIC, LogSegment
+
+_MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
 
 
 class TimestampOffset(NamedTuple):
@@ -41,6 +44,8 @@ def read_batches(
                 return None
             chunk, off = os.pread(fd, min(span, end - pos), pos), 0
         h = unpack(chunk, off)
+        if h[H_MAGIC] != MAGIC or h[H_BATCH_LENGTH] < _MIN_BATCH_LENGTH:
+            raise CorruptRecordError(f"segment {seg.base_offset} is damaged at byte {pos + off}")
         if h[H_BASE_OFFSET] + h[H_LAST_OFFSET_DELTA] >= offset:
             break
         off += h[H_BATCH_LENGTH] + LOG_OVERHEAD
@@ -50,7 +55,7 @@ def read_batches(
     while off + HEADER_SIZE <= limit:
         h = unpack(chunk, off)
         size = h[H_BATCH_LENGTH] + LOG_OVERHEAD
-        if off + size > limit or off - start + size > max_bytes:
+        if off + size > limit or off - start + size > max_bytes or h[H_MAGIC] != MAGIC:
             break
         base = h[H_BASE_OFFSET]
         batches.append((base, base + h[H_LAST_OFFSET_DELTA]))
