@@ -561,7 +561,11 @@ class PartitionLog:
                 last = h[H_BASE_OFFSET] + h[H_LAST_OFFSET_DELTA]
                 if h[H_MAX_TIMESTAMP] < timestamp_ms or last < self._log_start:
                     continue
-                return exact_timestamp(fd, p, h[H_BATCH_LENGTH] + LOG_OVERHEAD, timestamp_ms, self._log_start)
+                found = exact_timestamp(
+                    fd, p, h[H_BATCH_LENGTH] + LOG_OVERHEAD, timestamp_ms, self._log_start
+                )
+                if found is not None:
+                    return found
         return None
 
     # -- retention ----------------------------------------------------------------------------------

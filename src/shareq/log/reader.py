@@ -73,8 +73,10 @@ def read_batches(
     return chunk[start:off], tuple(batches)
 
 
-def exact_timestamp(fd: int, pos: int, size: int, timestamp_ms: int, log_start: int) -> TimestampOffset:
-    """The first record at or after ``timestamp_ms`` in the batch at ``pos`` (which has one).
+def exact_timestamp(
+    fd: int, pos: int, size: int, timestamp_ms: int, log_start: int
+) -> TimestampOffset | None:
+    """The first record at or after ``timestamp_ms`` in the batch at ``pos``, not below ``log_start``.
 
     Compressed and LogAppendTime batches answer with the batch's first offset and max timestamp.
     """
@@ -89,4 +91,4 @@ def exact_timestamp(fd: int, pos: int, size: int, timestamp_ms: int, log_start: 
         ts = record.timestamp if record.timestamp is not None else -1
         if ts >= timestamp_ms and record.offset >= log_start:
             return TimestampOffset(ts, record.offset)
-    return fallback
+    return None
