@@ -26,16 +26,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
-from crc32c import crc32c
-
+from .appender import prepare_append
 from .batch import (
-    ATTRIBUTES_OFFSET,
     CONTROL_MASK,
-    HEADER,
     HEADER_SIZE,
     LOG_OVERHEAD,
-    MAGIC,
-    PARTITION_LEADER_EPOCH_OFFSET,
 )
 from .checkpoint import CHECKPOINT_FILE, PRODUCER_SNAPSHOT_FILE, Checkpoint, read_checkpoint, write_checkpoint
 from .config import LogConfig
@@ -43,7 +38,6 @@ from .errors import (
     CorruptRecordError,
     LogIOError,
     OffsetOutOfRangeError,
-    OutOfOrderSequenceError,
     RecordTooLargeError,
 )
 from .producer_state import BatchMetadata, ProducerStateManager
@@ -365,88 +359,41 @@ class PartitionLog:
             )
         if total < HEADER_SIZE:
             raise CorruptRecordError(f"{total} bytes cannot hold a record batch")
-        buf = bytearray(records)
-        view = memoryview(buf)
         active = self._segments[-1]
-        first_offset = next_offset = active.next_offset
-        placed: list[tuple[int, int, int, int, int]] = []  # pos, base, next, size, max timestamp
-        producers: list[tuple[int, int, int, int, int, int]] = []
-        record_count = 0
-        pos = 0
-        while pos < total:
-            if pos + HEADER_SIZE > total:
-                raise CorruptRecordError(f"truncated batch header at byte {pos} of the records")
-            h = HEADER.unpack_from(buf, pos)
-            length = h[H_BATCH_LENGTH]
-            size = length + LOG_OVERHEAD
-            delta = h[H_LAST_OFFSET_DELTA]
-            if h[3] != MAGIC:
-                raise CorruptRecordError(f"batch at byte {pos} has magic {h[3]}, only v2 is accepted")
-            if length < _MIN_BATCH_LENGTH or pos + size > total:
-                raise CorruptRecordError(f"batch at byte {pos} has bad batchLength {length}")
-            if delta < 0 or h[12] != delta + 1:
-                raise CorruptRecordError(f"batch at byte {pos}: {h[12]} records but lastOffsetDelta {delta}")
-            if crc32c(view[pos + ATTRIBUTES_OFFSET : pos + size]) != h[4]:
-                raise CorruptRecordError(f"batch at byte {pos} fails its CRC32C check")
-            producer_id = h[9]
-            if producer_id >= 0 and not h[5] & CONTROL_MASK and h[11] >= 0:
-                epoch, first_seq = h[10], h[11]
-                last_seq = (first_seq + delta) % (_MAX_SEQUENCE + 1)
-                earlier = [p for p in producers if p[0] == producer_id]
-                if earlier:
-                    self._check_follows(earlier[-1], epoch, first_seq)
-                else:
-                    original = self._producers.check(producer_id, epoch, first_seq, last_seq)
-                    if original is not None:
-                        return AppendInfo(
-                            first_offset=original.first_offset,
-                            last_offset=original.last_offset,
-                            log_append_time_ms=-1,
-                            record_count=original.last_offset - original.first_offset + 1,
-                            duplicate=True,
-                            log_start_offset=self._log_start,
-                        )
-                producers.append((producer_id, epoch, first_seq, last_seq, next_offset, next_offset + delta))
-            elif producer_id >= 0:
-                producers.append((producer_id, h[10], -1, -1, next_offset, next_offset + delta))
-            _I64.pack_into(buf, pos, next_offset)
-            _I32.pack_into(buf, pos + PARTITION_LEADER_EPOCH_OFFSET, leader_epoch)
-            placed.append((pos, next_offset, next_offset + delta + 1, size, h[H_MAX_TIMESTAMP]))
-            next_offset += delta + 1
-            record_count += delta + 1
-            pos += size
-
+        buf = bytearray(records)
+        prepared = prepare_append(buf, active.next_offset, leader_epoch, self._producers)
+        if isinstance(prepared, BatchMetadata):
+            return AppendInfo(
+                first_offset=prepared.first_offset,
+                last_offset=prepared.last_offset,
+                log_append_time_ms=-1,
+                record_count=prepared.last_offset - prepared.first_offset + 1,
+                duplicate=True,
+                log_start_offset=self._log_start,
+            )
+        first_offset, next_offset = prepared.first_offset, prepared.next_offset
         if active.size > 0 and self._should_roll(active, total, next_offset, now_ms):
             active = self._roll(first_offset, now_ms)
         start = active.size
-        self._write(active, view)
+        self._write(active, memoryview(buf))
         interval = self.config.index_interval_bytes
-        for p, base, nxt, size, max_ts in placed:
+        for p, base, nxt, size, max_ts in prepared.placed:
             active.track(start + p, base, nxt, size, max_ts, interval)
-        for producer_id, epoch, first_seq, last_seq, first, last in producers:
-            batch = BatchMetadata(first_seq, last_seq, first, last) if first_seq >= 0 else None
+        for producer_id, epoch, batch in prepared.producers:
             self._producers.update(producer_id, epoch, batch)
         flush_every = self.config.flush_interval_messages
         if flush_every is not None:
-            self._unflushed_messages += record_count
+            self._unflushed_messages += prepared.record_count
             if self._unflushed_messages >= flush_every:
                 self._fsync(active)
         return AppendInfo(
             first_offset=first_offset,
             last_offset=next_offset - 1,
             log_append_time_ms=-1,
-            record_count=record_count,
+            record_count=prepared.record_count,
             duplicate=False,
             log_start_offset=self._log_start,
         )
-
-    @staticmethod
-    def _check_follows(earlier: tuple[int, int, int, int, int, int], epoch: int, first_seq: int) -> None:
-        producer_id, prev_epoch, _, prev_last, _, _ = earlier
-        if epoch != prev_epoch or first_seq != (prev_last + 1) % (_MAX_SEQUENCE + 1):
-            raise OutOfOrderSequenceError(
-                f"producer {producer_id}: batch in one request does not follow the previous one"
-            )
 
     def _should_roll(self, active: LogSegment, incoming: int, next_offset: int, now_ms: int) -> bool:
         config = self.config
