@@ -340,7 +340,9 @@ class PartitionLog:
 
     # -- append -------------------------------------------------------------------------------------
 
-    def append(self, records: bytes, *, now_ms: int, leader_epoch: int = 0) -> AppendInfo:
+    def append(
+        self, records: bytes | bytearray | memoryview, *, now_ms: int, leader_epoch: int = 0
+    ) -> AppendInfo:
         """Validate, assign offsets to and durably write one or more whole v2 batches.
 
         Raises :class:`RecordTooLargeError`, :class:`CorruptRecordError`,

@@ -8,6 +8,8 @@ decoded by :func:`exact_timestamp`, for the rare ListOffsets-by-time lookup.
 from __future__ import annotations
 
 import os
+from array import array
+from bisect import bisect_right
 from typing import NamedTuple
 
 from .batch import HEADER, HEADER_SIZE, LOG_OVERHEAD, MAGIC, Compression, TimestampType, read_batch_header
@@ -30,47 +32,84 @@ def read_batches(
 ) -> tuple[bytes, tuple[tuple[int, int], ...]] | None:
     """Whole batches of ``seg`` from the one holding ``offset``, at most ``max_bytes`` unless the
     first alone is larger (then it alone, or nothing if not ``min_one_batch``); ``None`` if the
-    segment holds no batch at or after ``offset``."""
+    segment holds no batch at or after ``offset``.
+
+    The returned bytes are exactly what one ``pread`` produced (no second copy) whenever a batch
+    boundary known from the index or the segment end lies within ``max_bytes``: the answer may
+    then stop up to one index interval short of ``max_bytes``.
+    """
     end = seg.size
-    _, pos = seg.index.lookup(offset - seg.base_offset)
-    span = interval + max(max_bytes, HEADER_SIZE)
-    chunk = os.pread(fd, min(span, end - pos), pos)
-    off = 0
+    index = seg.index
+    _, pos = index.lookup(offset - seg.base_offset)
     unpack = HEADER.unpack_from
-    while True:  # find the batch holding `offset`
-        if off + HEADER_SIZE > len(chunk):
-            pos += off
-            if pos + HEADER_SIZE > end:
-                return None
-            chunk, off = os.pread(fd, min(span, end - pos), pos), 0
-        h = unpack(chunk, off)
+    head = b""
+    head_pos = pos
+    while True:  # find the batch holding `offset`, reading headers from the index entry on
+        if pos + HEADER_SIZE > end:
+            return None
+        rel = pos - head_pos
+        if rel + HEADER_SIZE > len(head):
+            head, head_pos, rel = os.pread(fd, min(interval + HEADER_SIZE, end - pos), pos), pos, 0
+        h = unpack(head, rel)
         if h[H_MAGIC] != MAGIC or h[H_BATCH_LENGTH] < _MIN_BATCH_LENGTH:
-            raise CorruptRecordError(f"segment {seg.base_offset} is damaged at byte {pos + off}")
+            raise CorruptRecordError(f"segment {seg.base_offset} is damaged at byte {pos}")
         if h[H_BASE_OFFSET] + h[H_LAST_OFFSET_DELTA] >= offset:
             break
-        off += h[H_BATCH_LENGTH] + LOG_OVERHEAD
-    start = off
-    batches: list[tuple[int, int]] = []
+        pos += h[H_BATCH_LENGTH] + LOG_OVERHEAD
+    start = pos
+    first_size = h[H_BATCH_LENGTH] + LOG_OVERHEAD
+    if first_size > max_bytes:
+        if not min_one_batch:
+            return b"", ()
+        stop = start + first_size
+    else:
+        limit = start + max_bytes
+        stop = end if end <= limit else _boundary_at_or_before(index.positions, limit)
+        if stop < start + first_size:
+            return _read_trimmed(fd, start, min(limit, end))
+    chunk = os.pread(fd, stop - start, start)
+    return chunk, _batch_ranges(chunk, seg.base_offset)
+
+
+def _boundary_at_or_before(positions: array[int], limit: int) -> int:
+    """The last indexed batch start at or before ``limit`` (0 if none)."""
+    i = bisect_right(positions, limit)
+    return positions[i - 1] if i else 0
+
+
+def _batch_ranges(chunk: bytes, segment_base: int) -> tuple[tuple[int, int], ...]:
+    """(first, last) offsets of the whole batches filling ``chunk``."""
+    unpack = HEADER.unpack_from
+    ranges = []
+    off = 0
     limit = len(chunk)
-    while off + HEADER_SIZE <= limit:
+    while off < limit:
+        h = unpack(chunk, off)
+        if h[H_MAGIC] != MAGIC or h[H_BATCH_LENGTH] < _MIN_BATCH_LENGTH:
+            raise CorruptRecordError(f"segment {segment_base} is damaged in a batch at offset {h[0]}")
+        base = h[H_BASE_OFFSET]
+        ranges.append((base, base + h[H_LAST_OFFSET_DELTA]))
+        off += h[H_BATCH_LENGTH] + LOG_OVERHEAD
+    if off != limit:
+        raise CorruptRecordError(f"segment {segment_base}: batch lengths disagree with the index")
+    return tuple(ranges)
+
+
+def _read_trimmed(fd: int, start: int, limit: int) -> tuple[bytes, tuple[tuple[int, int], ...]]:
+    """Read ``[start, limit)`` and keep the whole batches at its front (one extra copy)."""
+    chunk = os.pread(fd, limit - start, start)
+    unpack = HEADER.unpack_from
+    ranges = []
+    off = 0
+    while off + HEADER_SIZE <= len(chunk):
         h = unpack(chunk, off)
         size = h[H_BATCH_LENGTH] + LOG_OVERHEAD
-        if off + size > limit or off - start + size > max_bytes or h[H_MAGIC] != MAGIC:
+        if off + size > len(chunk) or h[H_MAGIC] != MAGIC or size < HEADER_SIZE:
             break
         base = h[H_BASE_OFFSET]
-        batches.append((base, base + h[H_LAST_OFFSET_DELTA]))
+        ranges.append((base, base + h[H_LAST_OFFSET_DELTA]))
         off += size
-    if not batches:
-        h = unpack(chunk, start)
-        size = h[H_BATCH_LENGTH] + LOG_OVERHEAD
-        if not min_one_batch and size > max_bytes:
-            return b"", ()
-        base = h[H_BASE_OFFSET]
-        whole = chunk[start : start + size] if start + size <= limit else os.pread(fd, size, pos + start)
-        return whole, ((base, base + h[H_LAST_OFFSET_DELTA]),)
-    if start == 0 and off == limit:
-        return chunk, tuple(batches)
-    return chunk[start:off], tuple(batches)
+    return (chunk if off == len(chunk) else chunk[:off]), tuple(ranges)
 
 
 def exact_timestamp(
