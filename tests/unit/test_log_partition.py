@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import resource
 import signal
 import subprocess
 import sys
@@ -380,27 +379,44 @@ def test_flush_interval_and_delete(log_dir: Path) -> None:
     assert not log_dir.exists()
 
 
+_DISK_FULL = """
+import resource, signal, sys
+from pathlib import Path
+from shareq.log.config import LogConfig
+from shareq.log.errors import LogIOError
+from shareq.log.partition_log import PartitionLog
+from shareq.log.records import Record, encode_batch
+log = PartitionLog.open(Path(sys.argv[1]), LogConfig(), now_ms=0)
+log.append(encode_batch([Record(key=b"k", value=b"kept", timestamp=1_000)]), now_ms=0)
+size = log.size_bytes
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+limit = resource.getrlimit(resource.RLIMIT_FSIZE)
+resource.setrlimit(resource.RLIMIT_FSIZE, (size + 2_000, limit[1]))
+try:
+    log.append(encode_batch([Record(value=b"y" * 5_000)]), now_ms=0)
+    print("appended")
+except LogIOError as exc:
+    print("refused", exc)
+resource.setrlimit(resource.RLIMIT_FSIZE, limit)
+print(log.log_end_offset, log.size_bytes, size)
+log.append(encode_batch([Record(key=b"k", value=b"after", timestamp=1_000)]), now_ms=0)
+log.close()
+"""
+
+
+@pytest.mark.timeout(60)
 def test_disk_full_leaves_the_log_consistent(log_dir: Path) -> None:
     """A write cut short by the disk (here: the file-size limit, which fails like ENOSPC after a
-    partial write) is truncated back; the log stays usable once space returns."""
-    log = PartitionLog.open(log_dir, LogConfig(), now_ms=0)
-    log.append(batch(b"kept"), now_ms=0)
-    size = log.size_bytes
-    big = batch(b"y" * 5_000)
-    old_handler = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-    old_limit = resource.getrlimit(resource.RLIMIT_FSIZE)
-    resource.setrlimit(resource.RLIMIT_FSIZE, (size + 2_000, old_limit[1]))
-    try:
-        with pytest.raises(LogIOError, match="failed"):
-            log.append(big, now_ms=0)
-    finally:
-        resource.setrlimit(resource.RLIMIT_FSIZE, old_limit)
-        signal.signal(signal.SIGXFSZ, old_handler)
-    assert (log.log_end_offset, log.size_bytes) == (1, size)
-    assert sorted(log_dir.glob("*.log"))[-1].stat().st_size == size
-    assert log.append(batch(b"after"), now_ms=0).first_offset == 1
-    assert values(log.read(0, 10_000).records) == [(0, b"kept"), (1, b"after")]
-    log.close()
+    partial write) is truncated back; the log stays usable once space returns. A child process
+    runs it, so the lowered limit touches nothing else."""
+    result = subprocess.run(
+        [sys.executable, "-c", _DISK_FULL, str(log_dir)], capture_output=True, text=True, timeout=50
+    )
+    assert result.returncode == 0, result.stderr
+    refused, state = result.stdout.splitlines()
+    assert refused.startswith("refused") and "failed" in refused
+    end, size_after, size_before = map(int, state.split())
+    assert (end, size_after) == (1, size_before)
     log = PartitionLog.open(log_dir, LogConfig(), now_ms=0)
     assert values(log.read(0, 10_000).records) == [(0, b"kept"), (1, b"after")]
 
