@@ -67,7 +67,7 @@ from shareq.share.persister import (
 )
 
 from .segment_sync import ActiveSegmentSync
-from .state_log import KeyValue, encode_batches, iter_records
+from .state_log import KeyValue, batches_end_offset, encode_batches, iter_records
 
 STATE_TOPIC = "__share_group_state"
 _RECORD_TYPES = (RecordType.SNAPSHOT, RecordType.UPDATE)
@@ -273,6 +273,8 @@ class BuiltinPersister:
                     ) from None
                 shard.replay(key, value, rec_offset)
                 offset = rec_offset + 1
+            # Past the chunk's last batch even if it held nothing at or above ``offset``.
+            offset = max(offset, batches_end_offset(data))
             await asyncio.sleep(0)  # let the server breathe between chunks
 
     async def close(self) -> None:
