@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from shareq.log.records import Record, decode_batch, encode_batch
-from shareq.persister.state_log import encode_batches, iter_records
+from shareq.persister.state_log import batches_end_offset, encode_batches, iter_records
 
 kvs = st.lists(
     st.tuples(st.binary(min_size=0, max_size=300), st.one_of(st.none(), st.binary(max_size=300))),
@@ -39,3 +39,9 @@ def test_iter_records_reads_general_batches(
     )
     got = list(iter_records(batch, min_offset=base + min_offset))
     assert got == [(base + i, k, v) for i, (k, v) in enumerate(records) if i >= min_offset]
+
+
+def test_batches_end_offset() -> None:
+    batch = encode_batch([Record(key=b"k", value=b"v"), Record(key=b"k", value=None)], base_offset=40)
+    assert batches_end_offset(batch + batch) == 42
+    assert batches_end_offset(b"") == 0

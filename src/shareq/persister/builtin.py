@@ -9,9 +9,10 @@ append will give it (so a second write to the same share-partition in the same c
 first, as in Kafka's coordinator runtime), appends one record batch per state partition, fsyncs the
 touched logs in worker threads, and then completes the cycle's requests. Requests arriving during
 the fsync share the next one; in group mode that next cycle is already handled and appended while
-the previous fsync runs (its answers still wait for its own fsync). No request is answered before its records are durable; between
-cycles a shard's state is exactly what its log holds, which is when pruning runs. Reads of a
-share-partition with queued or in-flight records wait behind them; other reads answer at once.
+the previous fsync runs (its answers still wait for its own fsync). No request is answered
+before its records are durable. When no cycle is in flight a shard's state is exactly what its
+log holds; only then does pruning run. Reads of a share-partition with queued or in-flight
+records wait behind them; other reads answer at once.
 
 **Flush modes** (``FlushMode``) and what a successful write survives:
 
@@ -66,7 +67,7 @@ from shareq.share.persister import (
 )
 
 from .segment_sync import ActiveSegmentSync
-from .state_log import KeyValue, encode_batches, iter_records
+from .state_log import KeyValue, batches_end_offset, encode_batches, iter_records
 
 STATE_TOPIC = "__share_group_state"
 _RECORD_TYPES = (RecordType.SNAPSHOT, RecordType.UPDATE)
@@ -272,6 +273,8 @@ class BuiltinPersister:
                     ) from None
                 shard.replay(key, value, rec_offset)
                 offset = rec_offset + 1
+            # Past the chunk's last batch even if it held nothing at or above ``offset``.
+            offset = max(offset, batches_end_offset(data))
             await asyncio.sleep(0)  # let the server breathe between chunks
 
     async def close(self) -> None:

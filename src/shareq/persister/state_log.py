@@ -154,3 +154,14 @@ def iter_records(buf: bytes, *, min_offset: int = 0) -> Iterator[tuple[int, byte
             pos = batch_end
     except (IndexError, ValueError, struct.error) as exc:
         raise CorruptRecordError(f"truncated state batch: {exc}") from None
+
+
+def batches_end_offset(buf: bytes) -> int:
+    """The offset after the last batch in whole batches ``buf`` (0 when empty)."""
+    pos = 0
+    end_offset = 0
+    while pos + HEADER_SIZE <= len(buf):
+        header = HEADER.unpack_from(buf, pos)
+        end_offset = header[0] + header[6] + 1  # baseOffset + lastOffsetDelta + 1
+        pos += LOG_OVERHEAD + header[1]
+    return end_offset
