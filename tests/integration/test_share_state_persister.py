@@ -169,7 +169,7 @@ def test_cold_snapshots_and_pruning_free_old_segments(tmp_path: Path) -> None:
     )
 
     async def body() -> None:
-        p = await opened(tmp_path, config=config, segment_bytes=4096, clock_ms=lambda: now[0])
+        p = await opened(tmp_path, config=config, segment_bytes=16384, clock_ms=lambda: now[0])
         await p.initialize_state(KEYS[0], state_epoch=0, start_offset=0)
         await p.initialize_state(KEYS[1], state_epoch=0, start_offset=0)
         for i in range(300):  # KEYS[1] writes; KEYS[0] goes cold and pins the log start
@@ -186,7 +186,7 @@ def test_cold_snapshots_and_pruning_free_old_segments(tmp_path: Path) -> None:
         state = await p.read_state(KEYS[1], leader_epoch=0)
         assert state is not None and acked(state.state_batches) == {2 * i for i in range(300)}
         await p.close()
-        p = await opened(tmp_path, config=config, segment_bytes=4096, clock_ms=lambda: now[0])
+        p = await opened(tmp_path, config=config, segment_bytes=16384, clock_ms=lambda: now[0])
         assert await p.read_state(KEYS[0], leader_epoch=0) is not None
         state = await p.read_state(KEYS[1], leader_epoch=0)
         assert state is not None and acked(state.state_batches) == {2 * i for i in range(300)}

@@ -45,3 +45,18 @@ def test_batches_end_offset() -> None:
     batch = encode_batch([Record(key=b"k", value=b"v"), Record(key=b"k", value=None)], base_offset=40)
     assert batches_end_offset(batch + batch) == 42
     assert batches_end_offset(b"") == 0
+
+
+@given(
+    sizes=st.lists(st.integers(min_value=0, max_value=300), min_size=1, max_size=40),
+    limit=st.integers(min_value=200, max_value=2000),
+)
+@settings(max_examples=100, deadline=None)
+def test_batches_stay_within_the_size_limit(sizes: list[int], limit: int) -> None:
+    records = [(b"k%d" % i, b"v" * size) for i, size in enumerate(sizes)]
+    batches = encode_batches(records, timestamp=0, max_batch_bytes=limit)
+    decoded = [rec for data in batches for rec in decode_batch(data).records]
+    assert [(r.key, r.value) for r in decoded] == records
+    for data in batches:
+        # A batch over the limit holds exactly one record (it cannot be split further).
+        assert len(data) <= limit or len(decode_batch(data).records) == 1

@@ -67,7 +67,7 @@ from shareq.share.persister import (
 )
 
 from .segment_sync import ActiveSegmentSync
-from .state_log import KeyValue, batches_end_offset, encode_batches, iter_records
+from .state_log import MAX_BATCH_BYTES, KeyValue, batches_end_offset, encode_batches, iter_records
 
 STATE_TOPIC = "__share_group_state"
 _RECORD_TYPES = (RecordType.SNAPSHOT, RecordType.UPDATE)
@@ -511,7 +511,8 @@ class BuiltinPersister:
                 done.append((req, result.response))
             if records:
                 try:
-                    for data in encode_batches(records, timestamp=now):
+                    limit = _append_limit(part.log)
+                    for data in encode_batches(records, timestamp=now, max_batch_bytes=limit):
                         part.log.append(data, now_ms=now)
                     if part.log.log_end_offset != base + len(records):
                         raise LogError("the state log assigned unexpected offsets")
@@ -560,6 +561,14 @@ class BuiltinPersister:
         part.failed = True
         error = PersisterError(ErrorCode.kafka_storage_error, f"{STATE_TOPIC}-{part.index}: {exc}")
         done[:] = [(req, outcome if isinstance(outcome, PersisterError) else error) for req, outcome in done]
+
+
+def _append_limit(log: StateLog) -> int:
+    """The largest batch one append may carry: within the log's segment and message limits."""
+    config = getattr(log, "config", None)
+    if config is None:
+        return MAX_BATCH_BYTES
+    return min(MAX_BATCH_BYTES, int(config.segment_bytes), int(config.max_message_bytes))
 
 
 def _cold(shard: ShareCoordinatorShard, now: int) -> CoordinatorResult[None]:

@@ -39,18 +39,27 @@ def _varint(n: int) -> bytes:
     return _SMALL[n] if 0 <= n < 8192 else _zigzag_varint(n)
 
 
-def encode_batches(records: Sequence[KeyValue], *, timestamp: int) -> list[bytes]:
-    """Uncompressed v2 batches (base offset 0; the log assigns offsets) holding ``records``."""
+def encode_batches(
+    records: Sequence[KeyValue], *, timestamp: int, max_batch_bytes: int = MAX_BATCH_BYTES
+) -> list[bytes]:
+    """Uncompressed v2 batches (base offset 0; the log assigns offsets) holding ``records``.
+
+    A batch closes once it reaches ``max_batch_bytes`` (it always holds at least one record), so
+    the caller can keep each append within the log's segment and message size limits.
+    """
     out: list[bytes] = []
     i = 0
     while i < len(records):
         body = bytearray(HEADER_SIZE)
         delta = 0
-        while i < len(records) and (delta == 0 or len(body) < MAX_BATCH_BYTES):
+        while i < len(records):
             key, value = records[i]
             rec = b"\x00\x00" + _varint(delta) + _varint(len(key)) + key
             rec += _NULL + b"\x00" if value is None else _varint(len(value)) + value + b"\x00"
-            body += _varint(len(rec))
+            size = _varint(len(rec))
+            if delta and len(body) + len(size) + len(rec) > max_batch_bytes:
+                break
+            body += size
             body += rec
             delta += 1
             i += 1
