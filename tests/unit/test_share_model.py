@@ -548,7 +548,7 @@ def test_engine_agrees_with_reference_model(record_property: pytest.RecordProper
     run_state_machine_as_test(
         EngineMachine,
         settings=settings(
-            max_examples=int(os.environ.get("SHAREQ_MODEL_EXAMPLES", "2500")),
+            max_examples=int(os.environ.get("SHAREQ_MODEL_EXAMPLES", "5000")),
             stateful_step_count=50,
             deadline=None,
             suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
@@ -563,6 +563,6 @@ def test_engine_agrees_with_reference_model(record_property: pytest.RecordProper
         f"{COUNTER['parked_ok']} acknowledgements committed after other steps, "
         f"{COUNTER['lapsed']} rolled back after their lock lapsed"
     )
-    assert COUNTER["steps"] > 50_000
+    assert COUNTER["steps"] > 100_000
     assert COUNTER["acks_ok"] > 0 and COUNTER["acks_refused"] > 0 and COUNTER["writes_failed"] > 0
     assert COUNTER["parked_ok"] > 0 and COUNTER["lapsed"] > 0
