@@ -152,6 +152,11 @@ class SharePartition:
         return self._end
 
     @property
+    def speo(self) -> int:
+        """Alias of ``end_offset`` in the KIP's vocabulary."""
+        return self._end
+
+    @property
     def delivery_complete_count(self) -> int:
         """Terminal records at or after the SPSO (KIP-1226 lag input)."""
         return self._dcc
