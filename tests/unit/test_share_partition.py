@@ -442,3 +442,32 @@ def test_write_without_spso_move_says_so() -> None:
     write = h.sp.acknowledge("c1", [ab(5, 9, A.ACCEPT)], now=0).write
     assert write is not None and write.params.start_offset == NO_START_OFFSET
     assert write.params.delivery_complete_count == 5
+
+
+def test_writes_completing_out_of_order() -> None:
+    h = Harness()
+    h.acquire("c1", [(0, 0)], 1)
+    h.acquire("c2", [(1, 1)], 1)
+    first = h.sp.acknowledge("c1", [ab(0, 0, A.ACCEPT)], now=0).write
+    second = h.sp.acknowledge("c2", [ab(1, 1, A.ACCEPT)], now=0).write
+    assert first is not None and second is not None
+    assert first.params.start_offset == 1, "computed as if it alone commits"
+    assert second.params.start_offset == NO_START_OFFSET, "0 is not terminal yet"
+    h.persist(second, 0)
+    assert h.sp.spso == 0
+    h.persist(first, 0)
+    assert (h.sp.spso, h.sp.range_count()) == (2, 0)
+    rebuilt = h.rebuilt()
+    assert (rebuilt.spso, rebuilt.runs()) == (2, ()), "the rebuild passes the terminal prefix itself"
+
+
+def test_failed_archive_of_vanished_records_leaves_them_available() -> None:
+    h = Harness()
+    h.acquire("c1", [(0, 4), (5, 9)], 10)
+    h.persist(h.sp.release_member("c1", 0), 0)
+    result = h.sp.acquire("c2", [(5, 9)], max_records=10, now=1)
+    assert result.write is not None
+    assert h.sp.next_fetch_offset() == 10, "records being archived are not offered again"
+    h.sp.complete(result.write.handle, False, 1)
+    assert h.runs()[0] == (0, 4, "AVAILABLE", 1, None)
+    assert h.sp.next_fetch_offset() == 0

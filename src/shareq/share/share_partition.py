@@ -14,8 +14,9 @@ import itertools
 from collections.abc import Iterable, Sequence
 
 from shareq.share import acquisition as _acq
+from shareq.share.acknowledgement import segments, validate_acknowledgements
 from shareq.share.acquisition_lock import AcquisitionLock, DeadlineIndex
-from shareq.share.errors import InvalidRecordState, InvalidRequest, ShareEngineBug
+from shareq.share.errors import ShareEngineBug
 from shareq.share.in_flight import InFlightBatch, InFlightMap
 from shareq.share.persister import (
     NO_START_OFFSET,
@@ -151,6 +152,11 @@ class SharePartition:
         return self._end
 
     @property
+    def speo(self) -> int:
+        """Alias of ``end_offset`` in the KIP's vocabulary."""
+        return self._end
+
+    @property
     def delivery_complete_count(self) -> int:
         """Terminal records at or after the SPSO (KIP-1226 lag input)."""
         return self._dcc
@@ -271,14 +277,13 @@ class SharePartition:
         changed. Returns the write to persist (None when only renewals were asked; they applied).
         """
         self._require_initialized()
-        self._validate_acknowledgements(member, batches)
+        validate_acknowledgements(self._runs, member, batches, spso=self._spso, end=self._end)
         txn = StateTransition(next(self._handles), TransitionKind.ACKNOWLEDGE)
-        txn.renew_deadline = now + self._config.record_lock_duration_ms
         cfg = self._config
         runs = self._runs
         durable = False
         for batch in batches:
-            for first, last, ack in _segments(batch):
+            for first, last, ack in segments(batch):
                 runs.isolate(first, last)
                 for run in list(runs.overlapping(first, last)):
                     if ack is _RENEW:
@@ -294,38 +299,9 @@ class SharePartition:
                     run.txn = txn
                     txn.pieces.append((run, target))
         if not durable:
-            self._commit(txn)
+            self._commit(txn, now)
             return AcknowledgeResult(write=None)
         return AcknowledgeResult(write=self._start_write(txn))
-
-    def _validate_acknowledgements(self, member: str, batches: Sequence[AcknowledgementBatch]) -> None:
-        prev_last = -1
-        for batch in batches:
-            first, last = batch.first_offset, batch.last_offset
-            if first > last or first < 0:
-                raise InvalidRequest(f"acknowledgement batch {first}..{last} runs backwards")
-            if first <= prev_last:
-                raise InvalidRequest(f"acknowledgement batch {first}..{last} overlaps the previous one")
-            prev_last = last
-            if len(batch.types) not in (1, last - first + 1):
-                raise InvalidRequest(f"acknowledgement batch {first}..{last} has {len(batch.types)} types")
-            if last >= self._end:
-                raise InvalidRequest(f"offset {last} is past the acquired records (end {self._end})")
-            if first < self._spso:
-                raise InvalidRecordState(f"offset {first} is below the start offset {self._spso}")
-            pos = first
-            for run in self._runs.overlapping(first, last):
-                if run.first > pos:
-                    raise InvalidRecordState(f"offset {pos} is not in flight")
-                if run.txn is not None:
-                    raise InvalidRecordState(f"offsets {run.first}..{run.last} have a transition in progress")
-                if run.state is not _ACQUIRED:
-                    raise InvalidRecordState(f"offsets {run.first}..{run.last} are {run.state.name}")
-                if run.member != member:
-                    raise InvalidRecordState(f"offsets {run.first}..{run.last} are not acquired by {member}")
-                pos = run.last + 1
-            if pos <= last:
-                raise InvalidRecordState(f"offset {pos} is not in flight")
 
     # ------------------------------------------------------------------ locks and members
     def expire(self, now: int) -> PendingWrite | None:
@@ -342,18 +318,27 @@ class SharePartition:
         return self._start_write(txn) if txn.pieces else None
 
     def release_member(self, member: str, now: int) -> PendingWrite | None:
-        """A member left (or its share session closed): release its records at once."""
+        """A member left (or its share session closed): release its records at once.
+
+        Records of the member whose acknowledgement is being persisted stay with it; if that write
+        fails they are found here again by a later call, or released when their lock expires.
+        """
         locks = self._member_locks.pop(member, None)
         if not locks:
             return None
         txn = StateTransition(next(self._handles), TransitionKind.RELEASE_MEMBER)
+        kept: list[AcquisitionLock] = []
         for lock in sorted(locks, key=lambda lk: lk.first):
-            if lock.held > 0:
-                self._collect_release(txn, lock, member)
+            if lock.held > 0 and lock.held > self._collect_release(txn, lock, member):
+                kept.append(lock)
+        if kept:
+            self._member_locks[member] = kept
         return self._start_write(txn) if txn.pieces else None
 
-    def _collect_release(self, txn: StateTransition, lock: AcquisitionLock, member: str | None) -> None:
+    def _collect_release(self, txn: StateTransition, lock: AcquisitionLock, member: str | None) -> int:
+        """Add ``lock``'s idle ACQUIRED runs to ``txn``; returns how many records that took."""
         cfg = self._config
+        taken = 0
         for run in list(self._runs.overlapping(lock.first, lock.last)):
             if run.lock is lock and run.txn is None and run.state is _ACQUIRED:
                 if member is not None and run.member != member:
@@ -361,6 +346,8 @@ class SharePartition:
                 target = release_target(run.count, cfg.delivery_count_limit, dlq_enabled=cfg.dlq_enabled)
                 run.txn = txn
                 txn.pieces.append((run, target))
+                taken += run.last - run.first + 1
+        return taken
 
     # ------------------------------------------------------------------ dead-letter hand-off
     def archiving_runs(self) -> tuple[RunView, ...]:
@@ -446,14 +433,14 @@ class SharePartition:
             if txn.kind is TransitionKind.INITIALIZE:
                 self._durable_spso = self._spso
                 return CompleteResult(committed=True, spso=self._spso, records_released=False)
-            released = self._commit(txn)
+            released = self._commit(txn, now)
             if txn.start_offset != NO_START_OFFSET:
                 self._durable_spso = max(self._durable_spso, txn.start_offset)
             return CompleteResult(committed=True, spso=self._spso, records_released=released)
         follow_ups = self._rollback(txn, now)
         return CompleteResult(committed=False, spso=self._spso, records_released=False, writes=follow_ups)
 
-    def _commit(self, txn: StateTransition) -> bool:
+    def _commit(self, txn: StateTransition, now: int) -> bool:
         runs = self._runs
         released = False
         forced = txn.kind is TransitionKind.ARCHIVE
@@ -463,9 +450,10 @@ class SharePartition:
             run.txn = None
             size = run.last - run.first + 1
             touched.append((run.first, run.last))
-            if target is _ACQUIRED:  # a renewal: same state, a fresh lock
+            if target is _ACQUIRED:  # a renewal: same state, a fresh lock from the commit on
                 if renew_lock is None:
-                    renew_lock = self._new_lock(txn.renew_deadline, run.first, run.last, run.member or "")
+                    deadline = now + self._config.record_lock_duration_ms
+                    renew_lock = self._new_lock(deadline, run.first, run.last, run.member or "")
                 renew_lock.last = run.last
                 self._move_to_lock(run, renew_lock)
                 continue
@@ -617,30 +605,3 @@ class SharePartition:
             self._runs.reindex(run)
             txn.pieces.append((run, RecordState.ARCHIVED))
         return self._start_write(txn) if txn.pieces else None
-
-
-def _segments(batch: AcknowledgementBatch) -> list[tuple[int, int, AcknowledgeType]]:
-    """Split a batch into runs of equal acknowledge type."""
-    types = batch.types
-    if len(types) == 1:
-        return [(batch.first_offset, batch.last_offset, types[0])]
-    out: list[tuple[int, int, AcknowledgeType]] = []
-    start = batch.first_offset
-    for i in range(1, len(types) + 1):
-        if i == len(types) or types[i] != types[i - 1]:
-            out.append((start, batch.first_offset + i - 1, types[i - 1]))
-            start = batch.first_offset + i
-    return out
-
-
-def parse_acknowledge_types(values: Iterable[int]) -> tuple[AcknowledgeType, ...]:
-    """Wire acknowledge-type bytes to ``AcknowledgeType``; unknown values are a peer fault."""
-    out: list[AcknowledgeType] = []
-    for value in values:
-        try:
-            out.append(AcknowledgeType(value))
-        except ValueError:
-            raise InvalidRequest(f"unknown acknowledge type {value}") from None
-    if not out:
-        raise InvalidRequest("acknowledgement batch without types")
-    return tuple(out)

@@ -26,13 +26,12 @@ class TransitionKind(enum.Enum):
 class StateTransition:
     """The runs one pending write will change, and to what."""
 
-    __slots__ = ("handle", "kind", "pieces", "renew_deadline", "start_offset")
+    __slots__ = ("handle", "kind", "pieces", "start_offset")
 
     def __init__(self, handle: int, kind: TransitionKind) -> None:
         self.handle = handle
         self.kind = kind
         self.pieces: list[tuple[InFlightBatch, RecordState]] = []
-        self.renew_deadline = 0
         self.start_offset = -1
 
     def __repr__(self) -> str:
