@@ -14,6 +14,7 @@ import pytest
 
 from shareq.persister.blocking import BlockingPersister
 from shareq.persister.memory import MemoryPersister
+from shareq.persister.throwaway import ThrowawayStateLog
 from shareq.share.scenario import ScenarioMismatch, ScenarioRunner, load_scenario, run_scenario
 
 # shared/ sits beside the repository root; SHAREQ_SHARED_DIR points elsewhere (e.g. from a worktree).
@@ -22,20 +23,32 @@ GOLDEN = SHARED / "golden" / "kip932_worked_example.json"
 needs_golden = pytest.mark.skipif(not GOLDEN.exists(), reason=f"golden vectors not present at {GOLDEN}")
 
 
-def run(doc: dict[str, Any]) -> Any:
-    with BlockingPersister(MemoryPersister()) as persister:
-        return ScenarioRunner(doc, persister).run()
+PORTS: dict[str, Any] = {
+    "memory": lambda: BlockingPersister(MemoryPersister()),
+    # The durable state log on disk, replayed from its files for every restart and durable check.
+    "builtin": ThrowawayStateLog,
+}
+
+
+def run(doc: dict[str, Any], persister: str = "memory") -> Any:
+    with PORTS[persister]() as port:
+        return ScenarioRunner(doc, port).run()
 
 
 @needs_golden
-def test_golden_vector_through_the_runner() -> None:
-    report = run_scenario(load_scenario(GOLDEN), lambda: BlockingPersister(MemoryPersister()))
+@pytest.mark.parametrize("persister", sorted(PORTS))
+def test_golden_vector_through_the_runner(persister: str) -> None:
+    with PORTS[persister]() as port:
+        report = run_scenario(load_scenario(GOLDEN), lambda: port)
+        if isinstance(port, ThrowawayStateLog):
+            assert port.reloads >= 10  # every durable check and restart replayed the state log
     assert report.steps == 19
     assert report.checks >= 60
 
 
 @needs_golden
-def test_golden_vector_survives_a_restart_at_every_durable_step() -> None:
+@pytest.mark.parametrize("persister", sorted(PORTS))
+def test_golden_vector_survives_a_restart_at_every_durable_step(persister: str) -> None:
     doc = load_scenario(GOLDEN)
     steps = doc["steps"]
     for i, step in enumerate(steps):
@@ -44,7 +57,7 @@ def test_golden_vector_survives_a_restart_at_every_durable_step() -> None:
         variant = copy.deepcopy(doc)
         restart = {"t": step["t"], "op": "restart", "expect": {"spso": step["durable"]["spso"]}}
         variant["steps"] = [*variant["steps"][: i + 1], restart]
-        run(variant)
+        run(variant, persister)
 
 
 @needs_golden
@@ -58,11 +71,12 @@ def test_a_wrong_expectation_is_reported_with_expected_and_actual() -> None:
 
 
 @needs_golden
-def test_a_wrong_durable_expectation_is_caught() -> None:
+@pytest.mark.parametrize("persister", sorted(PORTS))
+def test_a_wrong_durable_expectation_is_caught(persister: str) -> None:
     doc = load_scenario(GOLDEN)
     doc["steps"][7]["durable"]["runs"] = [[110, 110, "AVAILABLE", 2]]
     with pytest.raises(ScenarioMismatch, match="durable runs"):
-        run(doc)
+        run(doc, persister)
 
 
 def test_every_format_field_is_accepted() -> None:
@@ -136,7 +150,7 @@ def test_cli_passes_the_golden_vector() -> None:
         check=False,
     )
     assert proc.returncode == 0, proc.stderr
-    assert "19 steps" in proc.stdout
+    assert "19 steps" in proc.stdout and "builtin persister" in proc.stdout
 
 
 @needs_golden
