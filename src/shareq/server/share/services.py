@@ -203,8 +203,9 @@ class ShareServices:
         now = _wall_ms()
         result = self.coordinator.heartbeat(request, now_ms=now, topics=self.topic_image())
         self.persist_group_records(result.records)
-        if result.removed is not None:
-            await self.member_removed(result.removed)
+        # A member that leaves (epoch -1) keeps its share session: librdkafka sends its last
+        # acknowledgements with ShareAcknowledge epoch -1 right after the leave heartbeat, and that
+        # request closes the session and releases the rest. Expired members are cleaned up at once.
         if result.initialize is not None and await self.initialize(result.initialize):
             again = self.coordinator.heartbeat(
                 HeartbeatRequest(
@@ -266,6 +267,10 @@ class ShareServices:
             for tp in partitions
         ]
         return self.partitions.release_member(member_id, keys)
+
+    def lock_duration_ms(self, group_id: str) -> int:
+        """The group's ``share.record.lock.duration.ms`` (the responses' acquisition_lock_timeout)."""
+        return self.coordinator.group_config(group_id).record_lock_duration_ms
 
     def group_config_changed(self, group_id: str) -> None:
         """A group's configs were altered: later acquisitions use the new values."""
