@@ -253,7 +253,7 @@ def test_assignment_change_forgets_revoked_partitions(broker: EmbeddedBroker, to
                 assert c.poll(0.1) == []
             produce(broker.bootstrap, "moving", 4, partitions=2)
             more = poll_until(c, 2)
-            assert {r.partition for r in more} == {kept}, [(r.partition, r.offset, r.delivery_count) for r in more]
+            assert {r.partition for r in more} == {kept}
             # the acknowledgements rode on the fetch that also forgot the revoked partition
             first_forget: Any = forgetting()[0]
             assert [(f.topic_id, f.partitions) for f in first_forget.forgotten_topics_data] == [
