@@ -6,7 +6,8 @@ A broker runs as a subprocess (``python -m shareq serve``, durable share state i
 mode). N records of 100 bytes are produced to a 4-partition topic; then, for each consumer count,
 a fresh share group of that many ShareConsumer *processes* (implicit acknowledgement) consumes
 everything. The clock starts when every consumer has been created and stops when the last one has
-closed (its final acknowledgements answered, i.e. durable). Acknowledgement latency is our own
+acknowledged its last records (implicit acknowledgements flushed with ``commit_sync``, which
+returns once the broker has made them durable). Acknowledgement latency is our own
 client's ``commit()`` round trip (ShareAcknowledge of one fetched batch, persisted before the
 reply). The peers' figures (Redis Streams, RabbitMQ; same workload: 200k x 100 B, 4 consumer
 processes) are measured if their servers and clients are installed, else printed as recorded.
@@ -100,7 +101,13 @@ def produce(bootstrap: str, n: int) -> float:
 
 
 def consumer_main(
-    bootstrap: str, group: str, consumed: Synchronized[int], ready: Any, go: Any, stop: Any
+    bootstrap: str,
+    group: str,
+    consumed: Synchronized[int],
+    finished: Any,
+    ready: Any,
+    go: Any,
+    stop: Any,
 ) -> None:
     from confluent_kafka import ShareConsumer
 
@@ -109,38 +116,62 @@ def consumer_main(
     ready.release()
     go.wait()
     while not stop.is_set():
-        got = consumer.poll(0.1)
+        got = consumer.poll(0.05)
         if got:
             with consumed.get_lock():
                 consumed.value += len(got)
-    consumer.close()  # the last poll's acknowledgements go out here
+    # implicit mode: the last poll's acknowledgements go out now; commit_sync returns once the
+    # broker answered, i.e. once they are durable
+    consumer.commit_sync(30)
+    with finished.get_lock():
+        finished.value = max(finished.value, time.time())
+    ready.release()
+    consumer.close()
 
 
 def run_consumers(bootstrap: str, n: int, count: int) -> float:
     ctx = mp.get_context("spawn")
     consumed = ctx.Value("q", 0)
+    finished = ctx.Value("d", 0.0)
     ready = ctx.Semaphore(0)
     go, stop = ctx.Event(), ctx.Event()
     procs = [
-        ctx.Process(target=consumer_main, args=(bootstrap, f"bench-{count}", consumed, ready, go, stop))
+        ctx.Process(
+            target=consumer_main, args=(bootstrap, f"bench-{count}", consumed, finished, ready, go, stop)
+        )
         for _ in range(count)
     ]
     for p in procs:
         p.start()
     for _ in procs:
         ready.acquire(timeout=60)
-    started = time.perf_counter()
+    started = time.time()
     go.set()
     deadline = time.monotonic() + 300
     while consumed.value < n and time.monotonic() < deadline:
-        time.sleep(0.002)
+        time.sleep(0.001)
     stop.set()
+    for _ in procs:
+        ready.acquire(timeout=60)  # every consumer's last acknowledgements are durable
+    elapsed = finished.value - started
     for p in procs:
         p.join(timeout=60)
-    elapsed = time.perf_counter() - started
     if consumed.value < n:
         raise RuntimeError(f"only {consumed.value} of {n} records consumed with {count} consumers")
+    verify_all_acknowledged(bootstrap, f"bench-{count}")
     return n / elapsed
+
+
+def verify_all_acknowledged(bootstrap: str, group: str) -> None:
+    """A fresh member of the group must find nothing left to deliver (everything acknowledged)."""
+    from shareq.client import ShareConsumer
+
+    with ShareConsumer(bootstrap, group, topics=[TOPIC]) as consumer:
+        deadline = time.monotonic() + 1.5
+        while time.monotonic() < deadline:
+            left = consumer.poll(0.3)
+            if left:
+                raise RuntimeError(f"{len(left)} records of group {group} were not acknowledged")
 
 
 def ack_latency(bootstrap: str, samples: int) -> tuple[float, float]:

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from shareq.coordinators.group import (
     CoordinatorRecord,
+    GroupRequestError,
     HeartbeatRequest,
     HeartbeatResult,
     InitializeShareState,
@@ -91,6 +92,7 @@ class ShareServices:
         self._timer_at: float = _FAR
         self._ticking = False
         self._stopped = False
+        self._initializing: dict[str, asyncio.Future[None]] = {}
 
     now_ms = staticmethod(_wall_ms)
 
@@ -206,28 +208,58 @@ class ShareServices:
         # A member that leaves (epoch -1) keeps its share session: librdkafka sends its last
         # acknowledgements with ShareAcknowledge epoch -1 right after the leave heartbeat, and that
         # request closes the session and releases the rest. Expired members are cleaned up at once.
-        if result.initialize is not None and await self.initialize(result.initialize):
-            again = self.coordinator.heartbeat(
-                HeartbeatRequest(
-                    group_id=request.group_id,
-                    member_id=result.member_id,
-                    member_epoch=result.member_epoch,
-                    client_id=request.client_id,
-                    client_host=request.client_host,
-                ),
-                now_ms=_wall_ms(),
-                topics=self.topic_image(),
-            )
-            self.persist_group_records(again.records)
-            result = HeartbeatResult(
-                records=(),
-                member_id=again.member_id,
-                member_epoch=again.member_epoch,
-                heartbeat_interval_ms=again.heartbeat_interval_ms,
-                assignment=again.assignment if again.assignment is not None else result.assignment,
-            )
+        if request.member_epoch == -1:
+            return result
+        assignment = result.assignment
+        for _ in range(3):
+            if result.initialize is not None:
+                if not await self._initialize_for_group(result.initialize):
+                    break
+            elif request.group_id in self._initializing:
+                # Another member's heartbeat is initializing share-partitions this member may
+                # be given: wait, so the assignment reaches it now rather than a heartbeat later.
+                await asyncio.shield(self._initializing[request.group_id])
+            else:
+                break
+            try:
+                result = self.coordinator.heartbeat(
+                    HeartbeatRequest(
+                        group_id=request.group_id,
+                        member_id=result.member_id,
+                        member_epoch=result.member_epoch,
+                        client_id=request.client_id,
+                        client_host=request.client_host,
+                    ),
+                    now_ms=_wall_ms(),
+                    topics=self.topic_image(),
+                )
+            except GroupRequestError:
+                break  # the member was fenced or removed meanwhile: answer with what it had
+            self.persist_group_records(result.records)
+            if result.assignment is not None:
+                assignment = result.assignment
+        else:
+            if result.initialize is not None:  # never drop an initialization the coordinator awaits
+                self.spawn(self._initialize_for_group(result.initialize))
+        result = HeartbeatResult(
+            records=(),
+            member_id=result.member_id,
+            member_epoch=result.member_epoch,
+            heartbeat_interval_ms=result.heartbeat_interval_ms,
+            assignment=assignment,
+        )
         self.schedule_member_deadline()
         return result
+
+    async def _initialize_for_group(self, init: InitializeShareState) -> bool:
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._initializing[init.group_id] = future
+        try:
+            return await self.initialize(init)
+        finally:
+            if self._initializing.get(init.group_id) is future:
+                del self._initializing[init.group_id]
+            future.set_result(None)
 
     async def initialize(self, init: InitializeShareState) -> bool:
         """InitializeShareGroupState for new share-partitions, then mark them assignable."""
