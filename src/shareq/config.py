@@ -109,7 +109,12 @@ register(
             ("max.share.sessions", 2_000),
         )
     ),
-    Setting(name="group.share.auto.offset.reset", type=str, default="latest"),
+    Setting(
+        name="group.share.auto.offset.reset",
+        type=str,
+        default="latest",
+        validator=lambda v: v in ("earliest", "latest") or v.startswith("by_duration:"),
+    ),
     Setting(name="group.share.isolation.level", type=str, default="read_uncommitted"),
     Setting(name="share.coordinator.state.topic.num.partitions", type=int, default=50, validator=_positive),
     Setting(

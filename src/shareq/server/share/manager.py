@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import struct
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode
@@ -75,7 +75,7 @@ class SharePartitionManager:
 
     # -- cache ---------------------------------------------------------------------------------
 
-    def __iter__(self) -> Iterable[SharePartition]:
+    def __iter__(self) -> Iterator[SharePartition]:
         return iter(list(self._partitions.values()))
 
     def cached(self, key: SharePartitionKey) -> SharePartition | None:
@@ -130,11 +130,8 @@ class SharePartitionManager:
         pending = sp.initialize(
             state, reset=reset, log_start_offset=start, log_end_offset=end, offset_for_timestamp=by_time
         )
-        if pending is not None:
-            try:
-                await services.persister.write_state(pending.params)
-            except PersisterError:
-                raise
+        if pending is not None:  # the reset policy chose the SPSO: make it durable first
+            await services.persister.write_state(pending.params)
             sp.complete(pending.handle, True, services.now_ms())
         return sp
 
@@ -178,7 +175,7 @@ class SharePartitionManager:
         if not result.records:
             return NOTHING
         return Acquired(
-            result.records, _slice(data.records, data.batches, result.records), result.acquired_count
+            result.records, slice_batches(data.records, data.batches, result.records), result.acquired_count
         )
 
     # -- acknowledge / writes ------------------------------------------------------------------
@@ -282,7 +279,9 @@ def _code(value: int) -> ErrorCode:
         return ErrorCode.unknown_server_error
 
 
-def _slice(records: bytes, batches: Sequence[tuple[int, int]], ranges: Sequence[AcquiredRecords]) -> bytes:
+def slice_batches(
+    records: bytes, batches: Sequence[tuple[int, int]], ranges: Sequence[AcquiredRecords]
+) -> bytes:
     """The bytes of the batches overlapping any acquired range (both sorted by offset)."""
     pos = 0
     start = end = -1
