@@ -48,6 +48,9 @@ def default_handlers() -> HandlerTable:
         metadata,
         produce,
         producer_id,
+        share_acknowledge,
+        share_fetch,
+        share_group_heartbeat,
         topics,
     )
 
@@ -62,6 +65,9 @@ def default_handlers() -> HandlerTable:
         coordinator,
         producer_id,
         configs,
+        share_group_heartbeat,
+        share_fetch,
+        share_acknowledge,
     ):
         table.update(module.HANDLERS)
     return table
