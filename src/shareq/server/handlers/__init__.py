@@ -44,10 +44,12 @@ def default_handlers() -> HandlerTable:
         configs,
         coordinator,
         fetch,
+        groups,
         list_offsets,
         metadata,
         produce,
         producer_id,
+        share_admin,
         topics,
     )
 
@@ -62,6 +64,8 @@ def default_handlers() -> HandlerTable:
         coordinator,
         producer_id,
         configs,
+        groups,
+        share_admin,
     ):
         table.update(module.HANDLERS)
     return table
