@@ -49,7 +49,10 @@ def default_handlers() -> HandlerTable:
         metadata,
         produce,
         producer_id,
+        share_acknowledge,
         share_admin,
+        share_fetch,
+        share_group_heartbeat,
         topics,
     )
 
@@ -64,6 +67,9 @@ def default_handlers() -> HandlerTable:
         coordinator,
         producer_id,
         configs,
+        share_group_heartbeat,
+        share_fetch,
+        share_acknowledge,
         groups,
         share_admin,
     ):
