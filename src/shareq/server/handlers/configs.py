@@ -19,7 +19,13 @@ from shareq.protocol.versions import DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS
 from ..context import RequestContext
 from ..topic_configs import TOPIC_SETTINGS, InvalidConfigError, effective_topic_configs
 from .api_versions import NO_THROTTLE
-from .group_support import AdminFailure, coordinator, failure_of, persist_records
+from .group_support import (
+    AdminFailure,
+    coordinator,
+    failure_of,
+    group_config_changed,
+    persist_records,
+)
 
 TOPIC = 2
 BROKER = 4
@@ -132,13 +138,13 @@ def _entry(ctx: RequestContext, name: str, value: str | None, source: int, confi
     )
 
 
-async def handle_incremental_alter_configs(request: Any, ctx: RequestContext) -> Any:
+def handle_incremental_alter_configs(request: Any, ctx: RequestContext) -> Any:
     responses = []
     for resource in request.resources:
         code, message = ErrorCode.none, None
         try:
             if resource.resource_type == GROUP:
-                await _alter_group(resource, ctx, request.validate_only)
+                _alter_group(resource, ctx, request.validate_only)
             elif resource.resource_type == TOPIC:
                 _alter_topic(resource, ctx, request.validate_only)
             elif resource.resource_type == BROKER:
@@ -209,7 +215,7 @@ def _alter_broker(resource: Any, ctx: RequestContext, validate_only: bool) -> No
         ctx.broker.alter_broker_configs(updated)
 
 
-async def _alter_group(resource: Any, ctx: RequestContext, validate_only: bool) -> None:
+def _alter_group(resource: Any, ctx: RequestContext, validate_only: bool) -> None:
     changes: dict[str, str | None] = {}
     for config in resource.configs:
         if config.config_operation == SET:
@@ -221,7 +227,9 @@ async def _alter_group(resource: Any, ctx: RequestContext, validate_only: bool) 
         else:
             raise _Fail(ErrorCode.invalid_config, f"{config.name}: only SET and DELETE are supported")
     records = coordinator(ctx).alter_configs(resource.resource_name, changes, validate_only=validate_only)
-    await persist_records(ctx, records)
+    persist_records(ctx, records)
+    if records:
+        group_config_changed(ctx, resource.resource_name)
 
 
 class _Fail(Exception):

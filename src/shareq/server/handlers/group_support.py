@@ -60,22 +60,21 @@ def persister(ctx: RequestContext) -> Persister:
     return result
 
 
-async def persist_records(ctx: RequestContext, records: Iterable[CoordinatorRecord]) -> None:
-    """Append group-coordinator records durably before answering (persist before commit)."""
+def persist_records(ctx: RequestContext, records: Iterable[CoordinatorRecord]) -> None:
+    """Append group-coordinator records to the group-metadata log before answering."""
     batch = tuple(records)
     if batch:
-        await services(ctx).persist_group_records(batch)
+        services(ctx).persist_group_records(batch)
 
 
 def drop_share_partition(ctx: RequestContext, key: SharePartitionKey) -> None:
     """Forget a cached share-partition engine so that its next use re-reads the durable state."""
-    manager = getattr(services(ctx), "partitions", None)
-    if manager is None:
-        return
-    cache = getattr(manager, "_partitions", None)
-    if isinstance(cache, dict):
-        cache.pop((key.group_id, key.topic_id, key.partition), None)
-        cache.pop(key, None)
+    services(ctx).partitions.forget(key)
+
+
+def group_config_changed(ctx: RequestContext, group_id: str) -> None:
+    """Live share-partitions of the group pick up its new configs."""
+    services(ctx).group_config_changed(group_id)
 
 
 def topic_image(ctx: RequestContext) -> dict[str, TopicMetadata]:
@@ -100,6 +99,7 @@ __all__ = [
     "drop_share_partition",
     "end_offset",
     "failure_of",
+    "group_config_changed",
     "persist_records",
     "persister",
     "services",

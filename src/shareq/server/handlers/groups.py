@@ -154,7 +154,7 @@ async def delete_share_group(ctx: RequestContext, group_id: str) -> None:
     for key in keys:
         await store.delete_state(key)
     result = groups.delete(group_id)  # re-checks emptiness: a member may have joined meanwhile
-    await persist_records(ctx, result.records)
+    persist_records(ctx, result.records)
     for key in keys:
         drop_share_partition(ctx, key)
 

@@ -21,6 +21,7 @@ from shareq.protocol import VersionRange
 from shareq.share.persister import (
     UNINITIALIZED_DELIVERY_COMPLETE_COUNT,
     SharePartitionKey,
+    WriteStateParams,
 )
 
 from ..context import RequestContext
@@ -44,6 +45,7 @@ DELETE_SHARE_GROUP_OFFSETS = 92
 UNINITIALIZED_START_OFFSET = -1
 UNINITIALIZED_LAG = -1
 ZERO_UUID = uuid.UUID(int=0)
+NO_LEADER_EPOCH = -1
 
 
 # ----------------------------------------------------------------------------- ShareGroupDescribe
@@ -246,19 +248,31 @@ async def _alter_offsets(ctx: RequestContext, group_id: str, topics: Any) -> tup
     done: list[TopicPartitions] = []
     if valid:
         records, state_epoch = groups.prepare_alter_offsets(group_id)
-        await persist_records(ctx, records)
+        persist_records(ctx, records)
         store = persister(ctx)
         for name, tid, p, offset in valid:
             key = SharePartitionKey(group_id=group_id, topic_id=tid, partition=p)
             try:
                 await store.initialize_state(key, state_epoch=state_epoch, start_offset=offset)
+                # Nothing at or after the new SPSO is delivered: record a delivery complete count
+                # of 0 so lag is known at once, not only after the first fetch.
+                await store.write_state(
+                    WriteStateParams(
+                        key=key,
+                        state_epoch=state_epoch,
+                        leader_epoch=NO_LEADER_EPOCH,
+                        start_offset=offset,
+                        delivery_complete_count=0,
+                        state_batches=(),
+                    )
+                )
             except Exception as error:
                 failure = failure_of(error)
                 errors[(name, p)] = (failure.code, str(failure))
                 continue
             drop_share_partition(ctx, key)
             done.append(TopicPartitions(topic_id=tid, topic_name=name, partitions=(p,)))
-        await persist_records(ctx, groups.initialize_complete(group_id, done))
+        persist_records(ctx, groups.initialize_complete(group_id, done))
     out = []
     for topic in topics:
         meta = image.get(topic.topic_name)
@@ -339,7 +353,7 @@ async def _delete_offsets(ctx: RequestContext, group_id: str, names: Sequence[st
             drop_share_partition(ctx, key)
         deleted.append(meta.topic_id)
         results.append((name, meta.topic_id, ErrorCode.none, None))
-    await persist_records(ctx, groups.delete_offsets(group_id, deleted))
+    persist_records(ctx, groups.delete_offsets(group_id, deleted))
     return tuple(
         ctx.build(
             "DeleteShareGroupOffsetsResponseTopic",
