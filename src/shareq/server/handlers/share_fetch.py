@@ -76,7 +76,9 @@ async def handle_share_fetch(request: Any, ctx: RequestContext) -> Any:
             member_id,
             epoch,
             now_ms=now,
-            topics=listed,
+            # A partition listed only to carry acknowledgements and also forgotten leaves the
+            # session (Kafka applies the forgotten list after the additions).
+            topics=[tip for tip in listed if tip not in forgotten] if forgotten else listed,
             forgotten=forgotten,
             has_acknowledgements=bool(acks),
         )
@@ -206,7 +208,7 @@ def _response(
                 acknowledge_error_code=ack_codes.get(tip, ErrorCode.none),
                 acknowledge_error_message=None,
                 current_leader=leader,
-                records=acquired.records if acquired is not None else None,
+                records=acquired.records if acquired is not None else b"",
                 acquired_records=tuple(
                     build(
                         "AcquiredRecords",

@@ -322,9 +322,15 @@ class ShareServices:
             self.schedule(min(deadlines))
 
     def _fire(self) -> None:
+        self.run_timers(_wall_ms())
+
+    def run_timers(self, now: int) -> None:
+        """Do what is due at ``now``: expire member sessions and acquisition locks, persister
+        housekeeping; then re-arm the timer."""
+        if self._timer is not None:
+            self._timer.cancel()
         self._timer = None
         self._timer_at = _FAR
-        now = _wall_ms()
         expired = self.coordinator.expire(now)
         self.persist_group_records(expired.records)
         for removed in expired.removed:
