@@ -254,15 +254,19 @@ def test_offsets_survive_restart(tmp_path: Path) -> None:
         admin.create_topic("r", 1)
         produce(broker.bootstrap, "r", {0: 6})
         admin.alter_share_group_offsets("g6", {("r", 0): 2})
+        admin.alter_share_group_offsets("gone", {("r", 0): 0})
+        admin.alter_configs(group_resource("gone"), {"share.delivery.count.limit": "3"})
+        admin.delete_groups(["gone"])
     with EmbeddedBroker(data) as broker, Admin(broker.bootstrap) as admin:
         offsets = admin.describe_share_group_offsets("g6")
         assert (offsets[("r", 0)].start_offset, offsets[("r", 0)].lag) == (2, 4)
         assert [g.group_id for g in admin.list_groups()] == ["g6"]
+        assert admin.describe_share_group_offsets("gone", {"r": [0]})[("r", 0)].start_offset == -1
+        configs = admin.describe_configs([group_resource("gone")])[group_resource("gone")]
+        assert configs["share.delivery.count.limit"].is_default
 
 
-def test_librdkafka_list_consumer_groups_parses_a_share_group_listing(
-    admin: Admin, broker: EmbeddedBroker
-) -> None:
+def test_librdkafka_admin_on_a_share_group(admin: Admin, broker: EmbeddedBroker) -> None:
     """Kafka lists share groups with protocol type ``share``; librdkafka's ListConsumerGroups keeps
     only protocol types ``consumer`` and empty, so it answers without error and without them."""
     confluent_admin = pytest.importorskip("confluent_kafka.admin")
@@ -273,3 +277,9 @@ def test_librdkafka_list_consumer_groups_parses_a_share_group_listing(
     assert listed.errors == []
     assert "g7" not in [g.group_id for g in listed.valid]
     assert [g.group_id for g in admin.list_groups()] == ["g7"]
+    # ConsumerGroupDescribe says GROUP_ID_NOT_FOUND; librdkafka falls back to DescribeGroups: Dead.
+    described = client.describe_consumer_groups(["g7"], request_timeout=10)["g7"].result(timeout=15)
+    assert described.state.name == "DEAD" and described.members == []
+    # DeleteGroups deletes share groups for any client, as in Kafka.
+    assert client.delete_consumer_groups(["g7"], request_timeout=10)["g7"].result(timeout=15) is None
+    assert admin.list_groups() == []

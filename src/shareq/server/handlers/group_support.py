@@ -8,7 +8,7 @@ functions, so the handlers read as the protocol and this module as the wiring.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode
 
@@ -21,6 +21,9 @@ from shareq.coordinators.group import (
 from shareq.share.persister import Persister, PersisterError, SharePartitionKey
 
 from ..context import RequestContext
+
+if TYPE_CHECKING:
+    from ..share.services import ShareServices
 
 
 class AdminFailure(Exception):
@@ -42,22 +45,20 @@ def failure_of(error: BaseException) -> AdminFailure:
     raise error
 
 
-def services(ctx: RequestContext) -> Any:
+def services(ctx: RequestContext) -> ShareServices:
     """The broker's share services; COORDINATOR_NOT_AVAILABLE while they are not running."""
-    share = getattr(ctx.broker, "share", None)
+    share = ctx.broker.share
     if share is None:
         raise AdminFailure(ErrorCode.coordinator_not_available, "share groups are not running")
     return share
 
 
 def coordinator(ctx: RequestContext) -> ShareGroupCoordinator:
-    result: ShareGroupCoordinator = services(ctx).coordinator
-    return result
+    return services(ctx).coordinator
 
 
 def persister(ctx: RequestContext) -> Persister:
-    result: Persister = services(ctx).persister
-    return result
+    return services(ctx).persister
 
 
 def persist_records(ctx: RequestContext, records: Iterable[CoordinatorRecord]) -> None:
