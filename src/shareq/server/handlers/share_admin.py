@@ -20,6 +20,8 @@ from shareq.coordinators.group import GroupDescription, GroupState, TopicPartiti
 from shareq.protocol import VersionRange
 from shareq.share.persister import (
     UNINITIALIZED_DELIVERY_COMPLETE_COUNT,
+    Persister,
+    PersisterError,
     SharePartitionKey,
     WriteStateParams,
 )
@@ -169,20 +171,14 @@ async def _describe_offsets(ctx: RequestContext, group_id: str, wanted: Any) -> 
     for name, tid, partitions in requested:
         rows = []
         for p in partitions:
+            code, message = ErrorCode.none, None
             start, leader_epoch, lag = UNINITIALIZED_START_OFFSET, 0, UNINITIALIZED_LAG
             if tid is not None:
-                summary = await store.read_state_summary(
-                    SharePartitionKey(group_id=group_id, topic_id=tid, partition=p)
-                )
-                if summary is not None:
-                    start, leader_epoch = summary.start_offset, summary.leader_epoch
-                    end = end_offset(ctx, name, p)
-                    if (
-                        start != UNINITIALIZED_START_OFFSET
-                        and summary.delivery_complete_count != UNINITIALIZED_DELIVERY_COMPLETE_COUNT
-                        and end is not None
-                    ):
-                        lag = end - start - summary.delivery_complete_count
+                key = SharePartitionKey(group_id=group_id, topic_id=tid, partition=p)
+                try:
+                    start, leader_epoch, lag = await _offset_and_lag(ctx, store, key, name)
+                except PersisterError as error:  # this share-partition only, e.g. still loading
+                    code, message = ErrorCode(error.error_code), str(error)
             rows.append(
                 ctx.build(
                     "DescribeShareGroupOffsetsResponsePartition",
@@ -190,8 +186,8 @@ async def _describe_offsets(ctx: RequestContext, group_id: str, wanted: Any) -> 
                     start_offset=start,
                     leader_epoch=max(leader_epoch, 0),
                     lag=lag,
-                    error_code=ErrorCode.none,
-                    error_message=None,
+                    error_code=code,
+                    error_message=message,
                 )
             )
         out.append(
@@ -203,6 +199,24 @@ async def _describe_offsets(ctx: RequestContext, group_id: str, wanted: Any) -> 
             )
         )
     return tuple(out)
+
+
+async def _offset_and_lag(
+    ctx: RequestContext, store: Persister, key: SharePartitionKey, topic: str
+) -> tuple[int, int, int]:
+    """(SPSO, leader epoch, lag) from the durable state summary; -1s where unknown."""
+    summary = await store.read_state_summary(key)
+    if summary is None:
+        return UNINITIALIZED_START_OFFSET, 0, UNINITIALIZED_LAG
+    start = summary.start_offset
+    end = end_offset(ctx, topic, key.partition)
+    if (
+        start == UNINITIALIZED_START_OFFSET
+        or summary.delivery_complete_count == UNINITIALIZED_DELIVERY_COMPLETE_COUNT
+        or end is None
+    ):
+        return start, summary.leader_epoch, UNINITIALIZED_LAG
+    return start, summary.leader_epoch, end - start - summary.delivery_complete_count
 
 
 # ----------------------------------------------------------------------------- AlterShareGroupOffsets
