@@ -88,6 +88,8 @@ def test_produce_consume_groups_and_offsets(cli: Cli, broker: EmbeddedBroker) ->
     accepted = cli("consume", "-g", "workers", "-t", "q", "--max-records", "4", "--print-key")
     assert accepted.stdout.splitlines() == ["k0\tv0", "k1\tv1", "k2\tv2", "k3\tv3"]
     assert "consumed 4 record(s)" in accepted.stderr
+    missing = cli("consume", "-g", "workers", "-t", "nope", "--max-records", "1", ok=False)
+    assert "nope: no such topic" in missing.output
 
     assert cli.json("groups", "list") == [{"group": "workers", "state": "Empty", "type": "share"}]
     assert "Empty" in cli("groups", "describe", "workers").output

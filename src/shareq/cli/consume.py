@@ -14,7 +14,7 @@ import click
 
 from shareq.client import AcknowledgeType, ConsumerRecord, ShareConsumer
 
-from ._common import REQUEST_TIMEOUT_S, bootstrap_option, friendly_errors, json_option
+from ._common import REQUEST_TIMEOUT_S, admin_client, bootstrap_option, friendly_errors, json_option
 
 _ACKS = {
     "accept": AcknowledgeType.ACCEPT,
@@ -68,6 +68,9 @@ def consume(
     as_json: bool,
 ) -> None:
     """Consume TOPIC(s) in a share group and print each record's value on its own line."""
+    with admin_client(bootstrap) as admin:
+        for topic in topics:  # a share group waits silently for a missing topic: say so instead
+            admin.describe_topic(topic)
     consumer = ShareConsumer(
         bootstrap, group, topics=list(topics), client_id="shareq-cli", request_timeout=REQUEST_TIMEOUT_S
     )
