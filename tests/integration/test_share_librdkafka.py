@@ -121,7 +121,8 @@ def test_delivery_count_limit_archives(tmp_path: Path) -> None:
 _DYING_CONSUMER = """
 import os, sys
 from confluent_kafka import ShareConsumer
-c = ShareConsumer({"bootstrap.servers": sys.argv[1], "group.id": "g", "share.acknowledgement.mode": "explicit"})
+config = {"bootstrap.servers": sys.argv[1], "group.id": "g", "share.acknowledgement.mode": "explicit"}
+c = ShareConsumer(config)
 c.subscribe(["locks"])
 got = 0
 while got == 0:
