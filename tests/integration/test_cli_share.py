@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -131,8 +132,16 @@ def test_produce_consume_groups_and_offsets(cli: Cli, broker: EmbeddedBroker) ->
     # While a consumer is in the group, altering, deleting offsets and deleting the group fail.
     member = ShareConsumer(broker.bootstrap, "workers", topics=["q"])
     try:
-        member.poll(0.5)
+        deadline = time.monotonic() + 30
+        while member.assignment() != [("q", 0)]:
+            assert time.monotonic() < deadline, "the consumer never got its assignment"
+            member.poll(0.2)
         assert "Stable" in cli("groups", "describe", "workers").output
+        described = cli.json("groups", "describe", "workers")
+        assert described["state"] == "Stable"
+        assert [(m["member_id"], m["assignment"]) for m in described["members"]] == [
+            (member.member_id, {"q": [0]})
+        ]
         busy = cli("offsets", "alter", "workers", "--topic", "q", "--to-earliest", "--execute", ok=False)
         assert "no members" in busy.output
         assert "no members" in cli("offsets", "delete", "workers", "--topic", "q", ok=False).output
