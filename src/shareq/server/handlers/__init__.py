@@ -44,11 +44,13 @@ def default_handlers() -> HandlerTable:
         configs,
         coordinator,
         fetch,
+        groups,
         list_offsets,
         metadata,
         produce,
         producer_id,
         share_acknowledge,
+        share_admin,
         share_fetch,
         share_group_heartbeat,
         topics,
@@ -68,6 +70,8 @@ def default_handlers() -> HandlerTable:
         share_group_heartbeat,
         share_fetch,
         share_acknowledge,
+        groups,
+        share_admin,
     ):
         table.update(module.HANDLERS)
     return table
