@@ -20,7 +20,7 @@ def documented_versions() -> dict[str, tuple[int, int]]:
     listing = re.sub(r"\([^)]*\)", "", " ".join(listing.split()))  # notes in parentheses
     out: dict[str, tuple[int, int]] = {}
     for item in listing.split(","):
-        match = re.fullmatch(r"\s*([A-Za-z]+) (\d+)(?:–(\d+))?\s*", item)
+        match = re.fullmatch(r"\s*([A-Za-z]+) (\d+)(?:\u2013(\d+))?\s*", item)
         assert match is not None, f"cannot read {item!r}"
         name, low, high = match.group(1), int(match.group(2)), match.group(3)
         assert name not in out, f"{name} listed twice"
@@ -30,7 +30,10 @@ def documented_versions() -> dict[str, tuple[int, int]]:
 
 def test_implemented_versions_line_matches_the_handler_table() -> None:
     advertised = {
-        codec(key, r.max_version).request_class.__name__.removesuffix("Request"): (r.min_version, r.max_version)
+        codec(key, r.max_version).request_class.__name__.removesuffix("Request"): (
+            r.min_version,
+            r.max_version,
+        )
         for key, r in default_handlers().versions.items()
     }
     assert documented_versions() == advertised

@@ -494,7 +494,11 @@ def test_move_archives_everything_below_and_persists_the_new_start() -> None:
         h.sp.acknowledge("c1", [ab(3, 4, A.ACCEPT)], now=1)
     h.persist(write, 1)
     assert (h.sp.spso, h.sp.delivery_complete_count) == (7, 1)
-    assert h.runs() == [(7, 7, "ACQUIRED", 1, "c1"), (8, 8, "ACKNOWLEDGED", 1, None), (9, 9, "ACQUIRED", 1, "c1")]
+    assert h.runs() == [
+        (7, 7, "ACQUIRED", 1, "c1"),
+        (8, 8, "ACKNOWLEDGED", 1, None),
+        (9, 9, "ACQUIRED", 1, "c1"),
+    ]
     with pytest.raises(InvalidRecordState):
         h.sp.acknowledge("c1", [ab(3, 4, A.ACCEPT)], now=1)
     h.ack("c1", 7, 7, A.ACCEPT)
