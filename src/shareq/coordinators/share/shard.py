@@ -86,7 +86,7 @@ class _KeyState:
     @property
     def current(self) -> ShareSnapshot:
         if self.pending:
-            self._current = _fold(self._current, self.pending)
+            self._current = fold_updates(self._current, self.pending)
             self.pending = []
         return self._current
 
@@ -119,7 +119,7 @@ def _apply(cur: ShareSnapshot, update: ShareUpdate, batches: tuple[StateBatch, .
     )
 
 
-def _fold(cur: ShareSnapshot, updates: list[ShareUpdate]) -> ShareSnapshot:
+def fold_updates(cur: ShareSnapshot, updates: list[ShareUpdate]) -> ShareSnapshot:
     """Apply ``updates`` in order; one combine when the start offset never moves backwards."""
     start = cur.start_offset
     monotonic = True
@@ -397,6 +397,23 @@ class ShareCoordinatorShard:
         else:
             ks.pending.append(value)
         ks.updates_since_snapshot += 1
+
+    def restore(
+        self,
+        key: SharePartitionKey,
+        current: ShareSnapshot,
+        *,
+        snapshot_offset: int,
+        updates_since_snapshot: int,
+    ) -> None:
+        """Install a share-partition's state as a bulk replay computed it (``ShardLoader``)."""
+        ks = _KeyState(current, snapshot_offset)
+        ks.updates_since_snapshot = updates_since_snapshot
+        self._keys[key] = ks
+
+    def restore_next_offset(self, offset: int) -> None:
+        """A bulk replay has passed every record below ``offset``."""
+        self._next_offset = offset
 
     def state(self, key: SharePartitionKey) -> ShareState | None:
         """The combined state of ``key`` as replayed so far (for tests and tools)."""
