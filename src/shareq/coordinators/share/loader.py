@@ -150,8 +150,20 @@ def fold_raw_updates(
     r_first = r_last = r_state = r_count = -1  # the open run (not yet in ``runs``)
     applied = 0
     simple = True
+    unpack = _ONE_DCC.unpack
     for i in range(first, len(values)):
-        s_epoch, l_epoch, u_start, u_dcc, u_runs = _decode_update(values[i])
+        value = values[i]
+        # The acknowledgement update (one batch, delivery_complete_count set) inline; any other
+        # shape through _decode_update.
+        if len(value) == 46 and value[18] == 2 and value[39:42] == _DCC_TAG:
+            version, s_epoch, l_epoch, u_start, _, first_o, last_o, state, count, tags, _, _, _, u_dcc = (
+                unpack(value)
+            )
+            u_runs: tuple[Run, ...] = ((first_o, last_o, state, count),)
+            if version or tags:
+                s_epoch, l_epoch, u_start, u_dcc, u_runs = _decode_update(value)
+        else:
+            s_epoch, l_epoch, u_start, u_dcc, u_runs = _decode_update(value)
         if s_epoch != epoch:
             continue
         applied += 1
