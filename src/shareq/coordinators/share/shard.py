@@ -161,6 +161,13 @@ def _to_share_state(s: ShareSnapshot, leader_epoch: int | None = None) -> ShareS
     )
 
 
+def _delta(batches: tuple[StateBatch, ...], start: int) -> tuple[StateBatch, ...]:
+    """The batches an update carries: ``batches`` normalized and pruned below ``start``."""
+    if len(batches) == 1 and type(batches) is tuple and batches[0].first_offset >= start:
+        return batches  # one valid batch at or above the SPSO: already normal (the usual ack)
+    return combine_state_batches((), batches, start)
+
+
 def _valid_batches(batches: tuple[StateBatch, ...]) -> bool:
     for b in batches:
         if not (
@@ -274,7 +281,7 @@ class ShareCoordinatorShard:
                 leader_epoch=leader_epoch,
                 start_offset=params.start_offset,
                 delivery_complete_count=dcc,
-                state_batches=combine_state_batches((), params.state_batches, start),
+                state_batches=_delta(params.state_batches, start),
             )
             self._memo = (cur, value, combined)
         return CoordinatorResult(records=(StateRecord(key=key, value=value),), response=ErrorCode.none)
