@@ -69,7 +69,6 @@ from .segment_sync import ActiveSegmentSync
 from .state_log import MAX_BATCH_BYTES, KeyValue, batches_end_offset, encode_batches, iter_records
 
 STATE_TOPIC = "__share_group_state"
-_RECORD_TYPES = (RecordType.SNAPSHOT, RecordType.UPDATE)
 _READ_CHUNK = 4 * 1024 * 1024
 _SYNC_THREADS = 8
 
