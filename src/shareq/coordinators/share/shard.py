@@ -1,8 +1,9 @@
 """ShareCoordinatorShard: the share-group state of one state-topic partition.
 
 Handlers decide and never mutate: each returns a ``CoordinatorResult`` holding the records to
-append and the response to give once they are durable. ``replay`` is the only mutator, so loading
-a partition from its log and applying a fresh write are the same code path.
+append and the response to give once they are durable. ``replay`` applies one record (every fresh
+write, and the reference way to load a log); ``restore`` installs a share-partition as the bulk
+loader (``loader.ShardLoader``) computed it, which a property test holds equal to replaying.
 
 Per share-partition the shard keeps the combined state (snapshot plus updates so far), the count of
 updates since the latest snapshot and that snapshot's log offset. The minimum of those offsets over
@@ -69,10 +70,10 @@ class ReadSummaryResult:
 
 
 class _KeyState:
-    """Soft state of one share-partition (changed only by ``replay``).
+    """Soft state of one share-partition (changed only by ``replay`` and ``restore``).
 
-    While a partition loads, updates are queued in ``pending`` and folded into ``current`` in one
-    pass on first use: most are superseded by a later snapshot and never need combining.
+    While a partition is replayed record by record before ``complete_load``, updates are queued in
+    ``pending`` and folded into ``current`` in one pass on first use.
     """
 
     __slots__ = ("_current", "pending", "snapshot_offset", "updates_since_snapshot")
