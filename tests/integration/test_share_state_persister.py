@@ -11,8 +11,18 @@ from typing import TypeVar
 import pytest
 from kio.schema.errors import ErrorCode
 
+from shareq.coordinators.share.records import (
+    RecordType,
+    ShareSnapshot,
+    StateRecord,
+    encode_key,
+    encode_record,
+)
 from shareq.coordinators.share.shard import ShareCoordinatorConfig
+from shareq.log.config import LogConfig
+from shareq.log.partition_log import PartitionLog
 from shareq.persister.builtin import STATE_TOPIC, BuiltinPersister, FlushMode
+from shareq.persister.state_log import encode_batches
 from shareq.share.persister import PersisterError, SharePartitionKey, StateBatch, WriteStateParams
 
 T = TypeVar("T")
@@ -193,3 +203,50 @@ def test_cold_snapshots_and_pruning_free_old_segments(tmp_path: Path) -> None:
         await p.close()
 
     run(body)
+
+
+def _append_raw(directory: Path, records: list[tuple[bytes, bytes | None]]) -> None:
+    log = PartitionLog.open(
+        directory / f"{STATE_TOPIC}-0",
+        LogConfig(segment_bytes=1 << 20, segment_ms=None, retention_ms=-1, retention_bytes=-1),
+        now_ms=0,
+    )
+    for batch in encode_batches(records, timestamp=0):
+        log.append(batch, now_ms=0)
+    log.close()
+
+
+@pytest.mark.timeout(60)
+def test_a_corrupt_record_fails_the_load_unless_a_later_snapshot_supersedes_it(tmp_path: Path) -> None:
+    config = ShareCoordinatorConfig(state_topic_num_partitions=1)
+    garbage = (encode_key(RecordType.UPDATE, KEYS[0]), b"garbage")
+    snapshot = ShareSnapshot(
+        snapshot_epoch=5,
+        state_epoch=1,
+        leader_epoch=0,
+        start_offset=0,
+        delivery_complete_count=-1,
+        create_timestamp=0,
+        write_timestamp=0,
+        state_batches=(StateBatch(first_offset=7, last_offset=7, delivery_state=2, delivery_count=1),),
+    )
+
+    async def scenario(directory: Path, *, then_snapshot: bool) -> set[int]:
+        p = await opened(directory, config=config)
+        await p.initialize_state(KEYS[0], state_epoch=0, start_offset=0)
+        await p.write_state(ack(KEYS[0], 3))
+        await p.close()
+        _append_raw(directory, [garbage])
+        if then_snapshot:
+            _append_raw(directory, [encode_record(StateRecord(key=KEYS[0], value=snapshot))])
+        p = await opened(directory, config=config)
+        state = await p.read_state(KEYS[0], leader_epoch=-1)
+        await p.close()
+        assert state is not None
+        return acked(state.state_batches)
+
+    with pytest.raises(PersisterError) as info:
+        run(lambda: scenario(tmp_path / "bad", then_snapshot=False))
+    assert info.value.error_code == ErrorCode.kafka_storage_error
+    assert f"{STATE_TOPIC}-0" in str(info.value)
+    assert run(lambda: scenario(tmp_path / "superseded", then_snapshot=True)) == {7}

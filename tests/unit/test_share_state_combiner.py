@@ -59,6 +59,27 @@ def test_combine_matches_the_per_offset_model(
 
 
 @settings(max_examples=500)
+@given(
+    current=batches(), gap=st.integers(1, 3), length=st.integers(0, 3), start=st.sampled_from([-1, 30, 80])
+)
+def test_one_run_past_the_end_matches_the_model(
+    current: list[StateBatch], gap: int, length: int, start: int
+) -> None:
+    if len(current) % 2:  # half the time normal already (the fast path), half the time anything
+        current = list(combine_state_batches((), current, -1))
+    first = max((b.last_offset for b in current), default=0) + gap
+    new = [StateBatch(first_offset=first, last_offset=first + length, delivery_state=2, delivery_count=1)]
+    result = combine_state_batches(current, new, start)
+    assert _expand(result) == _model([current, new], start)
+    for a, b in itertools.pairwise(result):
+        assert a.last_offset < b.first_offset
+        assert not (
+            a.last_offset + 1 == b.first_offset
+            and (a.delivery_state, a.delivery_count) == (2, 1) == (b.delivery_state, b.delivery_count)
+        )
+
+
+@settings(max_examples=500)
 @given(layers=st.lists(batches(max_size=3), min_size=1, max_size=10))
 def test_folding_deltas_one_by_one_equals_the_model(layers: list[list[StateBatch]]) -> None:
     state: tuple[StateBatch, ...] = ()

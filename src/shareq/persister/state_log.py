@@ -119,11 +119,15 @@ def iter_records(buf: bytes, *, min_offset: int = 0) -> Iterator[tuple[int, byte
                 raise CorruptRecordError(f"state batch at offset {base} fails its CRC32C check")
             p = pos + HEADER_SIZE
             for _ in range(count):
-                # Single-byte varints are the rule here; read them inline.
+                # One- and two-byte varints are the rule here (record lengths and offset deltas
+                # pass 63 quickly); read those inline.
                 b = buf[p]
                 if b < 0x80:
                     limit = p + 1 + (b >> 1)
                     p += 1
+                elif buf[p + 1] < 0x80:
+                    limit = p + 2 + (((b & 0x7F) | (buf[p + 1] << 7)) >> 1)
+                    p += 2
                 else:
                     length_r, p = _read_varint(buf, p)
                     limit = p + length_r
@@ -136,6 +140,10 @@ def iter_records(buf: bytes, *, min_offset: int = 0) -> Iterator[tuple[int, byte
                 if b < 0x80:
                     delta = (b >> 1) ^ -(b & 1)
                     p += 1
+                elif buf[p + 1] < 0x80:
+                    z = (b & 0x7F) | (buf[p + 1] << 7)
+                    delta = (z >> 1) ^ -(z & 1)
+                    p += 2
                 else:
                     delta, p = _read_varint(buf, p)
                 b = buf[p]

@@ -10,8 +10,8 @@ so the built-in persister and a remote one are interchangeable.
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
-from typing import Protocol
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 # Delivery states as persisted (the same byte ids as RecordState): only these three are durable;
 # ACQUIRED is never written (a lease does not survive a restart) and ARCHIVING is written as-is
@@ -29,11 +29,31 @@ UNINITIALIZED_DELIVERY_COMPLETE_COUNT = -1
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SharePartitionKey:
-    """Identity of one share-partition: a group's view of one topic-partition."""
+    """Identity of one share-partition: a group's view of one topic-partition.
+
+    The hash is computed once and kept: every state write looks the key up in several dicts,
+    and hashing a uuid inside a dataclass each time costs more than the lookup itself.
+    """
 
     group_id: str
     topic_id: uuid.UUID
     partition: int
+    _hash: int | None = field(default=None, init=False, repr=False, compare=False)
+
+    def __hash__(self) -> int:
+        h = self._hash
+        if h is None:
+            h = hash((self.group_id, self.topic_id, self.partition))
+            object.__setattr__(self, "_hash", h)
+        return h
+
+    def __reduce__(self) -> tuple[Any, tuple[str, uuid.UUID, int]]:
+        # Without the cached hash: string hashes differ between processes.
+        return _share_partition_key, (self.group_id, self.topic_id, self.partition)
+
+
+def _share_partition_key(group_id: str, topic_id: uuid.UUID, partition: int) -> SharePartitionKey:
+    return SharePartitionKey(group_id=group_id, topic_id=topic_id, partition=partition)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -104,5 +104,10 @@ def combine_state_batches(
     Within each argument a later batch overrides an earlier one; ``new`` overrides ``current``.
     ``start_offset`` of ``NO_START_OFFSET`` (-1) prunes nothing.
     """
-    merged = _overlay(_normalize(current), _normalize(new))
-    return _prune_and_coalesce(merged, start_offset if start_offset != NO_START_OFFSET else -1)
+    start = start_offset if start_offset != NO_START_OFFSET else -1
+    if len(new) == 1 and current:
+        # The usual acknowledgement: one run past everything recorded, appended as it is.
+        b = new[0]
+        if current[-1].last_offset < b.first_offset <= b.last_offset and _is_normal(current):
+            return _prune_and_coalesce([*current, b], start)
+    return _prune_and_coalesce(_overlay(_normalize(current), _normalize(new)), start)

@@ -99,6 +99,7 @@ _I32 = struct.Struct(">i")
 # The common update: one state batch, with or without delivery_complete_count (decode fast path).
 _UPDATE_ONE = struct.Struct(">hiiqBqqbhB")
 _UPDATE_ONE_DCC = struct.Struct(">hiiqBqqbhBBBBi")
+_UPDATE_ONE_NO_DCC = struct.Struct(">hiiqBqqbhBB")
 _DCC_TAG = b"\x01\x00\x04"
 
 
@@ -160,6 +161,19 @@ def _encode_batches_and_tags(out: bytearray, batches: tuple[StateBatch, ...], dc
 
 
 def encode_value(value: ShareRecordValue) -> bytes:
+    if type(value) is ShareUpdate and len(value.state_batches) == 1:
+        # The acknowledgement update, in one pack (the same bytes as the general path below).
+        b = value.state_batches[0]
+        dcc = value.delivery_complete_count
+        if dcc == UNINITIALIZED_DELIVERY_COMPLETE_COUNT:
+            return _UPDATE_ONE_NO_DCC.pack(
+                VALUE_VERSION, value.snapshot_epoch, value.leader_epoch, value.start_offset, 2,
+                b.first_offset, b.last_offset, b.delivery_state, b.delivery_count, 0, 0,
+            )  # fmt: skip
+        return _UPDATE_ONE_DCC.pack(
+            VALUE_VERSION, value.snapshot_epoch, value.leader_epoch, value.start_offset, 2,
+            b.first_offset, b.last_offset, b.delivery_state, b.delivery_count, 0, 1, 0, 4, dcc,
+        )  # fmt: skip
     out = bytearray()
     if isinstance(value, ShareSnapshot):
         out += _SNAPSHOT_HEAD.pack(

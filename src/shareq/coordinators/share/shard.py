@@ -1,8 +1,9 @@
 """ShareCoordinatorShard: the share-group state of one state-topic partition.
 
 Handlers decide and never mutate: each returns a ``CoordinatorResult`` holding the records to
-append and the response to give once they are durable. ``replay`` is the only mutator, so loading
-a partition from its log and applying a fresh write are the same code path.
+append and the response to give once they are durable. ``replay`` applies one record (every fresh
+write, and the reference way to load a log); ``restore`` installs a share-partition as the bulk
+loader (``loader.ShardLoader``) computed it, which a property test holds equal to replaying.
 
 Per share-partition the shard keeps the combined state (snapshot plus updates so far), the count of
 updates since the latest snapshot and that snapshot's log offset. The minimum of those offsets over
@@ -69,10 +70,10 @@ class ReadSummaryResult:
 
 
 class _KeyState:
-    """Soft state of one share-partition (changed only by ``replay``).
+    """Soft state of one share-partition (changed only by ``replay`` and ``restore``).
 
-    While a partition loads, updates are queued in ``pending`` and folded into ``current`` in one
-    pass on first use: most are superseded by a later snapshot and never need combining.
+    While a partition is replayed record by record before ``complete_load``, updates are queued in
+    ``pending`` and folded into ``current`` in one pass on first use.
     """
 
     __slots__ = ("_current", "pending", "snapshot_offset", "updates_since_snapshot")
@@ -86,7 +87,7 @@ class _KeyState:
     @property
     def current(self) -> ShareSnapshot:
         if self.pending:
-            self._current = _fold(self._current, self.pending)
+            self._current = fold_updates(self._current, self.pending)
             self.pending = []
         return self._current
 
@@ -119,7 +120,7 @@ def _apply(cur: ShareSnapshot, update: ShareUpdate, batches: tuple[StateBatch, .
     )
 
 
-def _fold(cur: ShareSnapshot, updates: list[ShareUpdate]) -> ShareSnapshot:
+def fold_updates(cur: ShareSnapshot, updates: list[ShareUpdate]) -> ShareSnapshot:
     """Apply ``updates`` in order; one combine when the start offset never moves backwards."""
     start = cur.start_offset
     monotonic = True
@@ -159,6 +160,13 @@ def _to_share_state(s: ShareSnapshot, leader_epoch: int | None = None) -> ShareS
         delivery_complete_count=s.delivery_complete_count,
         state_batches=s.state_batches,
     )
+
+
+def _delta(batches: tuple[StateBatch, ...], start: int) -> tuple[StateBatch, ...]:
+    """The batches an update carries: ``batches`` normalized and pruned below ``start``."""
+    if len(batches) == 1 and type(batches) is tuple and batches[0].first_offset >= start:
+        return batches  # one valid batch at or above the SPSO: already normal (the usual ack)
+    return combine_state_batches((), batches, start)
 
 
 def _valid_batches(batches: tuple[StateBatch, ...]) -> bool:
@@ -274,7 +282,7 @@ class ShareCoordinatorShard:
                 leader_epoch=leader_epoch,
                 start_offset=params.start_offset,
                 delivery_complete_count=dcc,
-                state_batches=combine_state_batches((), params.state_batches, start),
+                state_batches=_delta(params.state_batches, start),
             )
             self._memo = (cur, value, combined)
         return CoordinatorResult(records=(StateRecord(key=key, value=value),), response=ErrorCode.none)
@@ -397,6 +405,23 @@ class ShareCoordinatorShard:
         else:
             ks.pending.append(value)
         ks.updates_since_snapshot += 1
+
+    def restore(
+        self,
+        key: SharePartitionKey,
+        current: ShareSnapshot,
+        *,
+        snapshot_offset: int,
+        updates_since_snapshot: int,
+    ) -> None:
+        """Install a share-partition's state as a bulk replay computed it (``ShardLoader``)."""
+        ks = _KeyState(current, snapshot_offset)
+        ks.updates_since_snapshot = updates_since_snapshot
+        self._keys[key] = ks
+
+    def restore_next_offset(self, offset: int) -> None:
+        """A bulk replay has passed every record below ``offset``."""
+        self._next_offset = offset
 
     def state(self, key: SharePartitionKey) -> ShareState | None:
         """The combined state of ``key`` as replayed so far (for tests and tools)."""
