@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from broker_harness import BrokerProcess
+from share_consumers import SHARE_BROKER
 
 from shareq.embedded import EmbeddedBroker
 
@@ -24,4 +25,11 @@ def broker_process(tmp_path: Path) -> Iterator[BrokerProcess]:
 @pytest.fixture
 def embedded_broker(tmp_path: Path) -> Iterator[EmbeddedBroker]:
     with EmbeddedBroker(tmp_path / "data") as broker:
+        yield broker
+
+
+@pytest.fixture
+def share_broker(tmp_path: Path) -> Iterator[EmbeddedBroker]:
+    """An embedded broker with the share-group test settings (``share_consumers.SHARE_BROKER``)."""
+    with EmbeddedBroker(tmp_path / "data", config=SHARE_BROKER) as broker:
         yield broker

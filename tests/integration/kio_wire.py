@@ -33,7 +33,7 @@ class KioConnection:
         entity_writer(type(request))(out, request)
         payload = out.getvalue()
         self.sock.sendall(struct.pack(">i", len(payload)) + payload)
-        reply = self._recv_frame()
+        reply = recv_frame(self.sock)
         response_cls = load_response_schema(request.__api_key__, request.__version__)
         (correlation_id,) = struct.unpack_from(">i", reply)
         assert correlation_id == self.correlation_id
@@ -41,18 +41,21 @@ class KioConnection:
         response, _ = entity_reader(response_cls)(reply, offset)
         return response
 
-    def _recv_frame(self) -> bytes:
-        size = struct.unpack(">i", self._recv(4))[0]
-        return self._recv(size)
-
-    def _recv(self, size: int) -> bytes:
-        data = b""
-        while len(data) < size:
-            chunk = self.sock.recv(size - len(data))
-            if not chunk:
-                raise ConnectionError("closed")
-            data += chunk
-        return data
-
     def close(self) -> None:
         self.sock.close()
+
+
+def recv_exact(sock: socket.socket, size: int) -> bytes:
+    data = b""
+    while len(data) < size:
+        chunk = sock.recv(size - len(data))
+        if not chunk:
+            raise ConnectionError(f"closed after {len(data)} of {size} bytes")
+        data += chunk
+    return data
+
+
+def recv_frame(sock: socket.socket) -> bytes:
+    """One length-prefixed Kafka frame, without its length."""
+    (size,) = struct.unpack(">i", recv_exact(sock, 4))
+    return recv_exact(sock, size)

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
@@ -73,3 +77,31 @@ def poll_values(
             if on_message is not None:
                 on_message(message)
     return out
+
+
+_DYING_CONSUMER = """
+import os, sys
+from confluent_kafka import ShareConsumer
+config = {"bootstrap.servers": sys.argv[1], "group.id": "g", "share.acknowledgement.mode": "explicit"}
+c = ShareConsumer(config)
+c.subscribe([sys.argv[2]])
+got = 0
+while got == 0:
+    got = len(c.poll(0.5))
+print(got, flush=True)
+os.kill(os.getpid(), 9)
+"""
+
+
+def consume_then_die(bootstrap: str, topic: str) -> int:
+    """A ShareConsumer of group "g" in a child process polls ``topic`` until it gets records,
+    acknowledges none and is SIGKILLed; returns how many it got (its records stay acquired)."""
+    dying = subprocess.run(
+        [sys.executable, "-c", _DYING_CONSUMER, bootstrap, topic],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        env=os.environ.copy(),
+    )
+    assert dying.returncode == -signal.SIGKILL, dying.stderr[-2000:]
+    return int(dying.stdout.split()[0])

@@ -15,6 +15,7 @@ from confluent_kafka import Producer
 from kio.index import load_response_schema
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader
+from kio_wire import recv_frame
 
 pytestmark = [pytest.mark.integration]
 
@@ -23,21 +24,6 @@ def connect(port: int) -> socket.socket:
     sock = socket.create_connection(("127.0.0.1", port), timeout=10)
     sock.settimeout(10)
     return sock
-
-
-def recv_exact(sock: socket.socket, size: int) -> bytes:
-    data = b""
-    while len(data) < size:
-        chunk = sock.recv(size - len(data))
-        if not chunk:
-            raise ConnectionError(f"closed after {len(data)} of {size} bytes")
-        data += chunk
-    return data
-
-
-def recv_frame(sock: socket.socket) -> bytes:
-    (size,) = struct.unpack(">i", recv_exact(sock, 4))
-    return recv_exact(sock, size)
 
 
 def request(

@@ -3,97 +3,22 @@ and the broker keeps serving others."""
 
 from __future__ import annotations
 
-import datetime
-import sys
 import uuid
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
-import kio.index as ki
 import pytest
 from kio.schema.errors import ErrorCode
 from kio_wire import KioConnection
-from share_consumers import SHARE_BROKER, create_topic, poll_values, produce, share_consumer
+from share_consumers import create_topic, poll_values, produce, share_consumer
+from share_requests import acknowledge, fetch, heartbeat
 from share_wire_log import ACQUIRED, TERMINAL, ShareWireLog
 
 from shareq.embedded import EmbeddedBroker
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
 
-HB = sys.modules[ki.load_request_schema(76, 1).__module__]
-FETCH = sys.modules[ki.load_request_schema(78, 1).__module__]
-ACK = sys.modules[ki.load_request_schema(79, 1).__module__]
 MEMBER_A = "A" * 22
 MEMBER_B = "B" * 22
-
-
-@pytest.fixture
-def broker(tmp_path: Path) -> Iterator[EmbeddedBroker]:
-    with EmbeddedBroker(tmp_path / "data", config=SHARE_BROKER) as b:
-        yield b
-
-
-def heartbeat(conn: KioConnection, member: str, epoch: int, topics: tuple[str, ...] | None) -> Any:
-    return conn.send(
-        HB.ShareGroupHeartbeatRequest(
-            group_id="g", member_id=member, member_epoch=epoch, rack_id=None, subscribed_topic_names=topics
-        )
-    )
-
-
-def fetch(conn: KioConnection, member: str, epoch: int, topic_id: uuid.UUID, parts: tuple[int, ...]) -> Any:
-    return conn.send(
-        FETCH.ShareFetchRequest(
-            group_id="g",
-            member_id=member,
-            share_session_epoch=epoch,
-            max_wait=datetime.timedelta(0),
-            min_bytes=1,
-            max_bytes=1 << 20,
-            max_records=500,
-            batch_size=500,
-            topics=tuple(
-                FETCH.FetchTopic(
-                    topic_id=topic_id,
-                    partitions=tuple(
-                        FETCH.FetchPartition(partition_index=p, acknowledgement_batches=()) for p in parts
-                    ),
-                )
-                for _ in (0,)
-                if parts
-            ),
-            forgotten_topics_data=(),
-        )
-    )
-
-
-def acknowledge(
-    conn: KioConnection, member: str, epoch: int, topic_id: uuid.UUID, batches: list[tuple[int, int, int]]
-) -> Any:
-    return conn.send(
-        ACK.ShareAcknowledgeRequest(
-            group_id="g",
-            member_id=member,
-            share_session_epoch=epoch,
-            topics=(
-                ACK.AcknowledgeTopic(
-                    topic_id=topic_id,
-                    partitions=(
-                        ACK.AcknowledgePartition(
-                            partition_index=0,
-                            acknowledgement_batches=tuple(
-                                ACK.AcknowledgementBatch(
-                                    first_offset=a, last_offset=b, acknowledge_types=(t,)
-                                )
-                                for a, b, t in batches
-                            ),
-                        ),
-                    ),
-                ),
-            ),
-        )
-    )
 
 
 def partition_code(response: Any) -> ErrorCode:
@@ -102,14 +27,14 @@ def partition_code(response: Any) -> ErrorCode:
     return code
 
 
-def test_bad_acknowledgements_and_epochs_change_nothing(broker: EmbeddedBroker) -> None:
-    log = ShareWireLog(broker).install()
-    create_topic(broker.bootstrap, "bad", 1)
-    produce(broker.bootstrap, "bad", [b"b%d" % i for i in range(10)], 1, per_batch=10)
-    info = broker.broker.topics.get("bad")
+def test_bad_acknowledgements_and_epochs_change_nothing(share_broker: EmbeddedBroker) -> None:
+    log = ShareWireLog(share_broker).install()
+    create_topic(share_broker.bootstrap, "bad", 1)
+    produce(share_broker.bootstrap, "bad", [b"b%d" % i for i in range(10)], 1, per_batch=10)
+    info = share_broker.broker.topics.get("bad")
     assert info is not None
     tid = info.topic_id
-    a, b = KioConnection(broker.bootstrap), KioConnection(broker.bootstrap)
+    a, b = KioConnection(share_broker.bootstrap), KioConnection(share_broker.bootstrap)
     try:
         joined = heartbeat(a, MEMBER_A, 0, ("bad",))
         assert joined.error_code == ErrorCode.none and joined.assignment is not None
@@ -156,7 +81,7 @@ def test_bad_acknowledgements_and_epochs_change_nothing(broker: EmbeddedBroker) 
         # the broker keeps serving: A's good acknowledgement works, another group consumes
         assert partition_code(acknowledge(a, MEMBER_A, epoch, tid, [(0, 9, 1)])) == ErrorCode.none
         assert set(log.states("g", tid, 0).values()) == {TERMINAL}
-        other = share_consumer(broker.bootstrap, "other", ["bad"])
+        other = share_consumer(share_broker.bootstrap, "other", ["bad"])
         try:
             assert len(poll_values(other, lambda out: len(out) >= 10)) == 10
         finally:

@@ -2,29 +2,18 @@
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from confluent_kafka import AcknowledgeType
-from share_consumers import SHARE_BROKER, create_topic, poll_values, produce, share_consumer
+from share_consumers import SHARE_BROKER, consume_then_die, create_topic, poll_values, produce, share_consumer
 from share_wire_log import ACQUIRED, AVAILABLE, TERMINAL, ShareWireLog
 
 from shareq.embedded import EmbeddedBroker
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
-
-
-@pytest.fixture
-def broker(tmp_path: Path) -> Iterator[EmbeddedBroker]:
-    with EmbeddedBroker(tmp_path / "data", config=SHARE_BROKER) as b:
-        yield b
 
 
 def _tid(broker: EmbeddedBroker, topic: str) -> object:
@@ -33,13 +22,13 @@ def _tid(broker: EmbeddedBroker, topic: str) -> object:
     return info.topic_id
 
 
-def test_implicit_mode_consumes_everything_once(broker: EmbeddedBroker) -> None:
-    log = ShareWireLog(broker).install()
-    create_topic(broker.bootstrap, "imp", 2)
+def test_implicit_mode_consumes_everything_once(share_broker: EmbeddedBroker) -> None:
+    log = ShareWireLog(share_broker).install()
+    create_topic(share_broker.bootstrap, "imp", 2)
     values = [b"r%d" % i for i in range(300)]
-    produce(broker.bootstrap, "imp", values, 2, per_batch=10)
+    produce(share_broker.bootstrap, "imp", values, 2, per_batch=10)
     started = time.monotonic()
-    consumer = share_consumer(broker.bootstrap, "g", ["imp"])
+    consumer = share_consumer(share_broker.bootstrap, "g", ["imp"])
     try:
         first = poll_values(consumer, lambda out: bool(out))
         assert first and time.monotonic() - started < 5.0  # the assignment came with the first heartbeat
@@ -50,7 +39,7 @@ def test_implicit_mode_consumes_everything_once(broker: EmbeddedBroker) -> None:
         assert poll_values(consumer, lambda out: False, timeout=1.0) == []  # the acks ride on these fetches
     finally:
         consumer.close()
-    tid = _tid(broker, "imp")
+    tid = _tid(share_broker, "imp")
     for part in (0, 1):
         assert set(log.states("g", tid, part).values()) == {TERMINAL}  # type: ignore[arg-type]
     # librdkafka: join at epoch 0, Metadata by id, then ShareFetch v1 sessions; leave at -1
@@ -58,11 +47,13 @@ def test_implicit_mode_consumes_everything_once(broker: EmbeddedBroker) -> None:
     assert heartbeats[0][0] == 0 and heartbeats[-1][0] == -1
 
 
-def test_explicit_accept_release_reject(broker: EmbeddedBroker) -> None:
-    log = ShareWireLog(broker).install()
-    create_topic(broker.bootstrap, "exp", 1)
-    produce(broker.bootstrap, "exp", [b"x%d" % i for i in range(30)], 1, per_batch=5)
-    consumer = share_consumer(broker.bootstrap, "g", ["exp"], **{"share.acknowledgement.mode": "explicit"})
+def test_explicit_accept_release_reject(share_broker: EmbeddedBroker) -> None:
+    log = ShareWireLog(share_broker).install()
+    create_topic(share_broker.bootstrap, "exp", 1)
+    produce(share_broker.bootstrap, "exp", [b"x%d" % i for i in range(30)], 1, per_batch=5)
+    consumer = share_consumer(
+        share_broker.bootstrap, "g", ["exp"], **{"share.acknowledgement.mode": "explicit"}
+    )
     try:
         kinds = {0: AcknowledgeType.ACCEPT, 1: AcknowledgeType.RELEASE, 2: AcknowledgeType.REJECT}
         first = poll_values(
@@ -85,7 +76,7 @@ def test_explicit_accept_release_reject(broker: EmbeddedBroker) -> None:
         assert poll_values(consumer, lambda out: False, timeout=1.0) == []  # REJECTs never come back
     finally:
         consumer.close()
-    assert set(log.states("g", _tid(broker, "exp"), 0).values()) == {TERMINAL}  # type: ignore[arg-type]
+    assert set(log.states("g", _tid(share_broker, "exp"), 0).values()) == {TERMINAL}  # type: ignore[arg-type]
 
 
 def test_delivery_count_limit_archives(tmp_path: Path) -> None:
@@ -118,20 +109,6 @@ def test_delivery_count_limit_archives(tmp_path: Path) -> None:
             consumer.close()
 
 
-_DYING_CONSUMER = """
-import os, sys
-from confluent_kafka import ShareConsumer
-config = {"bootstrap.servers": sys.argv[1], "group.id": "g", "share.acknowledgement.mode": "explicit"}
-c = ShareConsumer(config)
-c.subscribe(["locks"])
-got = 0
-while got == 0:
-    got = len(c.poll(0.5))
-print(got, flush=True)
-os.kill(os.getpid(), 9)
-"""
-
-
 def test_lock_expiry_redelivers_records_of_a_dead_consumer(tmp_path: Path) -> None:
     config = {
         **SHARE_BROKER,
@@ -141,14 +118,7 @@ def test_lock_expiry_redelivers_records_of_a_dead_consumer(tmp_path: Path) -> No
     with EmbeddedBroker(tmp_path / "d", config=config) as broker:
         create_topic(broker.bootstrap, "locks", 1)
         produce(broker.bootstrap, "locks", [b"l%d" % i for i in range(20)], 1, per_batch=20)
-        dying = subprocess.run(
-            [sys.executable, "-c", _DYING_CONSUMER, broker.bootstrap],
-            capture_output=True,
-            text=True,
-            timeout=30,
-            env=os.environ.copy(),
-        )
-        assert dying.returncode == -signal.SIGKILL and int(dying.stdout.split()[0]) == 20
+        assert consume_then_die(broker.bootstrap, "locks") == 20
         started = time.monotonic()
         consumer = share_consumer(broker.bootstrap, "g", ["locks"])
         try:
@@ -160,17 +130,20 @@ def test_lock_expiry_redelivers_records_of_a_dead_consumer(tmp_path: Path) -> No
             consumer.close()
 
 
-def test_six_consumers_on_two_partitions_all_receive(broker: EmbeddedBroker) -> None:
-    create_topic(broker.bootstrap, "six", 2)
-    consumers = [share_consumer(broker.bootstrap, "g", ["six"]) for _ in range(6)]
+def test_six_consumers_on_two_partitions_all_receive(share_broker: EmbeddedBroker) -> None:
+    create_topic(share_broker.bootstrap, "six", 2)
+    consumers = [share_consumer(share_broker.bootstrap, "g", ["six"]) for _ in range(6)]
     received: list[list[bytes]] = [[] for _ in consumers]
+    errors: list[str] = []  # an assert in a thread would only end that thread, not the test
     stop = threading.Event()
 
     def run(i: int) -> None:
         while not stop.is_set():
             for m in consumers[i].poll(0.2):
-                assert m.error() is None
-                received[i].append(m.value())
+                if m.error() is not None:
+                    errors.append(str(m.error()))
+                else:
+                    received[i].append(m.value())
 
     threads = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(6)]
     for t in threads:
@@ -182,11 +155,12 @@ def test_six_consumers_on_two_partitions_all_receive(broker: EmbeddedBroker) -> 
         while time.monotonic() < deadline and not all(received):
             batch = [b"s%d-%d" % (wave, i) for i in range(40)]
             values += batch
-            produce(broker.bootstrap, "six", batch, 2, per_batch=1)
+            produce(share_broker.bootstrap, "six", batch, 2, per_batch=1)
             wave += 1
             time.sleep(0.2)
         while time.monotonic() < deadline and sum(map(len, received)) < len(values):
             time.sleep(0.05)
+        assert errors == []
         assert all(received), [len(r) for r in received]
         everything = [v for r in received for v in r]
         assert sorted(everything) == sorted(values)  # each record went to exactly one consumer
@@ -198,25 +172,25 @@ def test_six_consumers_on_two_partitions_all_receive(broker: EmbeddedBroker) -> 
             c.close()
 
 
-def test_clean_close_acknowledges_pending_and_releases_the_rest(broker: EmbeddedBroker) -> None:
-    log = ShareWireLog(broker).install()
-    create_topic(broker.bootstrap, "closing", 1)
-    produce(broker.bootstrap, "closing", [b"c%d" % i for i in range(10)], 1, per_batch=10)
+def test_clean_close_acknowledges_pending_and_releases_the_rest(share_broker: EmbeddedBroker) -> None:
+    log = ShareWireLog(share_broker).install()
+    create_topic(share_broker.bootstrap, "closing", 1)
+    produce(share_broker.bootstrap, "closing", [b"c%d" % i for i in range(10)], 1, per_batch=10)
     consumer = share_consumer(
-        broker.bootstrap, "g", ["closing"], **{"share.acknowledgement.mode": "explicit"}
+        share_broker.bootstrap, "g", ["closing"], **{"share.acknowledgement.mode": "explicit"}
     )
     got = poll_values(consumer, lambda out: len(out) >= 10)
     assert len(got) == 10
     for m in got[:3]:
         consumer.acknowledge(m, AcknowledgeType.ACCEPT)
     consumer.close()  # sends the three ACCEPTs, then releases the other seven
-    states = log.states("g", _tid(broker, "closing"), 0)  # type: ignore[arg-type]
+    states = log.states("g", _tid(share_broker, "closing"), 0)  # type: ignore[arg-type]
     assert states == {**{o: TERMINAL for o in range(3)}, **{o: AVAILABLE for o in range(3, 10)}}
-    second = share_consumer(broker.bootstrap, "g", ["closing"])
+    second = share_consumer(share_broker.bootstrap, "g", ["closing"])
     try:
         again = poll_values(second, lambda out: len(out) >= 7)
         assert sorted(m.offset() for m in again) == list(range(3, 10))
         assert {m.delivery_count() for m in again} == {2}
     finally:
         second.close()
-    assert ACQUIRED not in log.states("g", _tid(broker, "closing"), 0).values()  # type: ignore[arg-type]
+    assert ACQUIRED not in log.states("g", _tid(share_broker, "closing"), 0).values()  # type: ignore[arg-type]

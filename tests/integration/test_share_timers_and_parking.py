@@ -3,7 +3,6 @@ group metadata surviving a restart."""
 
 from __future__ import annotations
 
-import datetime
 import threading
 import time
 import uuid
@@ -14,35 +13,17 @@ import pytest
 from kio.schema.errors import ErrorCode
 from kio_wire import KioConnection
 from share_consumers import SHARE_BROKER, create_topic, produce
-from test_share_bad_input import ACK, FETCH, heartbeat
+from share_requests import acknowledge, fetch, heartbeat
 
 from shareq.embedded import EmbeddedBroker
+from shareq.share.persister import SharePartitionKey
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
 
 
 def long_fetch(conn: KioConnection, member: str, epoch: int, tid: uuid.UUID, wait_ms: int) -> Any:
-    return conn.send(
-        FETCH.ShareFetchRequest(
-            group_id="g",
-            member_id=member,
-            share_session_epoch=epoch,
-            max_wait=datetime.timedelta(milliseconds=wait_ms),
-            min_bytes=1,
-            max_bytes=1 << 20,
-            max_records=500,
-            batch_size=500,
-            topics=(
-                FETCH.FetchTopic(
-                    topic_id=tid,
-                    partitions=(FETCH.FetchPartition(partition_index=0, acknowledgement_batches=()),),
-                ),
-            )
-            if epoch == 0
-            else (),
-            forgotten_topics_data=(),
-        )
-    )
+    """Partition 0 joins the session at epoch 0; later fetches use the session as it is."""
+    return fetch(conn, member, epoch, tid, (0,) if epoch == 0 else (), wait_ms=wait_ms)
 
 
 def acquired(response: Any) -> list[tuple[int, int, int]]:
@@ -60,6 +41,23 @@ def timed(fn: Any) -> tuple[Any, float]:
     return out, time.monotonic() - started
 
 
+def in_background(fn: Any) -> tuple[threading.Thread, list[tuple[Any, float]]]:
+    """Run ``fn`` on a thread; its (result, seconds taken) lands in the returned list."""
+    result: list[tuple[Any, float]] = []
+    thread = threading.Thread(target=lambda: result.append(timed(fn)), daemon=True)
+    thread.start()
+    return thread, result
+
+
+def wait_until_parked(broker: EmbeddedBroker, key: SharePartitionKey) -> None:
+    share = broker.broker.share
+    assert share is not None
+    deadline = time.monotonic() + 5
+    while broker.call(share.partitions.parked, key) == 0:
+        assert time.monotonic() < deadline, "the fetch never parked"
+        time.sleep(0.005)
+
+
 def test_parked_fetch_wakes_on_produce_and_on_release(tmp_path: Path) -> None:
     with EmbeddedBroker(tmp_path / "d", config=SHARE_BROKER) as broker:
         create_topic(broker.bootstrap, "park", 1)
@@ -70,42 +68,23 @@ def test_parked_fetch_wakes_on_produce_and_on_release(tmp_path: Path) -> None:
             for conn, member in ((a, "A" * 22), (b, "B" * 22)):
                 assert heartbeat(conn, member, 0, ("park",)).error_code == ErrorCode.none
             assert acquired(long_fetch(a, "A" * 22, 0, info.topic_id, 0)) == []
+            key = SharePartitionKey(group_id="g", topic_id=info.topic_id, partition=0)
             # A parks on an empty partition; a produce wakes it long before max_wait
-            threading.Timer(0.3, produce, args=(broker.bootstrap, "park", [b"p0", b"p1"], 1, 2)).start()
-            response, took = timed(lambda: long_fetch(a, "A" * 22, 1, info.topic_id, 10_000))
-            assert acquired(response) == [(0, 1, 1)] and 0.25 < took < 5.0
+            waiter, result = in_background(lambda: long_fetch(a, "A" * 22, 1, info.topic_id, 10_000))
+            wait_until_parked(broker, key)
+            produce(broker.bootstrap, "park", [b"p0", b"p1"], 1, 2)
+            waiter.join(timeout=15)
+            assert result, "A's long poll did not return"
+            (response, took) = result[0]
+            assert acquired(response) == [(0, 1, 1)] and took < 5.0
             # B parks (A holds everything); A's RELEASE wakes it with the records
             assert acquired(long_fetch(b, "B" * 22, 0, info.topic_id, 0)) == []
-            result: list[Any] = []
-            waiter = threading.Thread(
-                target=lambda: result.append(timed(lambda: long_fetch(b, "B" * 22, 1, info.topic_id, 10_000)))
-            )
-            waiter.start()
-            time.sleep(0.3)  # let B park (its answer would otherwise just be immediate)
-            release = a.send(
-                ACK.ShareAcknowledgeRequest(
-                    group_id="g",
-                    member_id="A" * 22,
-                    share_session_epoch=2,
-                    topics=(
-                        ACK.AcknowledgeTopic(
-                            topic_id=info.topic_id,
-                            partitions=(
-                                ACK.AcknowledgePartition(
-                                    partition_index=0,
-                                    acknowledgement_batches=(
-                                        ACK.AcknowledgementBatch(
-                                            first_offset=0, last_offset=1, acknowledge_types=(2,)
-                                        ),
-                                    ),
-                                ),
-                            ),
-                        ),
-                    ),
-                )
-            )
+            waiter, result = in_background(lambda: long_fetch(b, "B" * 22, 1, info.topic_id, 10_000))
+            wait_until_parked(broker, key)  # else B's answer would just be immediate
+            release = acknowledge(a, "A" * 22, 2, info.topic_id, [(0, 1, 2)])  # RELEASE
             assert release.responses[0].partitions[0].error_code == ErrorCode.none
             waiter.join(timeout=15)
+            assert result, "B's long poll did not return"
             (woken, took) = result[0]
             assert acquired(woken) == [(0, 1, 2)] and took < 5.0
         finally:

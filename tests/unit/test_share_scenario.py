@@ -51,6 +51,7 @@ def test_golden_vector_through_the_runner(persister: str) -> None:
 def test_golden_vector_survives_a_restart_at_every_durable_step(persister: str) -> None:
     doc = load_scenario(GOLDEN)
     steps = doc["steps"]
+    restarts = 0
     for i, step in enumerate(steps):
         if "durable" not in step:
             continue
@@ -58,6 +59,8 @@ def test_golden_vector_survives_a_restart_at_every_durable_step(persister: str) 
         restart = {"t": step["t"], "op": "restart", "expect": {"spso": step["durable"]["spso"]}}
         variant["steps"] = [*variant["steps"][: i + 1], restart]
         run(variant, persister)
+        restarts += 1
+    assert restarts >= 5, "the golden vector has durable steps to restart at"
 
 
 @needs_golden

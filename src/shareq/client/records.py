@@ -121,8 +121,8 @@ def _inflate(buf: bytes, pos: int, header: BatchHeader) -> bytes:
     return bytes(out)
 
 
-def iter_record_batches(buf: bytes) -> Iterator[RecordBatch]:
-    """Decode every whole batch in a fetched ``records`` blob; a truncated trailing batch is ignored."""
+def _whole_batches(buf: bytes) -> Iterator[tuple[int, BatchHeader]]:
+    """Position and header of every whole batch in ``buf``; a truncated trailing batch ends the walk."""
     pos = 0
     end = len(buf)
     while pos + LOG_OVERHEAD <= end:
@@ -130,7 +130,13 @@ def iter_record_batches(buf: bytes) -> Iterator[RecordBatch]:
         size = length + LOG_OVERHEAD
         if pos + size > end or size < HEADER_SIZE:
             return
-        header = read_batch_header(buf, pos)
+        yield pos, read_batch_header(buf, pos)
+        pos += size
+
+
+def iter_record_batches(buf: bytes) -> Iterator[RecordBatch]:
+    """Decode every whole batch in a fetched ``records`` blob; a truncated trailing batch is ignored."""
+    for pos, header in _whole_batches(buf):
         if header.compression is Compression.NONE:
             yield decode_batch(buf, pos, verify_crc=True)
         else:
@@ -138,17 +144,9 @@ def iter_record_batches(buf: bytes) -> Iterator[RecordBatch]:
                 raise CorruptRecordError(f"batch at offset {header.base_offset} fails its CRC32C check")
             inflated = decode_batch(_inflate(buf, pos, header), 0, verify_crc=False)
             yield RecordBatch(header=header, records=inflated.records)  # keep the real header
-        pos += size
 
 
 def batch_headers(buf: bytes) -> Iterator[BatchHeader]:
     """The headers of every whole batch in ``buf`` (no decoding of records)."""
-    pos = 0
-    end = len(buf)
-    while pos + LOG_OVERHEAD <= end:
-        (_base, length) = _LENGTH_AND_ATTRS.unpack_from(buf, pos)
-        size = length + LOG_OVERHEAD
-        if pos + size > end or size < HEADER_SIZE:
-            return
-        yield read_batch_header(buf, pos)
-        pos += size
+    for _, header in _whole_batches(buf):
+        yield header

@@ -11,14 +11,13 @@ import asyncio
 import datetime
 from typing import Any
 
-from kio.schema.errors import ErrorCode
-
 from shareq.protocol import VersionRange
 from shareq.share.session import SessionAction, ShareSessionError, TopicIdPartition
 
 from ..context import RequestContext
 from ..share.requests import acknowledge_all, session_error_code
 from .api_versions import NO_THROTTLE
+from .share_response import current_leader, share_response
 
 SHARE_ACKNOWLEDGE = 79
 ZERO = datetime.timedelta(0)
@@ -55,8 +54,7 @@ async def handle_share_acknowledge(request: Any, ctx: RequestContext) -> Any:
         released = share.session_closed(group_id, member_id, update.partitions)
         if released:
             await asyncio.gather(*released)
-    node_id = ctx.broker.node_id
-    leader = build("LeaderIdAndEpoch", leader_id=node_id, leader_epoch=0)
+    leader = current_leader(ctx)
     by_topic: dict[Any, list[Any]] = {}
     for (tip, _), code in zip(items, codes, strict=True):
         by_topic.setdefault(tip.topic_id, []).append(
@@ -68,26 +66,7 @@ async def handle_share_acknowledge(request: Any, ctx: RequestContext) -> Any:
                 current_leader=leader,
             )
         )
-    broker = ctx.broker
-    return build(
-        throttle_time=NO_THROTTLE,
-        error_code=ErrorCode.none,
-        error_message=None,
-        acquisition_lock_timeout=datetime.timedelta(milliseconds=share.lock_duration_ms(group_id)),
-        responses=tuple(
-            build("ShareAcknowledgeTopicResponse", topic_id=topic_id, partitions=tuple(parts))
-            for topic_id, parts in by_topic.items()
-        ),
-        node_endpoints=(
-            build(
-                "NodeEndpoint",
-                node_id=node_id,
-                host=broker.advertised_host,
-                port=broker.advertised_port,
-                rack=None,
-            ),
-        ),
-    )
+    return share_response(ctx, share, group_id, "ShareAcknowledgeTopicResponse", by_topic)
 
 
 HANDLERS = {SHARE_ACKNOWLEDGE: (VersionRange(1, 2), handle_share_acknowledge)}

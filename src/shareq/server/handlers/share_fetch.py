@@ -29,6 +29,7 @@ from ..share import ShareServices
 from ..share.manager import Acquired
 from ..share.requests import acknowledge_all, resolve, session_error_code
 from .api_versions import NO_THROTTLE
+from .share_response import current_leader, share_response
 
 SHARE_FETCH = 78
 ZERO = datetime.timedelta(0)
@@ -195,8 +196,7 @@ def _response(
     ack_codes: dict[TopicIdPartition, ErrorCode],
 ) -> Any:
     build = ctx.build
-    node_id = ctx.broker.node_id
-    leader = build("LeaderIdAndEpoch", leader_id=node_id, leader_epoch=0)
+    leader = current_leader(ctx)
     by_topic: dict[Any, list[Any]] = {}
     for tip in sorted(set(results) | set(ack_codes)):
         code, acquired = results.get(tip, (ErrorCode.none, None))
@@ -223,27 +223,7 @@ def _response(
                 else (),
             )
         )
-    broker = ctx.broker
-    lock_ms = share.lock_duration_ms(group_id)
-    return build(
-        throttle_time=NO_THROTTLE,
-        error_code=ErrorCode.none,
-        error_message=None,
-        acquisition_lock_timeout=datetime.timedelta(milliseconds=lock_ms),
-        responses=tuple(
-            build("ShareFetchableTopicResponse", topic_id=topic_id, partitions=tuple(parts))
-            for topic_id, parts in by_topic.items()
-        ),
-        node_endpoints=(
-            build(
-                "NodeEndpoint",
-                node_id=node_id,
-                host=broker.advertised_host,
-                port=broker.advertised_port,
-                rack=None,
-            ),
-        ),
-    )
+    return share_response(ctx, share, group_id, "ShareFetchableTopicResponse", by_topic)
 
 
 HANDLERS = {SHARE_FETCH: (VersionRange(1, 2), handle_share_fetch)}

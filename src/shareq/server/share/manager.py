@@ -285,6 +285,10 @@ class SharePartitionManager:
                 if not waiters:
                     del self._waiters[key]
 
+    def parked(self, key: SharePartitionKey) -> int:
+        """How many fetches wait on ``key`` (observable, so tests can wait for a fetch to park)."""
+        return len(self._waiters.get(key, ()))
+
     def wake(self, key: SharePartitionKey) -> None:
         waiters = self._waiters.pop(key, None)
         if waiters:
