@@ -15,6 +15,7 @@ from .batch import (
     patch_base_offset,
     read_batch_header,
 )
+from .config import LogConfig
 from .errors import (
     CorruptRecordError,
     InvalidProducerEpochError,
@@ -25,21 +26,27 @@ from .errors import (
     RecordTooLargeError,
     UnsupportedCompressionError,
 )
+from .partition_log import AppendInfo, FetchData, PartitionLog, TimestampOffset
 from .records import Record, RecordBatch, decode_batch, decode_batches, encode_batch, encode_control_batch
 
 __all__ = [
     "HEADER_SIZE",
+    "AppendInfo",
     "BatchHeader",
     "Compression",
     "CorruptRecordError",
+    "FetchData",
     "InvalidProducerEpochError",
+    "LogConfig",
     "LogError",
     "LogIOError",
     "OffsetOutOfRangeError",
     "OutOfOrderSequenceError",
+    "PartitionLog",
     "Record",
     "RecordBatch",
     "RecordTooLargeError",
+    "TimestampOffset",
     "TimestampType",
     "UnsupportedCompressionError",
     "crc_ok",

@@ -1,0 +1,725 @@
+"""The durable log of one partition: append whole batches, read whole batches, recover, retain.
+
+Bytes pass through: an append copies the request's batches into one ``bytearray``, checks each
+61-byte header and CRC32C, patches ``baseOffset`` and ``partitionLeaderEpoch`` in place (neither is
+covered by the CRC) and hands the buffer to one unbuffered ``os.write``, so an acknowledged append
+survives the process being killed. A read is one ``os.pread`` from the nearest sparse-index entry
+and a walk over headers. Records are never decoded.
+
+Files in the partition directory (see docs/ARCHITECTURE.md, "Partition logs")::
+
+    00000000000000000000.log         batches, as received with offsets assigned
+    00000000000000000000.index       sparse offset index (cache; rebuilt if missing or bad)
+    00000000000000000000.timeindex   sparse time index (cache; rebuilt if missing or bad)
+    log.checkpoint                   log start offset and recovery point (JSON)
+    producer.snapshot                idempotent-producer state at an offset (JSON)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import struct
+from bisect import bisect_right
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import NamedTuple
+
+from crc32c import crc32c
+
+from .batch import (
+    ATTRIBUTES_OFFSET,
+    CONTROL_MASK,
+    HEADER,
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    MAGIC,
+    PARTITION_LEADER_EPOCH_OFFSET,
+    Compression,
+    TimestampType,
+    read_batch_header,
+)
+from .config import LogConfig
+from .errors import (
+    CorruptRecordError,
+    LogIOError,
+    OffsetOutOfRangeError,
+    OutOfOrderSequenceError,
+    RecordTooLargeError,
+)
+from .producer_state import BatchMetadata, ProducerStateManager
+from .records import decode_batch
+from .segment import (
+    H_BASE_OFFSET,
+    H_BATCH_LENGTH,
+    H_LAST_OFFSET_DELTA,
+    H_MAX_TIMESTAMP,
+    LOG_SUFFIX,
+    LogSegment,
+    scan_batches,
+    scan_headers,
+    write_file_atomically,
+)
+
+CHECKPOINT_FILE = "log.checkpoint"
+PRODUCER_SNAPSHOT_FILE = "producer.snapshot"
+_MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
+_MAX_RELATIVE_OFFSET = (1 << 31) - 1
+_MAX_SEQUENCE = 0x7FFFFFFF
+_I64 = struct.Struct(">q")
+_I32 = struct.Struct(">i")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AppendInfo:
+    """Where an append landed. ``duplicate`` means an idempotent retry: nothing was written and the
+    offsets are those of the original batch. ``log_append_time_ms`` is -1 (CreateTime topics)."""
+
+    first_offset: int
+    last_offset: int
+    log_append_time_ms: int
+    record_count: int
+    duplicate: bool
+    log_start_offset: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FetchData:
+    """Whole batches read from the log, with each batch's (first, last) offset."""
+
+    records: bytes
+    batches: tuple[tuple[int, int], ...]
+    log_start_offset: int
+    log_end_offset: int
+
+
+class TimestampOffset(NamedTuple):
+    """The first record at or after a searched timestamp."""
+
+    timestamp: int
+    offset: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Checkpoint:
+    log_start_offset: int
+    recovery_base: int  # everything before (recovery_base, recovery_size) was fsynced and indexed
+    recovery_size: int
+    recovery_offset: int
+
+
+class PartitionLog:
+    """Segments of one partition; only the last (active) one is written and kept open."""
+
+    __slots__ = (
+        "_bases",
+        "_closed",
+        "_log_start",
+        "_producers",
+        "_reader",
+        "_recovery",
+        "_segments",
+        "_unflushed_messages",
+        "config",
+        "directory",
+    )
+
+    def __init__(self, directory: Path, config: LogConfig) -> None:
+        self.directory = directory
+        self.config = config
+        self._segments: list[LogSegment] = []
+        self._bases: list[int] = []
+        self._log_start = 0
+        self._producers = ProducerStateManager()
+        self._reader: LogSegment | None = None
+        self._recovery = (0, 0, 0)
+        self._unflushed_messages = 0
+        self._closed = False
+
+    # -- opening and recovery ---------------------------------------------------------------------
+
+    @classmethod
+    def open(cls, directory: Path, config: LogConfig, *, now_ms: int) -> PartitionLog:
+        """Create the log in ``directory`` or recover the one there.
+
+        A torn or CRC-failing tail is cut back to the last whole valid batch; missing or implausible
+        indexes are rebuilt; producer state comes from the snapshot plus the batch headers after it.
+        """
+        directory.mkdir(parents=True, exist_ok=True)
+        log = cls(directory, config)
+        try:
+            log._recover(now_ms)
+        except OSError as exc:
+            log._close_fds()
+            raise LogIOError(f"cannot open log in {directory.name}: {exc}") from exc
+        return log
+
+    def _recover(self, now_ms: int) -> None:
+        for stray in self.directory.glob("*.tmp"):
+            stray.unlink()
+        bases = sorted(
+            int(p.stem)
+            for p in self.directory.glob("*" + LOG_SUFFIX)
+            if p.stem.isdigit() and len(p.stem) == 20
+        )
+        checkpoint = self._read_checkpoint()
+        if not bases:
+            start = max(checkpoint.log_start_offset, checkpoint.recovery_offset) if checkpoint else 0
+            bases = [start]
+            LogSegment(self.directory, start).log_path.touch()
+        for base in bases:
+            seg = LogSegment(self.directory, base, created_ms=now_ms)
+            seg.size = seg.log_path.stat().st_size if seg.log_path.exists() else 0
+            self._segments.append(seg)
+        for seg, nxt in zip(self._segments, bases[1:], strict=False):
+            seg.next_offset = nxt
+        self._bases = list(bases)
+
+        # Segments from the recovery point on are checked batch by batch (CRC included).
+        first_dirty = 0
+        resume_size = 0
+        clean = False
+        if checkpoint is not None and checkpoint.recovery_base in bases:
+            first_dirty = bases.index(checkpoint.recovery_base)
+            resume_size = checkpoint.recovery_size
+            self._recovery = (checkpoint.recovery_base, checkpoint.recovery_size, checkpoint.recovery_offset)
+        for i in range(first_dirty, len(self._segments)):
+            seg = self._segments[i]
+            file_size = seg.size
+            if i == first_dirty and 0 < resume_size <= file_size and seg.load_indexes(_MAX_RELATIVE_OFFSET):
+                position, _ = seg.resume_point(resume_size)
+                clean = resume_size == file_size and i == len(self._segments) - 1
+            else:
+                seg.reset_indexes()
+                seg.size = 0
+                seg.next_offset = seg.base_offset
+                position = 0
+            fd = seg.open(writable=False)
+            try:
+                for pos, header in scan_batches(fd, position, file_size, verify_crc=True):
+                    if header[H_BASE_OFFSET] < seg.next_offset:
+                        break  # offsets went backwards: not something this log wrote
+                    seg.track_header(pos, header, self.config.index_interval_bytes)
+            finally:
+                seg.close()
+            if seg.size < file_size:
+                self._truncate_tail(i, seg)
+                clean = False
+                break
+        for seg in self._segments[:-1]:
+            if seg.indexes_loaded:
+                seg.seal_time_index()
+                seg.write_indexes()
+        active = self._segments[-1]
+        if not active.indexes_loaded and not active.load_indexes():
+            self._rebuild_indexes(active)
+        active.created_ms = now_ms
+        active.open(writable=True)
+
+        leo = active.next_offset
+        start = self._segments[0].base_offset
+        if checkpoint is not None:
+            start = max(start, checkpoint.log_start_offset)
+        self._log_start = min(start, leo)
+        self._rebuild_producer_state()
+        if not clean:
+            self.flush()  # record the recovered state so the next open starts from here
+
+    def _truncate_tail(self, index: int, seg: LogSegment) -> None:
+        """Cut segment ``index`` at its last valid batch and drop every later segment."""
+        with open(seg.log_path, "r+b") as f:
+            f.truncate(seg.size)
+            os.fsync(f.fileno())
+        for later in self._segments[index + 1 :]:
+            later.delete_files()
+        del self._segments[index + 1 :]
+        del self._bases[index + 1 :]
+
+    def _read_checkpoint(self) -> _Checkpoint | None:
+        try:
+            data = json.loads((self.directory / CHECKPOINT_FILE).read_text())
+            if data.get("version") != 1:
+                return None
+            return _Checkpoint(
+                log_start_offset=int(data["log_start_offset"]),
+                recovery_base=int(data["recovery_base"]),
+                recovery_size=int(data["recovery_size"]),
+                recovery_offset=int(data["recovery_offset"]),
+            )
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            return None
+
+    def _write_checkpoint(self) -> None:
+        base, size, offset = self._recovery
+        text = json.dumps(
+            {
+                "version": 1,
+                "log_start_offset": self._log_start,
+                "recovery_base": base,
+                "recovery_size": size,
+                "recovery_offset": offset,
+            }
+        )
+        write_file_atomically(self.directory / CHECKPOINT_FILE, text.encode())
+
+    def _rebuild_indexes(self, seg: LogSegment) -> None:
+        """Rebuild a segment's indexes from its batch headers (data below the recovery point)."""
+        file_size = seg.size
+        seg.reset_indexes()
+        seg.size = 0
+        seg.next_offset = seg.base_offset
+        fd = seg.fd if seg.fd >= 0 else seg.open(writable=False)
+        try:
+            for pos, header in scan_headers(fd, 0, file_size):
+                seg.track_header(pos, header, self.config.index_interval_bytes)
+        finally:
+            if seg is not self._segments[-1]:
+                seg.close()
+                if self._reader is seg:
+                    self._reader = None
+        seg.size = file_size
+        if seg is not self._segments[-1]:
+            seg.seal_time_index()
+            seg.write_indexes()
+
+    def _ensure_indexes(self, seg: LogSegment) -> None:
+        if not seg.indexes_loaded and not seg.load_indexes():
+            self._rebuild_indexes(seg)
+
+    def _rebuild_producer_state(self) -> None:
+        """Producer state at the log end: the snapshot, then the headers of the batches after it."""
+        leo = self.log_end_offset
+        start = self._segments[0].base_offset
+        snapshot = self.directory / PRODUCER_SNAPSHOT_FILE
+        try:
+            offset, state = ProducerStateManager.from_json(snapshot.read_text())
+            if start <= offset <= leo:
+                self._producers, start = state, offset
+            else:
+                snapshot.unlink()  # describes data that is gone; never let it match again
+        except FileNotFoundError:
+            pass
+        except (OSError, ValueError, KeyError, TypeError):
+            snapshot.unlink(missing_ok=True)
+        if start >= leo:
+            return
+        for seg in self._segments[max(0, bisect_right(self._bases, start) - 1) :]:
+            self._ensure_indexes(seg)
+            _, pos = seg.index.lookup(start - seg.base_offset)
+            fd = self._read_fd(seg)
+            for _, h in scan_headers(fd, pos, seg.size):
+                base = h[H_BASE_OFFSET]
+                if base >= start:
+                    self._observe_producer(h[9], h[10], h[11], h[5], base, base + h[H_LAST_OFFSET_DELTA])
+
+    def _observe_producer(
+        self, producer_id: int, epoch: int, base_seq: int, attributes: int, first: int, last: int
+    ) -> None:
+        if producer_id < 0:
+            return
+        if attributes & CONTROL_MASK or base_seq < 0:
+            self._producers.update(producer_id, epoch, None)
+        else:
+            last_seq = (base_seq + last - first) % (_MAX_SEQUENCE + 1)
+            self._producers.update(producer_id, epoch, BatchMetadata(base_seq, last_seq, first, last))
+
+    # -- properties ---------------------------------------------------------------------------------
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start
+
+    @property
+    def log_end_offset(self) -> int:
+        """The offset the next appended record gets (the high watermark on a single node)."""
+        return self._segments[-1].next_offset
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(seg.size for seg in self._segments)
+
+    @property
+    def segment_count(self) -> int:
+        return len(self._segments)
+
+    @property
+    def producer_state(self) -> ProducerStateManager:
+        return self._producers
+
+    # -- append -------------------------------------------------------------------------------------
+
+    def append(self, records: bytes, *, now_ms: int, leader_epoch: int = 0) -> AppendInfo:
+        """Validate, assign offsets to and durably write one or more whole v2 batches.
+
+        Raises :class:`RecordTooLargeError`, :class:`CorruptRecordError`,
+        :class:`OutOfOrderSequenceError`, :class:`InvalidProducerEpochError` or :class:`LogIOError`;
+        on any error nothing is written.
+        """
+        self._check_open()
+        total = len(records)
+        if total > self.config.max_message_bytes:
+            raise RecordTooLargeError(
+                f"{total} bytes of records exceed max.message.bytes {self.config.max_message_bytes}"
+            )
+        if total < HEADER_SIZE:
+            raise CorruptRecordError(f"{total} bytes cannot hold a record batch")
+        buf = bytearray(records)
+        view = memoryview(buf)
+        active = self._segments[-1]
+        first_offset = next_offset = active.next_offset
+        placed: list[tuple[int, int, int, int, int]] = []  # pos, base, next, size, max timestamp
+        producers: list[tuple[int, int, int, int, int, int]] = []
+        record_count = 0
+        pos = 0
+        while pos < total:
+            if pos + HEADER_SIZE > total:
+                raise CorruptRecordError(f"truncated batch header at byte {pos} of the records")
+            h = HEADER.unpack_from(buf, pos)
+            length = h[H_BATCH_LENGTH]
+            size = length + LOG_OVERHEAD
+            delta = h[H_LAST_OFFSET_DELTA]
+            if h[3] != MAGIC:
+                raise CorruptRecordError(f"batch at byte {pos} has magic {h[3]}, only v2 is accepted")
+            if length < _MIN_BATCH_LENGTH or pos + size > total:
+                raise CorruptRecordError(f"batch at byte {pos} has bad batchLength {length}")
+            if delta < 0 or h[12] != delta + 1:
+                raise CorruptRecordError(f"batch at byte {pos}: {h[12]} records but lastOffsetDelta {delta}")
+            if crc32c(view[pos + ATTRIBUTES_OFFSET : pos + size]) != h[4]:
+                raise CorruptRecordError(f"batch at byte {pos} fails its CRC32C check")
+            producer_id = h[9]
+            if producer_id >= 0 and not h[5] & CONTROL_MASK and h[11] >= 0:
+                epoch, first_seq = h[10], h[11]
+                last_seq = (first_seq + delta) % (_MAX_SEQUENCE + 1)
+                earlier = [p for p in producers if p[0] == producer_id]
+                if earlier:
+                    self._check_follows(earlier[-1], epoch, first_seq)
+                else:
+                    original = self._producers.check(producer_id, epoch, first_seq, last_seq)
+                    if original is not None:
+                        return AppendInfo(
+                            first_offset=original.first_offset,
+                            last_offset=original.last_offset,
+                            log_append_time_ms=-1,
+                            record_count=original.last_offset - original.first_offset + 1,
+                            duplicate=True,
+                            log_start_offset=self._log_start,
+                        )
+                producers.append((producer_id, epoch, first_seq, last_seq, next_offset, next_offset + delta))
+            elif producer_id >= 0:
+                producers.append((producer_id, h[10], -1, -1, next_offset, next_offset + delta))
+            _I64.pack_into(buf, pos, next_offset)
+            _I32.pack_into(buf, pos + PARTITION_LEADER_EPOCH_OFFSET, leader_epoch)
+            placed.append((pos, next_offset, next_offset + delta + 1, size, h[H_MAX_TIMESTAMP]))
+            next_offset += delta + 1
+            record_count += delta + 1
+            pos += size
+
+        if active.size > 0 and self._should_roll(active, total, next_offset, now_ms):
+            active = self._roll(first_offset, now_ms)
+        start = active.size
+        self._write(active, view)
+        interval = self.config.index_interval_bytes
+        for p, base, nxt, size, max_ts in placed:
+            active.track(start + p, base, nxt, size, max_ts, interval)
+        for producer_id, epoch, first_seq, last_seq, first, last in producers:
+            batch = BatchMetadata(first_seq, last_seq, first, last) if first_seq >= 0 else None
+            self._producers.update(producer_id, epoch, batch)
+        flush_every = self.config.flush_interval_messages
+        if flush_every is not None:
+            self._unflushed_messages += record_count
+            if self._unflushed_messages >= flush_every:
+                self._fsync(active)
+        return AppendInfo(
+            first_offset=first_offset,
+            last_offset=next_offset - 1,
+            log_append_time_ms=-1,
+            record_count=record_count,
+            duplicate=False,
+            log_start_offset=self._log_start,
+        )
+
+    @staticmethod
+    def _check_follows(earlier: tuple[int, int, int, int, int, int], epoch: int, first_seq: int) -> None:
+        producer_id, prev_epoch, _, prev_last, _, _ = earlier
+        if epoch != prev_epoch or first_seq != (prev_last + 1) % (_MAX_SEQUENCE + 1):
+            raise OutOfOrderSequenceError(
+                f"producer {producer_id}: batch in one request does not follow the previous one"
+            )
+
+    def _should_roll(self, active: LogSegment, incoming: int, next_offset: int, now_ms: int) -> bool:
+        config = self.config
+        return (
+            active.size + incoming > config.segment_bytes
+            or (config.segment_ms is not None and now_ms - active.created_ms >= config.segment_ms)
+            or next_offset - active.base_offset > _MAX_RELATIVE_OFFSET
+        )
+
+    def _write(self, seg: LogSegment, data: memoryview) -> None:
+        """One unbuffered write (looping on short writes); on failure cut the file back."""
+        written = 0
+        total = len(data)
+        try:
+            while written < total:
+                written += os.write(seg.fd, data[written:])
+        except OSError as exc:
+            try:
+                os.ftruncate(seg.fd, seg.size)
+            except OSError as trunc_exc:
+                raise LogIOError(
+                    f"append to {seg.log_path.name} failed ({exc}) and could not be undone ({trunc_exc})"
+                ) from exc
+            raise LogIOError(f"append to {seg.log_path.name} failed: {exc}") from exc
+
+    def _fsync(self, seg: LogSegment) -> None:
+        try:
+            os.fsync(seg.fd)
+        except OSError as exc:
+            raise LogIOError(f"fsync of {seg.log_path.name} failed: {exc}") from exc
+        self._unflushed_messages = 0
+
+    def _roll(self, base_offset: int, now_ms: int) -> LogSegment:
+        """Seal the active segment (fsync, indexes, checkpoint) and start a new one."""
+        old = self._segments[-1]
+        self._fsync(old)
+        old.seal_time_index()
+        old.write_indexes()
+        old.close()
+        new = LogSegment(self.directory, base_offset, created_ms=now_ms)
+        new.next_offset = base_offset
+        new.reset_indexes()
+        new.open(writable=True)
+        self._segments.append(new)
+        self._bases.append(base_offset)
+        self._recovery = (base_offset, 0, base_offset)
+        self._write_checkpoint()
+        return new
+
+    # -- read ---------------------------------------------------------------------------------------
+
+    def read(self, offset: int, max_bytes: int, *, min_one_batch: bool = True) -> FetchData:
+        """Whole batches from the one containing ``offset``, up to ``max_bytes`` in total.
+
+        The first batch is returned whole even if larger than ``max_bytes`` unless
+        ``min_one_batch`` is false. ``offset == log_end_offset`` gives no records; an offset outside
+        ``[log_start_offset, log_end_offset]`` raises :class:`OffsetOutOfRangeError`.
+        """
+        self._check_open()
+        leo = self.log_end_offset
+        if offset == leo:
+            return FetchData(records=b"", batches=(), log_start_offset=self._log_start, log_end_offset=leo)
+        if offset < self._log_start or offset > leo:
+            raise OffsetOutOfRangeError(
+                f"offset {offset} is outside the log's range [{self._log_start}, {leo}]"
+            )
+        i = bisect_right(self._bases, offset) - 1
+        while i < len(self._segments):
+            seg = self._segments[i]
+            data = self._read_segment(seg, offset, max_bytes, min_one_batch)
+            if data is not None:
+                records, batches = data
+                return FetchData(
+                    records=records, batches=batches, log_start_offset=self._log_start, log_end_offset=leo
+                )
+            i += 1  # the offset fell in a gap at the end of this segment
+        return FetchData(records=b"", batches=(), log_start_offset=self._log_start, log_end_offset=leo)
+
+    def _read_segment(
+        self, seg: LogSegment, offset: int, max_bytes: int, min_one_batch: bool
+    ) -> tuple[bytes, tuple[tuple[int, int], ...]] | None:
+        self._ensure_indexes(seg)
+        fd = self._read_fd(seg)
+        end = seg.size
+        _, pos = seg.index.lookup(offset - seg.base_offset)
+        span = self.config.index_interval_bytes + max(max_bytes, HEADER_SIZE)
+        chunk = os.pread(fd, min(span, end - pos), pos)
+        off = 0
+        unpack = HEADER.unpack_from
+        while True:  # find the batch holding `offset`
+            if off + HEADER_SIZE > len(chunk):
+                pos += off
+                if pos + HEADER_SIZE > end:
+                    return None
+                chunk, off = os.pread(fd, min(span, end - pos), pos), 0
+            h = unpack(chunk, off)
+            if h[H_BASE_OFFSET] + h[H_LAST_OFFSET_DELTA] >= offset:
+                break
+            off += h[H_BATCH_LENGTH] + LOG_OVERHEAD
+        start = off
+        batches: list[tuple[int, int]] = []
+        limit = len(chunk)
+        while off + HEADER_SIZE <= limit:
+            h = unpack(chunk, off)
+            size = h[H_BATCH_LENGTH] + LOG_OVERHEAD
+            if off + size > limit or off - start + size > max_bytes:
+                break
+            base = h[H_BASE_OFFSET]
+            batches.append((base, base + h[H_LAST_OFFSET_DELTA]))
+            off += size
+        if not batches:
+            h = unpack(chunk, start)
+            size = h[H_BATCH_LENGTH] + LOG_OVERHEAD
+            if not min_one_batch and size > max_bytes:
+                return b"", ()
+            base = h[H_BASE_OFFSET]
+            whole = chunk[start : start + size] if start + size <= limit else os.pread(fd, size, pos + start)
+            return whole, ((base, base + h[H_LAST_OFFSET_DELTA]),)
+        if start == 0 and off == limit:
+            return chunk, tuple(batches)
+        return chunk[start:off], tuple(batches)
+
+    def _read_fd(self, seg: LogSegment) -> int:
+        """The active segment's descriptor, or the one cached reader of an older segment."""
+        if seg.fd >= 0:
+            return seg.fd
+        if self._reader is not None and self._reader is not seg:
+            self._reader.close()
+        self._reader = seg
+        return seg.open(writable=False)
+
+    # -- timestamps ---------------------------------------------------------------------------------
+
+    def offset_for_timestamp(self, timestamp_ms: int) -> TimestampOffset | None:
+        """The first record whose timestamp is at least ``timestamp_ms`` (Kafka ListOffsets).
+
+        Exact for uncompressed batches; for a compressed batch the batch's first offset and maximum
+        timestamp are returned (its records are not decompressed). ``None`` if no record is that late.
+        """
+        self._check_open()
+        for seg in self._segments:
+            if seg.next_offset <= self._log_start or seg.size == 0:
+                continue
+            self._ensure_indexes(seg)
+            if seg.max_timestamp < timestamp_ms:
+                continue
+            rel = seg.time_index.lookup_below(timestamp_ms)
+            _, pos = seg.index.lookup(rel)
+            fd = self._read_fd(seg)
+            for p, h in scan_batches(fd, pos, seg.size, verify_crc=False):
+                last = h[H_BASE_OFFSET] + h[H_LAST_OFFSET_DELTA]
+                if h[H_MAX_TIMESTAMP] < timestamp_ms or last < self._log_start:
+                    continue
+                return self._exact_timestamp(fd, p, h[H_BATCH_LENGTH] + LOG_OVERHEAD, timestamp_ms)
+        return None
+
+    def _exact_timestamp(self, fd: int, pos: int, size: int, timestamp_ms: int) -> TimestampOffset:
+        raw = os.pread(fd, size, pos)
+        header = read_batch_header(raw)
+        fallback = TimestampOffset(header.max_timestamp, max(header.base_offset, self._log_start))
+        if header.compression is not Compression.NONE:
+            return fallback
+        if header.timestamp_type is TimestampType.LOG_APPEND_TIME:
+            return fallback
+        for record in decode_batch(raw, verify_crc=False).records:
+            ts = record.timestamp if record.timestamp is not None else -1
+            if ts >= timestamp_ms and record.offset >= self._log_start:
+                return TimestampOffset(ts, record.offset)
+        return fallback
+
+    # -- retention ----------------------------------------------------------------------------------
+
+    def advance_log_start(self, offset: int) -> None:
+        """Move the log start forward (DeleteRecords); whole segments below it are deleted."""
+        self._check_open()
+        leo = self.log_end_offset
+        if offset > leo or offset < 0:
+            raise OffsetOutOfRangeError(f"cannot move the log start to {offset}: log ends at {leo}")
+        if offset <= self._log_start:
+            return
+        self._log_start = offset
+        self._delete_oldest(lambda seg: seg.next_offset <= self._log_start)
+        self._write_checkpoint()
+
+    def enforce_retention(self, now_ms: int) -> int:
+        """Delete old whole segments by ``retention_ms`` and ``retention_bytes`` (never the active
+        one); return how many were deleted."""
+        self._check_open()
+        deleted = self._delete_oldest(lambda seg: seg.next_offset <= self._log_start)
+        retention_ms = self.config.retention_ms
+        if retention_ms >= 0:
+            deleted += self._delete_oldest(lambda seg: now_ms - self._largest_timestamp(seg) > retention_ms)
+        retention_bytes = self.config.retention_bytes
+        if retention_bytes >= 0:
+            excess = self.size_bytes - retention_bytes
+
+            def over(seg: LogSegment) -> bool:
+                nonlocal excess
+                if excess - seg.size < 0:
+                    return False
+                excess -= seg.size
+                return True
+
+            deleted += self._delete_oldest(over)
+        if deleted:
+            self._write_checkpoint()
+        return deleted
+
+    def _largest_timestamp(self, seg: LogSegment) -> int:
+        self._ensure_indexes(seg)
+        return seg.largest_timestamp()
+
+    def _delete_oldest(self, eligible: Callable[[LogSegment], bool]) -> int:
+        """Delete segments from the oldest while ``eligible(segment)`` holds, keeping the active one."""
+        deleted = 0
+        while len(self._segments) > 1 and eligible(self._segments[0]):
+            seg = self._segments.pop(0)
+            self._bases.pop(0)
+            if self._reader is seg:
+                self._reader = None
+            seg.delete_files()
+            deleted += 1
+        if deleted:
+            self._log_start = max(self._log_start, self._segments[0].base_offset)
+        return deleted
+
+    # -- durability and lifecycle -------------------------------------------------------------------
+
+    def flush(self) -> None:
+        """fsync the active segment and record a recovery point, indexes and producer snapshot."""
+        self._check_open()
+        active = self._segments[-1]
+        self._fsync(active)
+        active.seal_time_index()
+        try:
+            active.write_indexes()
+            write_file_atomically(
+                self.directory / PRODUCER_SNAPSHOT_FILE,
+                self._producers.to_json(active.next_offset).encode(),
+                sync=False,
+            )
+            self._recovery = (active.base_offset, active.size, active.next_offset)
+            self._write_checkpoint()
+        except OSError as exc:
+            raise LogIOError(f"cannot write checkpoint files: {exc}") from exc
+
+    def close(self) -> None:
+        """Flush and release file descriptors; a clean close lets the next open skip recovery scans."""
+        if self._closed:
+            return
+        try:
+            self.flush()
+        finally:
+            self._close_fds()
+            self._closed = True
+
+    def delete(self) -> None:
+        """Close without flushing and remove the partition directory."""
+        self._close_fds()
+        self._closed = True
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+    def _close_fds(self) -> None:
+        for seg in self._segments:
+            seg.close()
+        self._reader = None
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise LogIOError(f"log in {self.directory.name} is closed")
+
+    def __repr__(self) -> str:
+        return (
+            f"PartitionLog({self.directory.name}, start={self._log_start}, end={self.log_end_offset}, "
+            f"segments={len(self._segments)})"
+        )
