@@ -153,6 +153,10 @@ class Cluster:
             if int(exc.code) != TOPIC_ALREADY_EXISTS:
                 raise
 
+    def set_group_configs(self, group_id: str, configs: dict[str, str]) -> None:
+        """IncrementalAlterConfigs SET on the GROUP resource."""
+        self.admin.alter_configs(ConfigResource(ResourceType.GROUP, group_id), configs)
+
     def group_config(self, group_id: str, name: str) -> str | None:
         resource = ConfigResource(ResourceType.GROUP, group_id)
         entries = self.admin.describe_configs([resource], keys=[name]).get(resource, {})

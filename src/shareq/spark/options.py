@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 KAFKA_PREFIX = "kafka."
+SHARE_PREFIX = "share."
 DEFAULT_ACK_TOPIC = "shareq-spark-acks"
 
 
@@ -66,6 +67,19 @@ def kafka_params(options: Mapping[str, str]) -> dict[str, str]:
     }
 
 
+def group_configs(options: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    """``share.*`` options are share-group configs (``share.auto.offset.reset``,
+    ``share.record.lock.duration.ms``, ...), set on the group when the query starts;
+    ``startingOffsets`` (earliest/latest) is shorthand for ``share.auto.offset.reset``."""
+    out = {key.lower(): value for key, value in options.items() if key.lower().startswith(SHARE_PREFIX)}
+    starting = _get(options, "startingOffsets")
+    if starting is not None:
+        if starting.strip().lower() not in ("earliest", "latest"):
+            raise OptionError("the share source's startingOffsets is 'earliest' or 'latest'")
+        out.setdefault("share.auto.offset.reset", starting.strip().lower())
+    return tuple(sorted(out.items()))
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ConnectOptions:
     """Where the cluster is and how to talk to it; shared by every reader and writer."""
@@ -106,6 +120,7 @@ class ShareSourceOptions:
     ack_topic: str = DEFAULT_ACK_TOPIC
     renew_locks: bool = True
     trigger_interval_ms: int = 0
+    group_configs: tuple[tuple[str, str], ...] = ()
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> ShareSourceOptions:
@@ -125,6 +140,7 @@ class ShareSourceOptions:
             ack_topic=_get(options, "ackTopic") or DEFAULT_ACK_TOPIC,
             renew_locks=_bool(options, "renewLocks", True),
             trigger_interval_ms=_int(options, "triggerIntervalMs", None) or 0,
+            group_configs=group_configs(options),
         )
 
 

@@ -63,6 +63,9 @@ class ShareDriver:
         from .session import ShareSession  # the share consumer is needed on the driver only
 
         self.cluster = Cluster(options.connect)
+        if options.group_configs:
+            # Before joining: share.auto.offset.reset only matters for a group without state.
+            self.cluster.set_group_configs(options.group_id, dict(options.group_configs))
         self.session = ShareSession(options.connect, group_id=options.group_id, topics=options.topics)
         self.decisions = DecisionLog(self.cluster, topic=options.ack_topic, group_id=options.group_id)
         self.pending: dict[int, ShareBatchOffset] = {}
@@ -122,7 +125,7 @@ class ShareDriver:
 
     def _renew_loop(self) -> None:
         interval = max(0.5, self.lock_duration_ms / 2000.0)
-        while not self._closed.wait(interval):
+        while not self._closed.wait(interval) and self.session.supports_renew:
             with self._lock:
                 ranges = [
                     (topic, partition, first, last, AckType.RENEW)
