@@ -135,7 +135,7 @@ def test_failed_rows_are_rejected_or_archived_after_the_delivery_limit(
         parsed = batch.withColumn("order", F.from_json(F.col("value").cast("string"), "id long, amount long"))
         ok = parsed.where(F.col("order.amount").isNotNull())
         bad = parsed.where(F.col("order.id").isNull())
-        flaky = parsed.where((F.col("order.id") == -1))  # fails transiently every time: released
+        flaky = parsed.where(F.col("order.id") == -1)  # fails transiently every time: released
         ok.select("topic", "partition", "offset", "order.*").write.mode("overwrite").parquet(
             str(tmp_path / "good" / f"batch={batch_id}")
         )

@@ -54,8 +54,8 @@ class ShareSession:
     def acknowledge(self, ranges: Sequence[AckRange]) -> list[str]:
         """Send acknowledgements now; returns failures as text. They are not raised: a failed
         acknowledgement means a lapsed lock or a lost session, and the broker redelivers."""
-        from shareq.client.share_consumer import AckRange as ClientAckRange
         from shareq.client.share_consumer import AcknowledgeType
+        from shareq.client.share_consumer import AckRange as ClientAckRange
 
         if not ranges:
             return []
