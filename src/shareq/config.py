@@ -78,7 +78,7 @@ register(
     Setting(name="log.segment.bytes", type=int, default=1024 * 1024 * 1024, validator=_positive),
     Setting(name="log.retention.ms", type=int, default=7 * 24 * 3600 * 1000, validator=_at_least_minus_one),
     Setting(name="log.retention.bytes", type=int, default=-1, validator=_at_least_minus_one),
-    Setting(name="log.flush.interval.messages", type=int, default=1, validator=_positive),
+    Setting(name="log.flush.interval.messages", type=int, default=2**63 - 1, validator=_positive),
     Setting(name="log.retention.check.interval.ms", type=int, default=300_000, validator=_positive),
     Setting(name="message.max.bytes", type=int, default=1024 * 1024 + 12, validator=_positive),
     Setting(name="socket.request.max.bytes", type=int, default=100 * 1024 * 1024, validator=_positive),

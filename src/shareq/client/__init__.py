@@ -1,0 +1,75 @@
+"""shareq's own Kafka client on kio: producer, assign-style consumer, share consumer and admin.
+
+Synchronous and thread-safe per connection; no librdkafka. Built for the PySpark connector and the CLI.
+"""
+
+from ._share_state import AcknowledgeType, AckRange, AcquiredRange
+from .admin import Admin
+from .admin_types import (
+    AlterOp,
+    ConfigEntry,
+    ConfigResource,
+    ConfigSource,
+    CreatedTopic,
+    GroupListing,
+    NewTopic,
+    OffsetInfo,
+    OffsetSpec,
+    ResourceType,
+    ShareGroupDescription,
+    ShareGroupOffset,
+    ShareMember,
+)
+from .cluster import BrokerInfo, Cluster, PartitionInfo, TopicInfo
+from .connection import BrokerConnection
+from .consumer import Consumer, FetchResult
+from .errors import (
+    BrokerConnectionError,
+    ClientError,
+    KafkaError,
+    ProtocolViolation,
+    UnsupportedVersionError,
+)
+from .partitioner import murmur2, partition_for_key
+from .producer import Producer, RecordMetadata
+from .records import ConsumerRecord
+from .share_consumer import Acquisition, ShareConsumer
+
+__all__ = [
+    "AckRange",
+    "AcknowledgeType",
+    "AcquiredRange",
+    "Acquisition",
+    "Admin",
+    "AlterOp",
+    "BrokerConnection",
+    "BrokerConnectionError",
+    "BrokerInfo",
+    "ClientError",
+    "Cluster",
+    "ConfigEntry",
+    "ConfigResource",
+    "ConfigSource",
+    "Consumer",
+    "ConsumerRecord",
+    "CreatedTopic",
+    "FetchResult",
+    "GroupListing",
+    "KafkaError",
+    "NewTopic",
+    "OffsetInfo",
+    "OffsetSpec",
+    "PartitionInfo",
+    "Producer",
+    "ProtocolViolation",
+    "RecordMetadata",
+    "ResourceType",
+    "ShareConsumer",
+    "ShareGroupDescription",
+    "ShareGroupOffset",
+    "ShareMember",
+    "TopicInfo",
+    "UnsupportedVersionError",
+    "murmur2",
+    "partition_for_key",
+]

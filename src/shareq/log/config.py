@@ -114,6 +114,13 @@ def _retention(n: int) -> int:
     return -1 if n < 0 else n
 
 
+def _retention_value(text: str) -> int:
+    n = _parse_int(text)
+    if n < -1:
+        raise ValueError("must be -1 (unlimited) or at least 0")
+    return n
+
+
 def _segment_ms(text: str) -> int | None:
     n = _parse_int(text)
     if n <= 0:
@@ -140,8 +147,8 @@ _Parser = Callable[[str], Any]
 _TOPIC_NAMES: dict[str, tuple[str, _Parser]] = {
     "segment.bytes": ("segment_bytes", _parse_int),
     "segment.ms": ("segment_ms", _segment_ms),
-    "retention.ms": ("retention_ms", lambda s: _retention(_parse_int(s))),
-    "retention.bytes": ("retention_bytes", lambda s: _retention(_parse_int(s))),
+    "retention.ms": ("retention_ms", _retention_value),
+    "retention.bytes": ("retention_bytes", _retention_value),
     "flush.messages": ("flush_interval_messages", _flush_messages),
     "index.interval.bytes": ("index_interval_bytes", _parse_int),
     "max.message.bytes": ("max_message_bytes", _parse_int),
@@ -151,8 +158,8 @@ _TOPIC_NAMES: dict[str, tuple[str, _Parser]] = {
 _BROKER_NAMES: dict[str, tuple[str, _Parser]] = {
     "log.segment.bytes": ("segment_bytes", _parse_int),
     "log.roll.ms": ("segment_ms", _segment_ms),
-    "log.retention.ms": ("retention_ms", lambda s: _retention(_parse_int(s))),
-    "log.retention.bytes": ("retention_bytes", lambda s: _retention(_parse_int(s))),
+    "log.retention.ms": ("retention_ms", _retention_value),
+    "log.retention.bytes": ("retention_bytes", _retention_value),
     "log.flush.interval.messages": ("flush_interval_messages", _flush_messages),
     "log.index.interval.bytes": ("index_interval_bytes", _parse_int),
     "message.max.bytes": ("max_message_bytes", _parse_int),

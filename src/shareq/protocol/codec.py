@@ -19,6 +19,7 @@ from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
 
 from .errors import MalformedRequestError
+from .guard import check_body
 
 Reader = Callable[[bytes, int], tuple[Any, int]]
 Writer = Callable[[Any, Any], None]
@@ -44,6 +45,7 @@ class Codec:
 
     def decode(self, payload: bytes, offset: int) -> Any:
         """Decode a request body; trailing bytes are tolerated (librdkafka sends some after Metadata)."""
+        payload = check_body(self.request_class, payload, offset)
         try:
             entity, _ = self.reader(payload, offset)
         except Exception as error:  # kio raises ValueError, KeyError (unknown tag), IndexError...

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from shareq.config import BrokerConfig
+from shareq.log import LogConfig, PartitionLog
 
 from .connection import serve_connection
 from .handlers import HandlerTable, default_handlers
@@ -134,15 +135,11 @@ class Broker:
 
     # -- topics ----------------------------------------------------------------------------------
 
-    def log_config(self, topic: TopicInfo) -> Any:
-        from shareq.log.partition_log import LogConfig
-
+    def log_config(self, topic: TopicInfo) -> LogConfig:
         effective = {k: v for k, (v, _) in effective_topic_configs(topic.configs, self.config).items()}
         return LogConfig.from_kafka(effective, LogConfig())
 
     def _open_partition(self, topic: TopicInfo, index: int) -> Partition:
-        from shareq.log.partition_log import PartitionLog
-
         directory = self.data_dir / f"{topic.name}-{index}"
         partition_log = PartitionLog.open(directory, self.log_config(topic), now_ms=now_ms())
         partition = Partition(topic.name, index, directory, partition_log)

@@ -8,10 +8,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from shareq.log.partition_log import PartitionLog
+from shareq.log import PartitionLog
 
 
 class Partition:

@@ -73,12 +73,12 @@ def _collect(request: Any, ctx: RequestContext, wanted: list[Wanted]) -> tuple[t
             high_watermark = log.log_end_offset
             log_start = log.log_start_offset
             limit = min(preq.partition_max_bytes, budget)
-            # The log returns at least one whole batch (progress for large batches), so a partition
-            # reached after the response budget is spent reads nothing.
+            # Only the first partition that returns data may exceed the budget, by one whole
+            # batch (so a batch larger than max_bytes still makes progress).
             readable = preq.fetch_offset != high_watermark or preq.fetch_offset < log_start
             if readable and (limit > 0 or total == 0):
                 try:
-                    data = log.read(preq.fetch_offset, max(limit, 1))
+                    data = log.read(preq.fetch_offset, limit, min_one_batch=total == 0)
                 except LogError as error:
                     code = error_code(error)
                 else:

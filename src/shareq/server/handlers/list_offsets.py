@@ -7,6 +7,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from shareq.log.errors import LogError
+from shareq.log.partition_log import PartitionLog
 from shareq.protocol import VersionRange
 from shareq.protocol.versions import LIST_OFFSETS
 
@@ -57,13 +58,12 @@ def handle_list_offsets(request: Any, ctx: RequestContext) -> Any:
     return ctx.build(throttle_time=NO_THROTTLE, topics=tuple(topics))
 
 
-def _by_timestamp(log: Any, timestamp: int) -> tuple[int, int] | None:
+def _by_timestamp(log: PartitionLog, timestamp: int) -> tuple[int, int] | None:
+    """(offset, timestamp) of the first batch at or after ``timestamp`` (-3: the largest timestamp)."""
     if timestamp == MAX_TIMESTAMP:
-        finder = getattr(log, "offset_for_max_timestamp", None)
-        found: tuple[int, int] | None = None if finder is None else finder()
-        return found
-    result: tuple[int, int] | None = log.offset_for_timestamp(timestamp)
-    return result
+        return None  # the log keeps no max-timestamp index yet
+    found = log.offset_for_timestamp(timestamp)
+    return None if found is None else (found.offset, found.timestamp)
 
 
 HANDLERS = {LIST_OFFSETS: (VersionRange(1, 11), handle_list_offsets)}

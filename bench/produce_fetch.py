@@ -1,0 +1,169 @@
+"""Produce and fetch throughput through librdkafka against a broker subprocess, beside raw file I/O.
+
+Prints records/s and MB/s for produce (confluent Producer, default batching) and fetch (Consumer
+with assign() from offset 0), the same bytes appended to and read from a plain file (the
+ceilings), the ratios, and the RSS of an idle broker holding 1,000 partitions.
+
+    PYTHONPATH=src python bench/produce_fetch.py [--records 500000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import psutil
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+RECORD_BYTES = 100
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def start_broker(data_dir: Path) -> tuple[subprocess.Popen[str], str]:
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "shareq", "serve", "--data-dir", str(data_dir), "--port", str(port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    assert process.stdout is not None
+    line = process.stdout.readline()
+    if not line.startswith("shareq listening on"):
+        process.kill()
+        raise RuntimeError(f"broker did not start: {line!r}")
+    return process, f"127.0.0.1:{port}"
+
+
+def stop(process: subprocess.Popen[str]) -> None:
+    process.terminate()
+    process.wait(timeout=30)
+
+
+def bench_produce(bootstrap: str, topic: str, count: int, value: bytes) -> float:
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+    producer.produce(topic, value, partition=0)  # warm up: metadata and connection
+    producer.flush(30)
+    started = time.perf_counter()
+    for _ in range(count - 1):
+        while True:
+            try:
+                producer.produce(topic, value, partition=0)
+                break
+            except BufferError:
+                producer.poll(0.001)
+    remaining = producer.flush(120)
+    elapsed = time.perf_counter() - started
+    assert remaining == 0
+    return elapsed
+
+
+def bench_fetch(bootstrap: str, topic: str, count: int) -> float:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench", "enable.auto.commit": False})
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    received = 0
+    started = time.perf_counter()
+    while received < count:
+        for message in consumer.consume(num_messages=10_000, timeout=10):
+            if message.error() is None:
+                received += 1
+    elapsed = time.perf_counter() - started
+    consumer.close()
+    return elapsed
+
+
+def bench_raw(directory: Path, count: int, value: bytes) -> tuple[float, float]:
+    """Append the same payload bytes to a file in 16 KiB writes, then read them back in 1 MiB reads."""
+    path = directory / "raw.bin"
+    per_chunk = 16 * 1024 // len(value)
+    chunk = value * per_chunk
+    chunks, rest = divmod(count, per_chunk)
+    started = time.perf_counter()
+    with open(path, "ab") as handle:
+        for _ in range(chunks):
+            handle.write(chunk)
+        handle.write(value * rest)
+        handle.flush()
+    write_s = time.perf_counter() - started
+    started = time.perf_counter()
+    with open(path, "rb") as handle:
+        while handle.read(1024 * 1024):
+            pass
+    read_s = time.perf_counter() - started
+    return write_s, read_s
+
+
+def idle_rss_with_partitions(directory: Path, partitions: int) -> float:
+    process, bootstrap = start_broker(directory)
+    try:
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        admin.create_topics([NewTopic("wide", num_partitions=partitions, replication_factor=1)])[
+            "wide"
+        ].result(60)
+        del admin
+        time.sleep(1.0)  # idle
+        return psutil.Process(process.pid).memory_info().rss / 1e6
+    finally:
+        stop(process)
+
+
+def _cpu(process: psutil.Process) -> float:
+    times = process.cpu_times()
+    return float(times.user + times.system)
+
+
+def line(name: str, count: int, seconds: float) -> str:
+    return f"{name:<14} {count / seconds:>12,.0f} records/s {count * RECORD_BYTES / seconds / 1e6:>8.1f} MB/s"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--records", type=int, default=500_000)
+    parser.add_argument("--partitions", type=int, default=1000)
+    args = parser.parse_args()
+    count: int = args.records
+    value = os.urandom(RECORD_BYTES)
+    with tempfile.TemporaryDirectory(prefix="shareq-bench-") as tmp:
+        root = Path(tmp)
+        process, bootstrap = start_broker(root / "broker")
+        broker = psutil.Process(process.pid)
+        try:
+            cpu0 = _cpu(broker)
+            produce_s = bench_produce(bootstrap, "bench", count, value)
+            cpu1 = _cpu(broker)
+            fetch_s = bench_fetch(bootstrap, "bench", count)
+            cpu2 = _cpu(broker)
+        finally:
+            stop(process)
+        write_s, read_s = bench_raw(root, count, value)
+        rss_mb = idle_rss_with_partitions(root / "wide", args.partitions)
+    print(f"{count:,} records of {RECORD_BYTES} bytes")
+    print(line("produce", count, produce_s))
+    print(line("raw append", count, write_s))
+    print(line("fetch", count, fetch_s))
+    print(line("raw read", count, read_s))
+    print(f"produce / raw append = {write_s / produce_s:.3f} (target >= 0.5)")
+    print(f"fetch / raw read     = {read_s / fetch_s:.3f} (target >= 0.5)")
+    megabytes = count * RECORD_BYTES / 1e6
+    print(
+        f"broker CPU: produce {cpu1 - cpu0:.2f} s ({megabytes / (cpu1 - cpu0):.0f} MB per CPU-second), "
+        f"fetch {cpu2 - cpu1:.2f} s ({megabytes / max(cpu2 - cpu1, 1e-9):.0f} MB per CPU-second)"
+    )
+    print(f"idle broker RSS with {args.partitions} partitions: {rss_mb:.1f} MB (target < 150 MB)")
+
+
+if __name__ == "__main__":
+    main()

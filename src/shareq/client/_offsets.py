@@ -1,0 +1,57 @@
+"""ListOffsets against partition leaders; shared by ``Admin`` and ``Consumer``."""
+
+from __future__ import annotations
+
+import datetime
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Any
+
+from .admin_types import OffsetInfo, OffsetSpec
+from .cluster import Cluster
+from .errors import raise_for
+
+LIST_OFFSETS = 2
+
+
+def list_offsets(
+    cluster: Cluster,
+    topic: str,
+    partitions: Sequence[int] | None = None,
+    spec: OffsetSpec | int = OffsetSpec.LATEST,
+    *,
+    isolation_level: int = 0,
+) -> dict[int, OffsetInfo]:
+    info = cluster.topic(topic, refresh=True)
+    wanted = [p.partition for p in info.partitions] if partitions is None else list(partitions)
+    by_leader: dict[int, list[int]] = defaultdict(list)
+    for p in wanted:
+        by_leader[info.partition(p).leader].append(p)
+    out: dict[int, OffsetInfo] = {}
+    for leader, parts in by_leader.items():
+        conn = cluster.connection(leader)
+        v, m = conn.module(LIST_OFFSETS)
+        kwargs: dict[str, Any] = {}
+        if v >= 10:
+            kwargs["timeout"] = datetime.timedelta(milliseconds=int(conn.request_timeout * 1000))
+        request = m.ListOffsetsRequest(
+            replica_id=-1,
+            isolation_level=isolation_level,
+            topics=(
+                m.ListOffsetsTopic(
+                    name=topic,
+                    partitions=tuple(
+                        m.ListOffsetsPartition(partition_index=p, timestamp=int(spec)) for p in parts
+                    ),
+                ),
+            ),
+            **kwargs,
+        )
+        response = conn.send(request, idempotent=True)
+        for t in response.topics:
+            for p in t.partitions:
+                raise_for(p.error_code, context=f"ListOffsets({t.name}-{p.partition_index})")
+                out[int(p.partition_index)] = OffsetInfo(
+                    offset=int(p.offset), timestamp=int(p.timestamp), leader_epoch=int(p.leader_epoch)
+                )
+    return out

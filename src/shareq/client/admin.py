@@ -1,0 +1,349 @@
+"""``Admin``: topics, configs, offsets and share-group administration over our own connections.
+
+Group calls go to the group's coordinator (FindCoordinator key_type 0); BROKER config calls go to that broker;
+the rest go to any broker. Batch calls raise ``KafkaError`` for the first failing item unless told not to.
+"""
+
+from __future__ import annotations
+
+import datetime
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from . import _admin_share as share
+from . import _offsets
+from .admin_types import (
+    AlterOp,
+    ConfigEntry,
+    ConfigResource,
+    ConfigSource,
+    CreatedTopic,
+    GroupListing,
+    NewTopic,
+    OffsetInfo,
+    OffsetSpec,
+    ResourceType,
+    ShareGroupDescription,
+    ShareGroupOffset,
+)
+from .cluster import Cluster, TopicInfo
+from .connection import BrokerConnection
+from .errors import KafkaError, raise_for
+
+LIST_GROUPS = 16
+CREATE_TOPICS = 19
+DELETE_TOPICS = 20
+DESCRIBE_CONFIGS = 32
+DELETE_GROUPS = 42
+INCREMENTAL_ALTER_CONFIGS = 44
+SHARE_GROUP_DESCRIBE = 77
+DESCRIBE_SHARE_GROUP_OFFSETS = 90
+ALTER_SHARE_GROUP_OFFSETS = 91
+DELETE_SHARE_GROUP_OFFSETS = 92
+
+
+class Admin:
+    """``with Admin("host:port") as admin: admin.create_topic("t", 3)``."""
+
+    def __init__(
+        self, bootstrap: str | list[str], *, client_id: str = "shareq-admin", request_timeout: float = 30.0
+    ) -> None:
+        self.cluster = Cluster(bootstrap, client_id=client_id, request_timeout=request_timeout)
+
+    def close(self) -> None:
+        self.cluster.close()
+
+    def __enter__(self) -> Admin:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- topics ------------------------------------------------------------------------------------
+
+    def create_topics(
+        self,
+        topics: Sequence[NewTopic | str],
+        *,
+        validate_only: bool = False,
+        timeout: float = 30.0,
+        raise_on_error: bool = True,
+    ) -> dict[str, CreatedTopic]:
+        conn = self.cluster.any_connection()
+        _v, m = conn.module(CREATE_TOPICS)
+        specs = [NewTopic(name=t) if isinstance(t, str) else t for t in topics]
+        request = m.CreateTopicsRequest(
+            topics=tuple(
+                m.CreatableTopic(
+                    name=t.name,
+                    num_partitions=t.num_partitions,
+                    replication_factor=t.replication_factor,
+                    assignments=(),
+                    configs=tuple(m.CreatableTopicConfig(name=k, value=v) for k, v in t.configs.items()),
+                )
+                for t in specs
+            ),
+            timeout=datetime.timedelta(seconds=timeout),
+            validate_only=validate_only,
+        )
+        response = conn.send(request, timeout=timeout + 5)
+        out = {
+            r.name: CreatedTopic(
+                name=r.name,
+                topic_id=getattr(r, "topic_id", None),
+                num_partitions=int(getattr(r, "num_partitions", -1)),
+                replication_factor=int(getattr(r, "replication_factor", -1)),
+                error=r.error_code,
+                error_message=r.error_message,
+            )
+            for r in response.topics
+        }
+        if raise_on_error:
+            for r in out.values():
+                raise_for(r.error, r.error_message, context=f"CreateTopics({r.name})")
+        return out
+
+    def create_topic(
+        self,
+        name: str,
+        num_partitions: int = 1,
+        replication_factor: int = 1,
+        configs: Mapping[str, str] | None = None,
+    ) -> uuid.UUID | None:
+        """Create one topic; return its id."""
+        spec = NewTopic(
+            name=name,
+            num_partitions=num_partitions,
+            replication_factor=replication_factor,
+            configs=configs or {},
+        )
+        return self.create_topics([spec])[name].topic_id
+
+    def delete_topics(
+        self, names: Sequence[str], *, timeout: float = 30.0, raise_on_error: bool = True
+    ) -> dict[str, ErrorCode]:
+        conn = self.cluster.any_connection()
+        v, m = conn.module(DELETE_TOPICS)
+        td = datetime.timedelta(seconds=timeout)
+        if v >= 6:
+            request = m.DeleteTopicsRequest(
+                topics=tuple(m.DeleteTopicState(name=n, topic_id=None) for n in names), timeout=td
+            )
+        else:
+            request = m.DeleteTopicsRequest(topic_names=tuple(names), timeout=td)
+        response = conn.send(request, timeout=timeout + 5)
+        out = {r.name: r.error_code for r in response.responses}
+        for n in names:
+            self.cluster.cache.topics.pop(n, None)
+        if raise_on_error:
+            share.first_error(out, "DeleteTopics")
+        return out
+
+    def list_topics(self, *, include_internal: bool = False) -> dict[str, TopicInfo]:
+        cache = self.cluster.refresh_metadata(None)
+        return {n: t for n, t in sorted(cache.topics.items()) if include_internal or not t.is_internal}
+
+    def describe_topic(self, name: str) -> TopicInfo:
+        return self.cluster.topic(name, refresh=True)
+
+    # -- configs -----------------------------------------------------------------------------------
+
+    def _config_connection(self, resource: ConfigResource) -> BrokerConnection:
+        if resource.type is ResourceType.BROKER and resource.name:
+            return self.cluster.connection(int(resource.name))
+        return self.cluster.any_connection()
+
+    def describe_configs(
+        self, resources: Sequence[ConfigResource], *, keys: Sequence[str] | None = None
+    ) -> dict[ConfigResource, dict[str, ConfigEntry]]:
+        by_conn: dict[int, tuple[BrokerConnection, list[ConfigResource]]] = {}
+        for r in resources:
+            conn = self._config_connection(r)
+            by_conn.setdefault(id(conn), (conn, []))[1].append(r)
+        out: dict[ConfigResource, dict[str, ConfigEntry]] = {}
+        for conn, items in by_conn.values():
+            _v, m = conn.module(DESCRIBE_CONFIGS)
+            request = m.DescribeConfigsRequest(
+                resources=tuple(
+                    m.DescribeConfigsResource(
+                        resource_type=int(r.type),
+                        resource_name=r.name,
+                        configuration_keys=None if keys is None else tuple(keys),
+                    )
+                    for r in items
+                ),
+                include_synonyms=False,
+            )
+            response = conn.send(request, idempotent=True)
+            for res in response.results:
+                key = ConfigResource(ResourceType(int(res.resource_type)), res.resource_name)
+                raise_for(
+                    res.error_code, res.error_message, context=f"DescribeConfigs({key.type.name} {key.name})"
+                )
+                entries = {}
+                for c in res.configs:
+                    source = _config_source(int(c.config_source))
+                    entries[c.name] = ConfigEntry(
+                        name=c.name,
+                        value=c.value,
+                        source=source,
+                        read_only=bool(c.read_only),
+                        is_sensitive=bool(c.is_sensitive),
+                        is_default=source is ConfigSource.DEFAULT_CONFIG,
+                    )
+                out[key] = entries
+        return out
+
+    def alter_configs(
+        self,
+        resource: ConfigResource,
+        changes: Mapping[str, str | None],
+        *,
+        ops: Mapping[str, AlterOp] | None = None,
+        validate_only: bool = False,
+    ) -> None:
+        """IncrementalAlterConfigs: SET each name to its value, DELETE the names mapped to None
+        (``ops`` can ask APPEND/SUBTRACT for list-valued configs)."""
+        conn = self._config_connection(resource)
+        _v, m = conn.module(INCREMENTAL_ALTER_CONFIGS)
+        configs = tuple(
+            m.AlterableConfig(
+                name=name,
+                config_operation=int((ops or {}).get(name, AlterOp.DELETE if value is None else AlterOp.SET)),
+                value=value,
+            )
+            for name, value in changes.items()
+        )
+        request = m.IncrementalAlterConfigsRequest(
+            resources=(
+                m.AlterConfigsResource(
+                    resource_type=int(resource.type), resource_name=resource.name, configs=configs
+                ),
+            ),
+            validate_only=validate_only,
+        )
+        response = conn.send(request)
+        for r in response.responses:
+            raise_for(r.error_code, r.error_message, context=f"IncrementalAlterConfigs({resource.name})")
+
+    # -- offsets -----------------------------------------------------------------------------------
+
+    def list_offsets(
+        self,
+        topic: str,
+        partitions: Sequence[int] | None = None,
+        spec: OffsetSpec | int = OffsetSpec.LATEST,
+        *,
+        isolation_level: int = 0,
+    ) -> dict[int, OffsetInfo]:
+        """Offsets of ``topic``'s partitions: LATEST (the high watermark), EARLIEST, MAX_TIMESTAMP, or the
+        first offset at or after a timestamp in ms."""
+        return _offsets.list_offsets(self.cluster, topic, partitions, spec, isolation_level=isolation_level)
+
+    # -- groups ------------------------------------------------------------------------------------
+
+    def list_groups(self, *, types: Sequence[str] = (), states: Sequence[str] = ()) -> list[GroupListing]:
+        """Groups on every broker (ListGroups v5 reports each group's type: classic, consumer, share...)."""
+        self.cluster.refresh_metadata(())
+        out: dict[str, GroupListing] = {}
+        for node_id in sorted(self.cluster.cache.brokers):
+            conn = self.cluster.connection(node_id)
+            v, m = conn.module(LIST_GROUPS)
+            response = conn.send(share.build_list_groups(m, v, types=types, states=states), idempotent=True)
+            for g in share.parse_list_groups(response):
+                out[g.group_id] = g
+        return [out[k] for k in sorted(out)]
+
+    def describe_share_group(self, group_id: str) -> ShareGroupDescription:
+        result = self.describe_share_groups([group_id])[group_id]
+        result.raise_for_error()
+        return result
+
+    def describe_share_groups(self, group_ids: Sequence[str]) -> dict[str, ShareGroupDescription]:
+        out: dict[str, ShareGroupDescription] = {}
+        for gid in group_ids:
+            response = self._coordinator_call(
+                gid, SHARE_GROUP_DESCRIBE, lambda m, gid=gid: share.build_share_group_describe(m, [gid])
+            )
+            out.update(share.parse_share_group_describe(response))
+        return out
+
+    def delete_groups(self, group_ids: Sequence[str], *, raise_on_error: bool = True) -> dict[str, ErrorCode]:
+        out: dict[str, ErrorCode] = {}
+        for gid in group_ids:
+            response = self._coordinator_call(
+                gid, DELETE_GROUPS, lambda m, gid=gid: m.DeleteGroupsRequest(groups_names=(gid,))
+            )
+            out.update({r.group_id: r.error_code for r in response.results})
+        if raise_on_error:
+            share.first_error(out, "DeleteGroups")
+        return out
+
+    def describe_share_group_offsets(
+        self, group_id: str, topics: Mapping[str, Sequence[int]] | None = None
+    ) -> dict[tuple[str, int], ShareGroupOffset]:
+        """Start offsets (and lag, from v1) per (topic, partition); ``topics=None`` asks for all of them."""
+        response = self._coordinator_call(
+            group_id,
+            DESCRIBE_SHARE_GROUP_OFFSETS,
+            lambda m: share.build_describe_share_group_offsets(m, group_id, topics),
+        )
+        return share.parse_describe_share_group_offsets(response, group_id)
+
+    def alter_share_group_offsets(
+        self, group_id: str, offsets: Mapping[tuple[str, int], int], *, raise_on_error: bool = True
+    ) -> dict[tuple[str, int], ErrorCode]:
+        """Set the start offset of share-partitions (the group must be empty)."""
+        response = self._coordinator_call(
+            group_id,
+            ALTER_SHARE_GROUP_OFFSETS,
+            lambda m: share.build_alter_share_group_offsets(m, group_id, offsets),
+        )
+        out = share.parse_alter_share_group_offsets(response, group_id)
+        if raise_on_error:
+            share.first_error(out, f"AlterShareGroupOffsets({group_id})")
+        return out
+
+    def delete_share_group_offsets(
+        self, group_id: str, topics: Sequence[str], *, raise_on_error: bool = True
+    ) -> dict[str, ErrorCode]:
+        response = self._coordinator_call(
+            group_id,
+            DELETE_SHARE_GROUP_OFFSETS,
+            lambda m: share.build_delete_share_group_offsets(m, group_id, topics),
+        )
+        out = share.parse_delete_share_group_offsets(response, group_id)
+        if raise_on_error:
+            share.first_error(out, f"DeleteShareGroupOffsets({group_id})")
+        return out
+
+    def _coordinator_call(self, group_id: str, api_key: int, build: Any) -> Any:
+        """Send to the group coordinator, looking it up again once if it moved."""
+        for attempt in range(2):
+            conn = self.cluster.coordinator(group_id, refresh=attempt > 0)
+            _v, m = conn.module(api_key)
+            response = conn.send(build(m))
+            if _moved(response) and attempt == 0:
+                continue
+            return response
+        raise AssertionError("unreachable")
+
+
+def _moved(response: Any) -> bool:
+    codes = [getattr(response, "error_code", ErrorCode.none)]
+    codes += [getattr(g, "error_code", ErrorCode.none) for g in getattr(response, "groups", ()) or ()]
+    codes += [getattr(r, "error_code", ErrorCode.none) for r in getattr(response, "results", ()) or ()]
+    return any(c in (ErrorCode.not_coordinator, ErrorCode.coordinator_not_available) for c in codes)
+
+
+def _config_source(value: int) -> ConfigSource:
+    try:
+        return ConfigSource(value)
+    except ValueError:
+        return ConfigSource.UNKNOWN
+
+
+__all__ = ["Admin", "KafkaError"]

@@ -1,0 +1,139 @@
+"""Result and argument types of ``Admin``: frozen dataclasses, errors carried as ``ErrorCode``."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import IntEnum
+
+from kio.schema.errors import ErrorCode
+
+from .errors import KafkaError
+
+
+class ResourceType(IntEnum):
+    """Config resource types (DescribeConfigs / IncrementalAlterConfigs)."""
+
+    TOPIC = 2
+    GROUP = 3
+    BROKER = 4
+
+
+class ConfigSource(IntEnum):
+    UNKNOWN = 0
+    DYNAMIC_TOPIC_CONFIG = 1
+    DYNAMIC_BROKER_CONFIG = 2
+    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
+    STATIC_BROKER_CONFIG = 4
+    DEFAULT_CONFIG = 5
+    DYNAMIC_BROKER_LOGGER_CONFIG = 6
+    CLIENT_METRICS_CONFIG = 7
+    GROUP_CONFIG = 8
+
+
+class AlterOp(IntEnum):
+    SET = 0
+    DELETE = 1
+    APPEND = 2
+    SUBTRACT = 3
+
+
+class OffsetSpec(IntEnum):
+    """Special ListOffsets timestamps."""
+
+    LATEST = -1
+    EARLIEST = -2
+    MAX_TIMESTAMP = -3
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NewTopic:
+    name: str
+    num_partitions: int = 1
+    replication_factor: int = 1
+    configs: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CreatedTopic:
+    name: str
+    topic_id: uuid.UUID | None
+    num_partitions: int
+    replication_factor: int
+    error: ErrorCode = ErrorCode.none
+    error_message: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigResource:
+    type: ResourceType
+    name: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConfigEntry:
+    name: str
+    value: str | None
+    source: ConfigSource
+    read_only: bool = False
+    is_sensitive: bool = False
+    is_default: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OffsetInfo:
+    """A ListOffsets answer for one partition."""
+
+    offset: int
+    timestamp: int
+    leader_epoch: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GroupListing:
+    group_id: str
+    protocol_type: str
+    state: str
+    type: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ShareMember:
+    member_id: str
+    client_id: str
+    client_host: str
+    rack_id: str | None
+    member_epoch: int
+    subscribed_topics: tuple[str, ...]
+    assignment: Mapping[str, tuple[int, ...]]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ShareGroupDescription:
+    group_id: str
+    state: str
+    group_epoch: int
+    assignment_epoch: int
+    assignor: str
+    members: tuple[ShareMember, ...]
+    error: ErrorCode = ErrorCode.none
+    error_message: str | None = None
+
+    def raise_for_error(self) -> None:
+        if self.error != ErrorCode.none:
+            raise KafkaError(self.error, self.error_message, context=f"group {self.group_id}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ShareGroupOffset:
+    """A share-partition's start offset (SPSO) for a group, and its lag when the broker reports it."""
+
+    topic: str
+    topic_id: uuid.UUID | None
+    partition: int
+    start_offset: int
+    leader_epoch: int
+    lag: int | None = None
+    error: ErrorCode = ErrorCode.none
+    error_message: str | None = None

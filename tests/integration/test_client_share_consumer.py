@@ -1,0 +1,200 @@
+"""ShareConsumer against the real broker, with a toy share group standing in for the share engine."""
+
+from __future__ import annotations
+
+import pickle
+import time
+from collections.abc import Iterator
+
+import pytest
+from toy_share_group import ACKNOWLEDGED, ACQUIRED, ARCHIVED, AVAILABLE, ToyShareGroup
+
+from shareq.client import (
+    AcknowledgeType,
+    AckRange,
+    Admin,
+    ConsumerRecord,
+    Producer,
+    ShareConsumer,
+)
+from shareq.embedded import EmbeddedBroker
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
+
+
+@pytest.fixture
+def broker() -> Iterator[EmbeddedBroker]:
+    with EmbeddedBroker() as b:
+        yield b
+
+
+@pytest.fixture
+def toy(broker: EmbeddedBroker) -> ToyShareGroup:
+    t = ToyShareGroup(broker)
+    t.install()
+    return t
+
+
+def produce(bootstrap: str, topic: str, n: int, partitions: int = 1) -> None:
+    with Admin(bootstrap) as a:
+        if topic not in a.list_topics():
+            a.create_topic(topic, partitions)
+    with Producer(bootstrap, max_batch_records=5) as p:
+        for i in range(n):
+            p.send(topic, b"v%d" % i, key=b"k%d" % i, partition=i % partitions)
+        p.flush()
+
+
+def poll_until(c: ShareConsumer, n: int, timeout: float = 10.0) -> list[ConsumerRecord]:
+    out: list[ConsumerRecord] = []
+    deadline = time.monotonic() + timeout
+    while len(out) < n and time.monotonic() < deadline:
+        out += c.poll(0.5)
+    return out
+
+
+def fetch_epochs(toy: ToyShareGroup) -> list[tuple[str, int]]:
+    return [(kind, epoch) for kind, epoch, _ in toy.calls if kind in ("fetch", "ack")]
+
+
+def test_poll_acknowledge_commit_and_redelivery(broker: EmbeddedBroker, toy: ToyShareGroup) -> None:
+    produce(broker.bootstrap, "q", 10, partitions=2)
+    c = ShareConsumer(broker.bootstrap, "g", topics=["q"])
+    try:
+        records = poll_until(c, 10)
+        assert len(records) == 10
+        assert all(r.delivery_count == 1 and r.topic == "q" and r.topic_id is not None for r in records)
+        assert sorted(r.value for r in records) == sorted(b"v%d" % i for i in range(10))
+        first = records[0]
+        for r in records:
+            c.acknowledge(r, AcknowledgeType.ACCEPT if r.partition == 0 else AcknowledgeType.RELEASE)
+        results = c.commit()
+        assert set(results) == {("q", 0), ("q", 1)}
+        assert all(code == 0 for code in results.values())
+        again = poll_until(c, 5)
+        assert sorted(r.offset for r in again) == list(range(5))
+        assert {(r.partition, r.delivery_count) for r in again} == {(1, 2)}
+        for r in again:
+            c.acknowledge(r, AcknowledgeType.REJECT)
+        assert c.poll(0.3) == []  # the REJECTs ride on this fetch
+        tid = first.topic_id
+        assert tid is not None
+        assert set(toy.states(tid, 0).values()) == {ACKNOWLEDGED}
+        assert set(toy.states(tid, 1).values()) == {ARCHIVED}
+    finally:
+        c.close()
+    # the protocol sequence: join at epoch 0 with a 22-char id, then session epochs 0, 1, 2 ... shared
+    # by ShareFetch and ShareAcknowledge; leaving is heartbeat -1 then ShareAcknowledge -1
+    hb = [(epoch, detail) for kind, epoch, detail in toy.calls if kind == "heartbeat"]
+    assert hb[0][0] == 0 and hb[0][1][1] == ("q",) and len(hb[0][1][0]) == 22
+    assert hb[-1][0] == -1
+    epochs = fetch_epochs(toy)
+    assert epochs[-1] == ("ack", -1)
+    assert [e for _, e in epochs[:-1]] == list(range(len(epochs) - 1))
+    assert any(k == "ack" for k, _ in epochs[:-1])  # commit() took an epoch of the same sequence
+    last_hb = max(i for i, (k, e, _) in enumerate(toy.calls) if k == "heartbeat" and e == -1)
+    last_ack = max(i for i, (k, e, _) in enumerate(toy.calls) if k == "ack" and e == -1)
+    assert last_hb < last_ack
+
+
+def test_close_does_not_release_unless_asked(broker: EmbeddedBroker, toy: ToyShareGroup) -> None:
+    produce(broker.bootstrap, "keep", 4)
+    c = ShareConsumer(broker.bootstrap, "g", topics=["keep"])
+    records = poll_until(c, 4)
+    tid = records[0].topic_id
+    assert tid is not None
+    c.acknowledge(records[0])
+    acks_before = len(toy.acks)
+    c.close()
+    # only the explicit ACCEPT was sent; no RELEASE for the rest (the toy frees them on session close)
+    assert [(a[2], a[3], a[4]) for a in toy.acks[acks_before:]] == [(0, 0, (1,))]
+
+    c2 = ShareConsumer(broker.bootstrap, "g", topics=["keep"])
+    records = poll_until(c2, 3)
+    assert [r.delivery_count for r in records] == [2, 2, 2]
+    acks_before = len(toy.acks)
+    c2.close(release=True)
+    assert [(a[2], a[3], a[4]) for a in toy.acks[acks_before:]] == [(1, 3, (2,))]
+    assert toy.states(tid, 0) == {0: ACKNOWLEDGED, 1: AVAILABLE, 2: AVAILABLE, 3: AVAILABLE}
+
+
+def test_partial_batches_deliver_only_acquired_offsets(broker: EmbeddedBroker, toy: ToyShareGroup) -> None:
+    produce(broker.bootstrap, "partial", 10)  # two batches of five
+    toy.max_acquire = 3
+    with ShareConsumer(broker.bootstrap, "g", topics=["partial"]) as c:
+        got = [r.offset for r in poll_until(c, 3)]
+        assert got == [0, 1, 2]
+        for off in got:
+            c.acknowledge(("partial", 0, off))
+        got = [r.offset for r in poll_until(c, 3)]
+        assert got == [3, 4, 5]  # spans the batch boundary, the rest of batch two is not handed out
+        tid = c.cluster.topic("partial").topic_id
+        assert toy.states(tid, 0)[6] == AVAILABLE
+
+
+def test_acquire_ranges_acknowledged_from_plain_data(broker: EmbeddedBroker, toy: ToyShareGroup) -> None:
+    produce(broker.bootstrap, "ranges", 8)
+    with ShareConsumer(broker.bootstrap, "g", topics=["ranges"]) as c:
+        acq = c.acquire(100, timeout=5.0)
+        deadline = time.monotonic() + 10
+        while not acq.ranges and time.monotonic() < deadline:
+            acq = c.acquire(100, timeout=0.5)
+        assert [
+            (r.topic, r.partition, r.first_offset, r.last_offset, r.delivery_count) for r in acq.ranges
+        ] == [("ranges", 0, 0, 7, 1)]
+        assert acq.acquisition_lock_timeout_ms == 30_000
+        # e.g. a Spark task reports back which offsets it processed: plain picklable data
+        shipped = pickle.loads(pickle.dumps(acq.ranges))
+        c.acknowledge_ranges(
+            [
+                AckRange(topic_id=shipped[0].topic_id, partition=0, first_offset=0, last_offset=5),
+                AckRange(
+                    topic_id=shipped[0].topic_id,
+                    partition=0,
+                    first_offset=6,
+                    last_offset=7,
+                    type=AcknowledgeType.REJECT,
+                ),
+            ]
+        )
+        results = c.commit()
+        assert results == {("ranges", 0): 0}
+        # one run of consecutive offsets with mixed types: one batch, one type per offset
+        assert toy.acks[-1] == (shipped[0].topic_id, 0, 0, 7, (1, 1, 1, 1, 1, 1, 3, 3), False)
+        assert set(toy.states(shipped[0].topic_id, 0).values()) == {ACKNOWLEDGED, ARCHIVED}
+
+
+def test_renew_extends_locks_with_v2(broker: EmbeddedBroker, toy: ToyShareGroup) -> None:
+    produce(broker.bootstrap, "renew", 2)
+    with ShareConsumer(broker.bootstrap, "g", topics=["renew"]) as c:
+        records = poll_until(c, 2)
+        assert c.renew(records) == {("renew", 0): 0}
+        assert toy.acks[-1][2:] == (0, 1, (4,), True)
+        tid = records[0].topic_id
+        assert tid is not None
+        assert set(toy.states(tid, 0).values()) == {ACQUIRED}
+        for r in records:
+            c.acknowledge(r)
+        c.commit()
+        assert set(toy.states(tid, 0).values()) == {ACKNOWLEDGED}
+
+
+def test_fenced_member_rejoins_with_a_new_session(broker: EmbeddedBroker, toy: ToyShareGroup) -> None:
+    produce(broker.bootstrap, "fence", 3)
+    with ShareConsumer(broker.bootstrap, "g", topics=["fence"]) as c:
+        member = c.member_id
+        assert len(poll_until(c, 3)) == 3
+        toy.fence_next = True
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            joins = [d for k, e, d in toy.calls if k == "heartbeat" and e == 0]
+            if len(joins) >= 2:
+                break
+            time.sleep(0.02)
+        assert len(joins) == 2 and joins[1][0] == member  # same member id, epoch 0 again
+        produce(broker.bootstrap, "fence", 2)
+        n_fetches = len(fetch_epochs(toy))
+        # the old session and its acquisitions are gone: the next fetch opens a session at epoch 0
+        records = poll_until(c, 2)
+        assert fetch_epochs(toy)[n_fetches] == ("fetch", 0)
+        assert {r.offset for r in records} >= {3, 4}
