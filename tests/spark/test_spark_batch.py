@@ -12,14 +12,14 @@ pytestmark = [pytest.mark.spark, pytest.mark.integration]
 
 
 def _create(broker: Any, topic: str, partitions: int) -> None:
-    from shareq.client.admin import Admin
+    from shareq.client import Admin
 
     with Admin(broker.bootstrap) as admin:
         admin.create_topic(topic, partitions)
 
 
 def _consume_all(broker: Any, topic: str, partitions: int) -> list[Any]:
-    from shareq.client.consumer import Consumer
+    from shareq.client import Consumer
 
     out: list[Any] = []
     with Consumer(broker.bootstrap) as consumer:

@@ -23,14 +23,14 @@ DELIVERY_LIMIT = 3
 
 
 def _create(broker: Any, topic: str, partitions: int) -> None:
-    from shareq.client.admin import Admin
+    from shareq.client import Admin
 
     with Admin(broker.bootstrap) as admin:
         admin.create_topic(topic, partitions)
 
 
 def _produce(broker: Any, topic: str, values: list[bytes]) -> None:
-    from shareq.client.producer import Producer
+    from shareq.client import Producer
 
     with Producer(broker.bootstrap) as producer:
         for i, value in enumerate(values):
@@ -55,7 +55,7 @@ def _share_stream(spark: Any, broker: Any, topic: str, group: str, **options: st
 
 def _nothing_deliverable(broker: Any, topic: str, group: str) -> list[Any]:
     """What a fresh member of the group can still acquire (should be nothing)."""
-    from shareq.client.share_consumer import ShareConsumer
+    from shareq.client import ShareConsumer
 
     with ShareConsumer(broker.bootstrap, group, topics=[topic]) as consumer:
         assert consumer.membership.wait_for_assignment(20)
@@ -69,7 +69,7 @@ def _nothing_deliverable(broker: Any, topic: str, group: str) -> list[Any]:
 
 
 def _release() -> Any:
-    from shareq.client.share_consumer import AcknowledgeType
+    from shareq.client import AcknowledgeType
 
     return AcknowledgeType.RELEASE
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from shareq.cli.demo import demo
 from shareq.cli.serve import serve
 
-ALL: list[click.Command] = [serve]
+ALL: list[click.Command] = [serve, demo]

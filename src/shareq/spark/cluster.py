@@ -13,11 +13,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
-from shareq.client.admin import Admin
-from shareq.client.admin_types import ConfigResource, ResourceType
-from shareq.client.consumer import Consumer
-from shareq.client.errors import KafkaError
-from shareq.client.producer import Producer
+from shareq.client import Admin, ConfigResource, Consumer, KafkaError, Producer, ResourceType
 
 from .offsets import EARLIEST, TopicPartition
 from .options import ConnectOptions

@@ -10,8 +10,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from shareq.client.errors import ClientError, UnsupportedVersionError
-from shareq.client.share_consumer import ShareConsumer
+from shareq.client import AcknowledgeType, ClientError, ShareConsumer, UnsupportedVersionError
+from shareq.client import AckRange as ClientAckRange
 
 from .cluster import Acquired, _client_kwargs
 from .options import ConnectOptions
@@ -54,9 +54,6 @@ class ShareSession:
     def acknowledge(self, ranges: Sequence[AckRange]) -> list[str]:
         """Send acknowledgements now; returns failures as text. They are not raised: a failed
         acknowledgement means a lapsed lock or a lost session, and the broker redelivers."""
-        from shareq.client.share_consumer import AcknowledgeType
-        from shareq.client.share_consumer import AckRange as ClientAckRange
-
         if not ranges:
             return []
         renewing = any(kind == RENEW for *_, kind in ranges)
