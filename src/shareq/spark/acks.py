@@ -79,33 +79,33 @@ def decode_decision(value: bytes) -> tuple[AckType, list[DeliveryKey]]:
 
 
 def acknowledge_failed(
-    df: Any,
+    rows: Any,
     *,
     bootstrap_servers: str,
     group_id: str,
     ack_type: str | AckType = "reject",
     ack_topic: str = DEFAULT_ACK_TOPIC,
 ) -> int:
-    """Mark the rows of ``df`` (from the shareq source, in ``foreachBatch``) as failed.
+    """Mark rows from the shareq source as failed; call it inside ``foreachBatch``.
 
-    ``df`` needs the source's ``topic``, ``partition``, ``offset`` and ``deliveryCount`` columns.
-    ``ack_type`` is ``"reject"`` (archive now) or ``"release"`` (redeliver, up to the group's
-    delivery limit). Returns the number of rows marked. Failed rows are expected to be few, so they
-    are collected to the driver and produced from there.
+    ``rows`` is a DataFrame with the source's ``topic``, ``partition``, ``offset`` and
+    ``deliveryCount`` columns, or already collected rows/tuples in that order. ``ack_type`` is
+    ``"reject"`` (archive now) or ``"release"`` (redeliver, up to the group's delivery limit).
+    Returns the number of rows marked. Failed rows are expected to be few, so a DataFrame is
+    collected to the driver and the decisions are produced from there.
     """
     kind = _ack_type(ack_type)
     if kind not in (AckType.RELEASE, AckType.REJECT):
         raise ValueError("acknowledge_failed takes release or reject")
-    rows = [
-        (str(r[0]), int(r[1]), int(r[2]), int(r[3] or 0))
-        for r in df.select("topic", "partition", "offset", "deliveryCount").collect()
-    ]
-    if not rows:
+    if hasattr(rows, "select"):
+        rows = rows.select("topic", "partition", "offset", "deliveryCount").collect()
+    keys = [(str(r[0]), int(r[1]), int(r[2]), int(r[3] or 0)) for r in rows]
+    if not keys:
         return 0
     with Cluster(ConnectOptions(bootstrap=bootstrap_servers)) as cluster:
         cluster.ensure_topic(ack_topic, partitions=1)
-        cluster.produce(encode_decisions(group_id, kind, rows, topic=ack_topic))
-    return len(rows)
+        cluster.produce(encode_decisions(group_id, kind, keys, topic=ack_topic))
+    return len(keys)
 
 
 class DecisionLog:
