@@ -80,7 +80,7 @@ def _produce(
 
     chunks = max(1, int(duration_s / 0.1))
     per_chunk = max(1, -(-len(events) // chunks))
-    with Producer(bootstrap, linger_ms=-1) as producer:
+    with Producer(bootstrap) as producer:
         for start in range(0, len(events), per_chunk):
             if stop.is_set():
                 return

@@ -133,7 +133,7 @@ class Cluster:
     def produce(self, records: Iterable[OutRecord]) -> int:
         """Produce and wait for the broker's acknowledgement of every record."""
         if self._producer is None:
-            self._producer = Producer(self._connect.bootstrap, idempotent=False, linger_ms=-1, **self._kwargs)
+            self._producer = Producer(self._connect.bootstrap, idempotent=False, **self._kwargs)
         n = 0
         for r in records:
             self._producer.send(r.topic, r.value, key=r.key, headers=r.headers, partition=r.partition)

@@ -175,12 +175,10 @@ class SinkOptions:
 
     connect: ConnectOptions
     topic: str | None = None
-    linger_records: int = 1_000
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> SinkOptions:
         return cls(
             connect=ConnectOptions.parse(options),
             topic=_get(options, "topic"),
-            linger_records=_int(options, "batchRecords", 1_000) or 1_000,
         )
