@@ -14,6 +14,10 @@ Rates are steady state: rows over trigger time of every micro-batch after the fi
 from __future__ import annotations
 
 import argparse
+import contextlib
+import socket
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -120,6 +124,38 @@ def steady_rate(query: Any) -> tuple[float, int, int]:
     return (rows * 1000.0 / ms if ms else 0.0), rows, len(steady)
 
 
+@contextlib.contextmanager
+def broker_process(data_dir: Path) -> Iterator[str]:
+    """``shareq serve`` in its own process: the broker must not share a GIL with Spark's driver."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "shareq",
+            "serve",
+            "--data-dir",
+            str(data_dir),
+            "--port",
+            str(port),
+            "--log-level=WARNING",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        if "listening" not in line:
+            raise RuntimeError(f"the broker did not start: {line!r}")
+        yield f"127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        proc.wait(30)
+
+
 def run(spark: Any, df: Any, checkpoint: Path) -> Any:
     query = (
         df.writeStream.format("noop")
@@ -141,17 +177,16 @@ def main() -> None:
     args = parser.parse_args()
 
     from shareq.client import Admin, Producer
-    from shareq.server import EmbeddedBroker
     from shareq.spark.local import local_spark
 
     with (
         tempfile.TemporaryDirectory(prefix="shareq-bench-") as tmp,
-        EmbeddedBroker(Path(tmp) / "broker") as broker,
+        broker_process(Path(tmp) / "broker") as bootstrap,
     ):
-        with Admin(broker.bootstrap) as admin:
+        with Admin(bootstrap) as admin:
             admin.create_topic("bench", PARTITIONS)
         started = time.monotonic()
-        with Producer(broker.bootstrap) as producer:
+        with Producer(bootstrap) as producer:
             for i in range(args.records):
                 producer.send("bench", _value(i % PARTITIONS, i // PARTITIONS), partition=i % PARTITIONS)
             producer.flush()
@@ -163,7 +198,7 @@ def main() -> None:
             shareq = run(
                 spark,
                 spark.readStream.format("shareq")
-                .option("kafka.bootstrap.servers", broker.bootstrap)
+                .option("kafka.bootstrap.servers", bootstrap)
                 .option("subscribe", "bench")
                 .option("group.id", "bench")
                 .option("startingOffsets", "earliest")
@@ -192,6 +227,11 @@ def main() -> None:
         print(f"memory source (ceiling): {ceiling:12,.0f} records/s  ({c_rows} rows in {c_batches} batches)")
         print(f"shareq share source:     {ours:12,.0f} records/s  ({s_rows} rows in {s_batches} batches)")
         print(f"ratio: {ours / ceiling if ceiling else 0.0:.2f}  (target >= 0.5)")
+        for name, query in (("memory", memory), ("shareq", shareq)):
+            phases = [p["durationMs"] for p in query.recentProgress if p["numInputRows"]][1:]
+            keys = ("latestOffset", "addBatch", "walCommit", "commitOffsets", "triggerExecution")
+            means = {k: sum(int(p.get(k, 0)) for p in phases) // max(1, len(phases)) for k in keys}
+            print(f"  {name} mean ms per batch: " + ", ".join(f"{k} {v}" for k, v in means.items()))
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ session (driver). Keeping it in one module keeps the Spark code independent of c
 
 from __future__ import annotations
 
+import datetime
 import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ from .schema import FetchedRecord
 log = logging.getLogger(__name__)
 
 TOPIC_ALREADY_EXISTS = 36
+FETCH = 1
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -127,6 +129,42 @@ class Cluster:
             for r in result.records
         ]
         return records, result.next_offset
+
+    def fetch_raw(self, topic: str, partition: int, offset: int, *, max_bytes: int) -> bytes:
+        """The records blob of one Fetch from ``offset`` (whole batches; possibly a truncated tail)."""
+        cluster = self.consumer.cluster
+        info = cluster.topic(topic)
+        conn = cluster.connection(info.partition(partition).leader)
+        _v, m = conn.module(FETCH)
+        request = m.FetchRequest(
+            max_wait=datetime.timedelta(0),
+            min_bytes=1,
+            max_bytes=max_bytes,
+            isolation_level=0,
+            session_id=0,
+            session_epoch=-1,
+            topics=(
+                m.FetchTopic(
+                    topic_id=info.topic_id,
+                    partitions=(
+                        m.FetchPartition(
+                            partition=partition, fetch_offset=offset, partition_max_bytes=max_bytes
+                        ),
+                    ),
+                ),
+            ),
+            forgotten_topics_data=(),
+            rack_id="",
+        )
+        response = conn.send(request)
+        if int(response.error_code) != 0:
+            raise KafkaError(response.error_code, context="Fetch")
+        for t in response.responses:
+            for p in t.partitions:
+                if int(p.error_code) != 0:
+                    raise KafkaError(p.error_code, context=f"Fetch({topic}-{partition}@{offset})")
+                return bytes(p.records or b"")
+        return b""
 
     # -- writes and admin ----------------------------------------------------------------------
 

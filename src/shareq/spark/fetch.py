@@ -2,7 +2,7 @@
 
 The log is immutable below the high watermark, so this is a pure function of the task; a replayed
 micro-batch reads the same bytes. Offsets inside a run that the log does not hold (control records,
-compacted-away or aborted records) are skipped, as a share consumer skips them.
+compacted-away records) are skipped, as a share consumer skips them.
 """
 
 from __future__ import annotations
@@ -14,47 +14,50 @@ from typing import Any
 from pyspark.sql.types import StructType
 
 from .cluster import Cluster
+from .decode import RunCursor, decode_into
 from .offsets import ReadTask
 from .schema import ArrowBuilder
 
 log = logging.getLogger(__name__)
 
-FETCH_MAX_BYTES = 4 * 1024 * 1024
+MIN_FETCH_BYTES = 64 * 1024
+MAX_FETCH_BYTES = 8 * 1024 * 1024
+FIRST_GUESS_RECORD_BYTES = 256
 
 
 def read_task(
     cluster: Cluster, task: ReadTask, schema: StructType, *, batch_rows: int = 8192
 ) -> Iterator[Any]:
-    """Yield ``pyarrow.RecordBatch`` es holding exactly the task's offsets present in the log."""
+    """Yield ``pyarrow.RecordBatch`` es holding exactly the task's offsets present in the log.
+
+    Each Fetch asks for about the bytes the remaining records need (learnt from the previous
+    fetch), so a task does not pull a whole partition to read a slice of it.
+    """
     builder = ArrowBuilder(schema, topic=task.topic, partition=task.partition, batch_rows=batch_rows)
-    runs = task.runs
-    run_index = 0
+    cursor = RunCursor(task.runs)
     position = task.first_offset
     last = task.last_offset
-    while position <= last and run_index < len(runs):
-        records, next_offset = cluster.fetch(task.topic, task.partition, position, max_bytes=FETCH_MAX_BYTES)
-        for record in records:
-            offset = record.offset
-            if offset < position:
-                continue  # a batch starts before the fetch offset
-            while run_index < len(runs) and runs[run_index][1] < offset:
-                run_index += 1
-            if run_index == len(runs):
-                break
-            first, _, count = runs[run_index]
-            if offset >= first:
-                builder.add(record, count if task.share else None)
-                if builder.full:
-                    yield builder.flush()
+    record_bytes = FIRST_GUESS_RECORD_BYTES
+    while position <= last and not cursor.done:
+        remaining = last - position + 1
+        want = min(MAX_FETCH_BYTES, max(MIN_FETCH_BYTES, int(remaining * record_bytes * 1.1)))
+        blob = cluster.fetch_raw(task.topic, task.partition, position, max_bytes=want)
+        next_offset, _ = decode_into(blob, cursor, builder, share=task.share, position=position)
         if next_offset <= position:
+            if len(blob) >= want:
+                record_bytes *= 4  # one batch is larger than asked for: ask for more
+                continue
             log.warning(
-                "%s-%d: log ends at %d before the planned offset %d; the rest of the task is gone",
+                "%s-%d: the log ends at %d before the planned offset %d; the rest of the task is gone",
                 task.topic,
                 task.partition,
                 position,
                 last,
             )
             break
+        record_bytes = max(16, len(blob) // max(1, next_offset - position))
         position = next_offset
+        if builder.full:
+            yield builder.flush()
     if len(builder):
         yield builder.flush()

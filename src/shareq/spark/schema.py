@@ -87,15 +87,24 @@ class ArrowBuilder:
     def full(self) -> bool:
         return len(self._offsets) >= self._batch_rows
 
-    def add(self, record: FetchedRecord, delivery_count: int | None) -> None:
-        self._keys.append(record.key)
-        self._values.append(record.value)
-        self._offsets.append(record.offset)
-        self._timestamps.append(record.timestamp_ms * 1000)
-        self._ts_types.append(record.timestamp_type)
+    def append(
+        self,
+        offset: int,
+        timestamp_ms: int,
+        timestamp_type: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Sequence[tuple[str, bytes | None]],
+        delivery_count: int | None,
+    ) -> None:
+        self._keys.append(key)
+        self._values.append(value)
+        self._offsets.append(offset)
+        self._timestamps.append(timestamp_ms * 1000)
+        self._ts_types.append(timestamp_type)
         self._counts.append(delivery_count)
         if self._headers:
-            self._header_rows.append([{"key": k, "value": v} for k, v in record.headers])
+            self._header_rows.append([{"key": k, "value": v} for k, v in headers])
 
     def flush(self) -> Any:
         """The accumulated rows as one ``pyarrow.RecordBatch`` (then starts empty)."""
