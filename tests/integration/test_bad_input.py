@@ -6,6 +6,7 @@ import contextlib
 import socket
 import struct
 import threading
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -110,8 +111,13 @@ def test_garbage_truncation_and_huge_prefixes(busy_broker: BrokerProcess) -> Non
     # A 2 GiB length prefix is refused at once, without waiting for (or allocating) the body.
     with connect(port) as sock:
         sock.sendall(struct.pack(">I", 2**31 - 1))
+        peer = "{}:{}".format(*sock.getsockname())
         assert_closed_by_server(sock)
     api_versions_round_trip(port)
+    deadline = time.monotonic() + 5  # stderr is read by a thread: poll for the line
+    while not any(peer in line and "exceeds the limit" in line for line in busy_broker.stderr_lines):
+        assert time.monotonic() < deadline, "no log line naming the peer and the reason"
+        time.sleep(0.01)
     # A frame cut short, then the connection closed.
     with connect(port) as sock:
         sock.sendall(struct.pack(">i", 1000) + b"\x00\x03\x00\x0d")

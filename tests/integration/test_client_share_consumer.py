@@ -198,3 +198,28 @@ def test_fenced_member_rejoins_with_a_new_session(broker: EmbeddedBroker, toy: T
         records = poll_until(c, 2)
         assert fetch_epochs(toy)[n_fetches] == ("fetch", 0)
         assert {r.offset for r in records} >= {3, 4}
+
+
+def test_assignment_change_forgets_revoked_partitions(broker: EmbeddedBroker, toy: ToyShareGroup) -> None:
+    produce(broker.bootstrap, "moving", 6, partitions=2)
+    seen: list[dict[tuple[str, int], int]] = []
+    with ShareConsumer(broker.bootstrap, "g", topics=["moving"], on_acknowledged=seen.append) as c:
+        records = poll_until(c, 6)
+        assert {r.partition for r in records} == {0, 1}
+        tid = records[0].topic_id
+        assert tid is not None
+        for r in records:
+            c.acknowledge(r)
+        toy.reassign[c.member_id] = ((tid, (1,)),)
+        deadline = time.monotonic() + 10
+        while c.assignment() != [("moving", 1)] and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert c.assignment() == [("moving", 1)]
+        produce(broker.bootstrap, "moving", 4, partitions=2)
+        more = poll_until(c, 2)
+        assert {r.partition for r in more} == {1}
+        # the acknowledgements rode on the fetch that also forgot partition 0
+        forgetting = [req for kind, _, req in toy.calls if kind == "fetch" and req.forgotten_topics_data]
+        assert [(f.topic_id, f.partitions) for f in forgetting[0].forgotten_topics_data] == [(tid, (0,))]
+        assert seen == [{("moving", 0): 0, ("moving", 1): 0}]
+        assert toy.session_parts[c.member_id] == {(tid, 1)}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -27,11 +28,12 @@ def read_partition(
     )
     consumer.assign([TopicPartition(topic, partition, 0)])
     found: dict[int, tuple[bytes, bytes]] = {}
+    deadline = time.monotonic() + 30
     try:
         while len(found) < until_offset:
-            batch = consumer.consume(num_messages=1000, timeout=10)
-            assert batch, f"no progress after {len(found)} of {until_offset} records"
-            for message in batch:
+            assert time.monotonic() < deadline, f"stuck after {len(found)} of {until_offset} records"
+            # consume() waits for num_messages or the timeout, whichever comes first.
+            for message in consumer.consume(num_messages=until_offset - len(found), timeout=0.5):
                 assert message.error() is None, message.error()
                 found[message.offset()] = (message.key(), message.value())
     finally:

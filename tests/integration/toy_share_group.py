@@ -40,6 +40,7 @@ class ToyShareGroup:
     offsets: dict[tuple[uuid.UUID, int], dict[int, OffsetState]] = field(default_factory=dict)
     acks: list[tuple[uuid.UUID, int, int, int, tuple[int, ...], bool]] = field(default_factory=list)
     fence_next: bool = False
+    reassign: dict[str, tuple[tuple[uuid.UUID, tuple[int, ...]], ...]] = field(default_factory=dict)
     max_acquire: int = 1_000_000
 
     def install(self) -> None:
@@ -84,6 +85,17 @@ class ToyShareGroup:
             )
         if self.members.get(req.member_id) != req.member_epoch:
             return build(error_code=ErrorCode.unknown_member_id, member_epoch=-1, **base)
+        new = self.reassign.pop(req.member_id, None)
+        if new is not None:  # a new assignment comes with a bumped member epoch
+            self.members[req.member_id] = req.member_epoch + 1
+            parts = tuple(build("TopicPartitions", topic_id=tid, partitions=ps) for tid, ps in new)
+            return build(
+                error_code=ErrorCode.none,
+                member_id=req.member_id,
+                member_epoch=req.member_epoch + 1,
+                assignment=build("Assignment", topic_partitions=parts),
+                **base,
+            )
         return build(
             error_code=ErrorCode.none, member_id=req.member_id, member_epoch=req.member_epoch, **base
         )

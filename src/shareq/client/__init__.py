@@ -31,7 +31,7 @@ from .errors import (
     UnsupportedVersionError,
 )
 from .partitioner import murmur2, partition_for_key
-from .producer import Producer, RecordMetadata
+from .producer import Producer, RecordMetadata, SendFuture
 from .records import ConsumerRecord
 from .share_consumer import Acquisition, ShareConsumer
 
@@ -64,6 +64,7 @@ __all__ = [
     "ProtocolViolation",
     "RecordMetadata",
     "ResourceType",
+    "SendFuture",
     "ShareConsumer",
     "ShareGroupDescription",
     "ShareGroupOffset",

@@ -21,7 +21,13 @@ def build_list_groups(
 ) -> Any:
     if version >= 5:
         return m.ListGroupsRequest(states_filter=tuple(states), types_filter=tuple(types))
-    return m.ListGroupsRequest(states_filter=tuple(states))
+    if types:
+        raise ValueError(f"ListGroups v{version} cannot filter by type (needs v5)")
+    if version >= 4:
+        return m.ListGroupsRequest(states_filter=tuple(states))
+    if states:
+        raise ValueError(f"ListGroups v{version} cannot filter by state (needs v4)")
+    return m.ListGroupsRequest()
 
 
 def parse_list_groups(response: Any) -> list[GroupListing]:
@@ -30,7 +36,7 @@ def parse_list_groups(response: Any) -> list[GroupListing]:
         GroupListing(
             group_id=g.group_id,
             protocol_type=g.protocol_type,
-            state=g.group_state,
+            state=getattr(g, "group_state", ""),
             type=getattr(g, "group_type", ""),
         )
         for g in response.groups
@@ -61,7 +67,7 @@ def parse_share_group_describe(response: Any) -> dict[str, ShareGroupDescription
         )
         out[g.group_id] = ShareGroupDescription(
             group_id=g.group_id,
-            state=g.group_state,
+            state=getattr(g, "group_state", ""),
             group_epoch=int(g.group_epoch),
             assignment_epoch=int(g.assignment_epoch),
             assignor=g.assignor_name,

@@ -32,7 +32,7 @@ CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
     2: (4, 10),  # ListOffsets
     3: (12, 13),  # Metadata
     10: (1, 6),  # FindCoordinator (v4+ batches keys)
-    16: (4, 5),  # ListGroups (v5 adds types)
+    16: (0, 5),  # ListGroups (v4 adds states, v5 types)
     18: (0, 3),  # ApiVersions
     19: (2, 7),  # CreateTopics
     20: (1, 6),  # DeleteTopics

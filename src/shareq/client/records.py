@@ -136,7 +136,8 @@ def iter_record_batches(buf: bytes) -> Iterator[RecordBatch]:
         else:
             if not crc_ok(buf, pos, header):
                 raise CorruptRecordError(f"batch at offset {header.base_offset} fails its CRC32C check")
-            yield decode_batch(_inflate(buf, pos, header), 0, verify_crc=False)
+            inflated = decode_batch(_inflate(buf, pos, header), 0, verify_crc=False)
+            yield RecordBatch(header=header, records=inflated.records)  # keep the real header
         pos += size
 
 

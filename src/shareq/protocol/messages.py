@@ -7,6 +7,7 @@ to send, already length-prefixed.
 
 from __future__ import annotations
 
+import io
 import struct
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from .header import RequestHeader, parse_request_header, response_header, skip_t
 from .versions import API_VERSIONS, API_VERSIONS_FALLBACK_VERSION, VersionRange
 
 _I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -70,13 +72,23 @@ class UnsupportedRequest(UnsupportedApiError):
 
 
 def encode_response(request_codec: Codec, correlation_id: int, response: Any) -> bytes:
-    """Frame a response for ``request_codec``'s version."""
+    """Frame a response for ``request_codec``'s version.
+
+    Written into one buffer with the length patched in afterwards, so a fetch response carrying
+    megabytes of records is copied as few times as kio allows.
+    """
     if type(response) is not request_codec.response_class:
         raise MalformedResponse(
             f"api {request_codec.api_key} v{request_codec.version} handler returned {type(response).__name__}"
         )
-    head = response_header(correlation_id, request_codec.response_header_version)
-    return frame(head + request_codec.encode_body(response))
+    out = io.BytesIO()
+    out.write(b"\x00\x00\x00\x00")
+    out.write(response_header(correlation_id, request_codec.response_header_version))
+    request_codec.writer(out, response)
+    size = out.tell() - 4
+    out.seek(0)
+    out.write(_I32.pack(size))
+    return out.getvalue()
 
 
 class MalformedResponse(LocalProtocolError):

@@ -1,0 +1,281 @@
+"""Per-group dynamic configuration of share groups, bounded by broker-level ``group.share.*`` settings.
+
+A group config is a sparse map of Kafka-named overrides (``share.record.lock.duration.ms`` ...);
+anything not overridden falls back to the broker's value, which falls back to Kafka's default. The
+broker also sets the bounds an override must respect (``group.share.min/max.*``), so an operator
+can let tenants tune a group without letting them pin records for an hour.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+
+from shareq.coordinators.group.errors import GroupErrorCode, GroupRequestError
+
+RECORD_LOCK_DURATION_MS = "share.record.lock.duration.ms"
+DELIVERY_COUNT_LIMIT = "share.delivery.count.limit"
+PARTITION_MAX_RECORD_LOCKS = "share.partition.max.record.locks"
+AUTO_OFFSET_RESET = "share.auto.offset.reset"
+ISOLATION_LEVEL = "share.isolation.level"
+HEARTBEAT_INTERVAL_MS = "share.heartbeat.interval.ms"
+SESSION_TIMEOUT_MS = "share.session.timeout.ms"
+DLQ_TOPIC_NAME = "errors.deadletterqueue.topic.name"
+
+GROUP_CONFIG_NAMES: tuple[str, ...] = (
+    RECORD_LOCK_DURATION_MS,
+    DELIVERY_COUNT_LIMIT,
+    PARTITION_MAX_RECORD_LOCKS,
+    AUTO_OFFSET_RESET,
+    ISOLATION_LEVEL,
+    HEARTBEAT_INTERVAL_MS,
+    SESSION_TIMEOUT_MS,
+    DLQ_TOPIC_NAME,
+)
+
+ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
+
+
+class ConfigSource(enum.IntEnum):
+    """Where a described value comes from (values are Kafka's DescribeConfigs ``ConfigSource`` ids)."""
+
+    STATIC_BROKER_CONFIG = 4
+    DEFAULT_CONFIG = 5
+    DYNAMIC_GROUP_CONFIG = 8
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ShareBrokerConfig:
+    """Broker-level share-group settings (Kafka's ``ShareGroupConfig`` defaults)."""
+
+    record_lock_duration_ms: int = 30_000
+    min_record_lock_duration_ms: int = 15_000
+    max_record_lock_duration_ms: int = 60_000
+    delivery_count_limit: int = 5
+    min_delivery_count_limit: int = 2
+    max_delivery_count_limit: int = 10
+    partition_max_record_locks: int = 2_000
+    min_partition_max_record_locks: int = 100
+    max_partition_max_record_locks: int = 4_000
+    heartbeat_interval_ms: int = 5_000
+    min_heartbeat_interval_ms: int = 5_000
+    max_heartbeat_interval_ms: int = 15_000
+    session_timeout_ms: int = 45_000
+    min_session_timeout_ms: int = 45_000
+    max_session_timeout_ms: int = 60_000
+    max_size: int = 200
+    max_share_sessions: int = 2_000
+    auto_offset_reset: str = "latest"
+    isolation_level: str = "read_uncommitted"
+    explicit: frozenset[str] = field(default=frozenset())
+    """Broker property names set by the operator (described with source STATIC_BROKER_CONFIG)."""
+
+    @classmethod
+    def from_properties(cls, props: Mapping[str, str]) -> ShareBrokerConfig:
+        """Build from broker properties named as in Kafka (``group.share.max.size`` ...)."""
+        by_prop = {_broker_prop(f.name): f.name for f in fields(cls) if f.name != "explicit"}
+        values: dict[str, object] = {}
+        for prop, raw in props.items():
+            attr = by_prop.get(prop)
+            if attr is None:
+                continue
+            values[attr] = raw if attr in ("auto_offset_reset", "isolation_level") else int(raw)
+        return cls(**values, explicit=frozenset(p for p in props if p in by_prop))  # type: ignore[arg-type]
+
+
+def _broker_prop(attr: str) -> str:
+    """``min_record_lock_duration_ms`` -> ``group.share.min.record.lock.duration.ms``."""
+    if attr == "auto_offset_reset":
+        return "group.share.auto.offset.reset"
+    if attr == "isolation_level":
+        return "group.share.isolation.level"
+    return "group.share." + attr.replace("_", ".")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AutoOffsetReset:
+    """Where a share-partition with no durable state starts: ``earliest``, ``latest`` or ``by_duration``.
+
+    For ``by_duration`` the SPSO is the first offset whose timestamp is at or after now minus
+    ``duration_ms`` (a ListOffsets by timestamp).
+    """
+
+    strategy: str
+    duration_ms: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ShareGroupConfig:
+    """The effective configuration of one share group (overrides resolved against the broker)."""
+
+    record_lock_duration_ms: int
+    delivery_count_limit: int
+    partition_max_record_locks: int
+    auto_offset_reset: AutoOffsetReset
+    isolation_level: str
+    heartbeat_interval_ms: int
+    session_timeout_ms: int
+    dlq_topic_name: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConfigEntry:
+    """One described config: its effective value, where it came from and whether it is the default."""
+
+    name: str
+    value: str
+    source: ConfigSource
+    is_default: bool
+
+
+_DURATION = re.compile(
+    r"P(?:(?P<d>[0-9]+)D)?(?:T(?=[0-9])(?:(?P<h>[0-9]+)H)?(?:(?P<m>[0-9]+)M)?"
+    r"(?:(?P<s>[0-9]+)(?:[.,](?P<f>[0-9]{1,9}))?S)?)?",
+    re.IGNORECASE,
+)
+_TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]{1,249}")
+
+
+def parse_iso_duration_ms(text: str) -> int:
+    """Parse a non-negative ISO-8601 duration (``PT1H``, ``P1DT30M``, ``PT0.5S``) to milliseconds."""
+    match = _DURATION.fullmatch(text)
+    if match is None or text.upper() in ("P", "PT"):
+        raise ValueError(f"not an ISO-8601 duration: {text!r}")
+    d, h, m, s = (int(match.group(g) or 0) for g in "dhms")
+    frac = (match.group("f") or "").ljust(3, "0")[:3]
+    return (((d * 24 + h) * 60 + m) * 60 + s) * 1000 + int(frac)
+
+
+def parse_auto_offset_reset(text: str) -> AutoOffsetReset:
+    """Parse ``earliest``, ``latest`` or ``by_duration:<ISO-8601 duration>``."""
+    lowered = text.strip().lower()
+    if lowered in ("earliest", "latest"):
+        return AutoOffsetReset(strategy=lowered)
+    if lowered.startswith("by_duration:"):
+        return AutoOffsetReset(
+            strategy="by_duration", duration_ms=parse_iso_duration_ms(text.strip()[len("by_duration:") :])
+        )
+    raise ValueError(f"expected earliest, latest or by_duration:<ISO-8601 duration>, got {text!r}")
+
+
+def _invalid(message: str) -> GroupRequestError:
+    return GroupRequestError(GroupErrorCode.INVALID_CONFIG, message)
+
+
+def _bounded_int(name: str, raw: str, low: int, high: int) -> int:
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        raise _invalid(f"{name} must be an integer, got {raw!r}") from None
+    if not low <= value <= high:
+        raise _invalid(f"{name} must be between {low} and {high} (broker bounds), got {value}")
+    return value
+
+
+def resolve_group_config(overrides: Mapping[str, str], broker: ShareBrokerConfig) -> ShareGroupConfig:
+    """Validate ``overrides`` against ``broker``'s bounds and resolve the effective config.
+
+    Raises ``GroupRequestError(INVALID_CONFIG)`` naming the offending key.
+    """
+    unknown = sorted(set(overrides) - set(GROUP_CONFIG_NAMES))
+    if unknown:
+        raise _invalid(f"unknown group config name(s): {', '.join(unknown)}")
+    b = broker
+
+    def num(name: str, default: int, low: int, high: int) -> int:
+        raw = overrides.get(name)
+        return default if raw is None else _bounded_int(name, raw, low, high)
+
+    lock = num(
+        RECORD_LOCK_DURATION_MS,
+        b.record_lock_duration_ms,
+        b.min_record_lock_duration_ms,
+        b.max_record_lock_duration_ms,
+    )
+    count = num(
+        DELIVERY_COUNT_LIMIT, b.delivery_count_limit, b.min_delivery_count_limit, b.max_delivery_count_limit
+    )
+    locks = num(
+        PARTITION_MAX_RECORD_LOCKS,
+        b.partition_max_record_locks,
+        b.min_partition_max_record_locks,
+        b.max_partition_max_record_locks,
+    )
+    heartbeat = num(
+        HEARTBEAT_INTERVAL_MS,
+        b.heartbeat_interval_ms,
+        b.min_heartbeat_interval_ms,
+        b.max_heartbeat_interval_ms,
+    )
+    session = num(
+        SESSION_TIMEOUT_MS, b.session_timeout_ms, b.min_session_timeout_ms, b.max_session_timeout_ms
+    )
+    if heartbeat >= session:
+        raise _invalid(
+            f"{HEARTBEAT_INTERVAL_MS} ({heartbeat}) must be less than {SESSION_TIMEOUT_MS} ({session})"
+        )
+    try:
+        reset = parse_auto_offset_reset(overrides.get(AUTO_OFFSET_RESET, b.auto_offset_reset))
+    except ValueError as exc:
+        raise _invalid(f"{AUTO_OFFSET_RESET}: {exc}") from None
+    isolation = overrides.get(ISOLATION_LEVEL, b.isolation_level).strip().lower()
+    if isolation not in ISOLATION_LEVELS:
+        raise _invalid(f"{ISOLATION_LEVEL} must be one of {', '.join(ISOLATION_LEVELS)}, got {isolation!r}")
+    dlq = overrides.get(DLQ_TOPIC_NAME, "").strip()
+    if dlq and (_TOPIC_NAME.fullmatch(dlq) is None or dlq in (".", "..")):
+        raise _invalid(f"{DLQ_TOPIC_NAME} is not a legal topic name: {dlq!r}")
+    return ShareGroupConfig(
+        record_lock_duration_ms=lock,
+        delivery_count_limit=count,
+        partition_max_record_locks=locks,
+        auto_offset_reset=reset,
+        isolation_level=isolation,
+        heartbeat_interval_ms=heartbeat,
+        session_timeout_ms=session,
+        dlq_topic_name=dlq,
+    )
+
+
+_BROKER_DEFAULT_ATTR = {
+    RECORD_LOCK_DURATION_MS: "record_lock_duration_ms",
+    DELIVERY_COUNT_LIMIT: "delivery_count_limit",
+    PARTITION_MAX_RECORD_LOCKS: "partition_max_record_locks",
+    AUTO_OFFSET_RESET: "auto_offset_reset",
+    ISOLATION_LEVEL: "isolation_level",
+    HEARTBEAT_INTERVAL_MS: "heartbeat_interval_ms",
+    SESSION_TIMEOUT_MS: "session_timeout_ms",
+}
+
+
+def describe_group_config(overrides: Mapping[str, str], broker: ShareBrokerConfig) -> tuple[ConfigEntry, ...]:
+    """Every group config with its effective value and source, in ``GROUP_CONFIG_NAMES`` order."""
+    entries = []
+    for name in GROUP_CONFIG_NAMES:
+        if name in overrides:
+            entries.append(
+                ConfigEntry(
+                    name=name,
+                    value=overrides[name],
+                    source=ConfigSource.DYNAMIC_GROUP_CONFIG,
+                    is_default=False,
+                )
+            )
+            continue
+        attr = _BROKER_DEFAULT_ATTR.get(name)
+        if attr is None:  # errors.deadletterqueue.topic.name has no broker-level default
+            entries.append(
+                ConfigEntry(name=name, value="", source=ConfigSource.DEFAULT_CONFIG, is_default=True)
+            )
+            continue
+        from_broker = _broker_prop(attr) in broker.explicit
+        entries.append(
+            ConfigEntry(
+                name=name,
+                value=str(getattr(broker, attr)),
+                source=ConfigSource.STATIC_BROKER_CONFIG if from_broker else ConfigSource.DEFAULT_CONFIG,
+                is_default=not from_broker,
+            )
+        )
+    return tuple(entries)

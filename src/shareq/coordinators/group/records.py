@@ -1,0 +1,189 @@
+"""Durable records of the share-group coordinator and their versioned binary encoding.
+
+As in Kafka's group coordinator, handlers return records and ``replay`` applies them, so loading
+after a restart is replaying the log. Three record types, each keyed by group id (a compacted
+log keeps the latest value per key; a ``None`` value is a tombstone):
+
+- ``GroupMetadata``: reserves the id as a share group and carries the group epoch, so epochs keep
+  growing across restarts and stale members are fenced.
+- ``PartitionMetadata``: the share-partitions whose durable state has been initialized; only these
+  are assigned.
+- ``GroupConfig``: the group's dynamic config overrides (may exist before the group does).
+
+Members are deliberately not persisted (KIP-932: they rejoin after a coordinator restart).
+
+Key: ``>h`` record type, ``>h`` key version, string group id. Value: ``>h`` value version, then
+the fields. Strings are ``>H`` length + UTF-8; arrays ``>i`` count; UUIDs 16 bytes.
+"""
+
+from __future__ import annotations
+
+import enum
+import struct
+import uuid
+from dataclasses import dataclass
+
+from shareq.coordinators.group.errors import GroupStateError
+
+KEY_VERSION = 0
+VALUE_VERSION = 0
+
+
+class RecordType(enum.IntEnum):
+    GROUP_METADATA = 0
+    PARTITION_METADATA = 1
+    GROUP_CONFIG = 2
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CoordinatorRecord:
+    """One encoded record for the shell to append to the group-metadata log."""
+
+    key: bytes
+    value: bytes | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GroupMetadataValue:
+    group_type: str
+    group_epoch: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class InitializedTopic:
+    topic_id: uuid.UUID
+    topic_name: str
+    partitions: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PartitionMetadataValue:
+    initialized: tuple[InitializedTopic, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class GroupConfigValue:
+    configs: tuple[tuple[str, str], ...]
+
+
+RecordValue = GroupMetadataValue | PartitionMetadataValue | GroupConfigValue
+
+_H = struct.Struct(">h")
+_UH = struct.Struct(">H")
+_I = struct.Struct(">i")
+_KEY_HEAD = struct.Struct(">hh")
+
+
+def _str(out: bytearray, s: str) -> None:
+    raw = s.encode()
+    out += _UH.pack(len(raw))
+    out += raw
+
+
+class _Reader:
+    __slots__ = ("buf", "pos")
+
+    def __init__(self, buf: bytes) -> None:
+        self.buf = buf
+        self.pos = 0
+
+    def take(self, n: int) -> bytes:
+        if self.pos + n > len(self.buf):
+            raise GroupStateError("truncated group-coordinator record")
+        chunk = self.buf[self.pos : self.pos + n]
+        self.pos += n
+        return chunk
+
+    def h(self) -> int:
+        value: int = _H.unpack(self.take(2))[0]
+        return value
+
+    def i(self) -> int:
+        value: int = _I.unpack(self.take(4))[0]
+        return value
+
+    def s(self) -> str:
+        (n,) = _UH.unpack(self.take(2))
+        return self.take(n).decode()
+
+    def done(self) -> None:
+        if self.pos != len(self.buf):
+            raise GroupStateError("trailing bytes in group-coordinator record")
+
+
+def encode_key(record_type: RecordType, group_id: str) -> bytes:
+    out = bytearray(_KEY_HEAD.pack(record_type, KEY_VERSION))
+    _str(out, group_id)
+    return bytes(out)
+
+
+def decode_key(key: bytes) -> tuple[RecordType, str]:
+    r = _Reader(key)
+    raw_type, version = r.h(), r.h()
+    if version != KEY_VERSION:
+        raise GroupStateError(f"unknown key version {version}")
+    try:
+        record_type = RecordType(raw_type)
+    except ValueError:
+        raise GroupStateError(f"unknown record type {raw_type}") from None
+    group_id = r.s()
+    r.done()
+    return record_type, group_id
+
+
+def encode_value(value: RecordValue) -> bytes:
+    out = bytearray(_H.pack(VALUE_VERSION))
+    if isinstance(value, GroupMetadataValue):
+        _str(out, value.group_type)
+        out += _I.pack(value.group_epoch)
+    elif isinstance(value, PartitionMetadataValue):
+        out += _I.pack(len(value.initialized))
+        for topic in value.initialized:
+            out += topic.topic_id.bytes
+            _str(out, topic.topic_name)
+            out += _I.pack(len(topic.partitions))
+            for p in topic.partitions:
+                out += _I.pack(p)
+    else:
+        out += _I.pack(len(value.configs))
+        for name, val in value.configs:
+            _str(out, name)
+            _str(out, val)
+    return bytes(out)
+
+
+def decode_value(record_type: RecordType, raw: bytes) -> RecordValue:
+    r = _Reader(raw)
+    version = r.h()
+    if version != VALUE_VERSION:
+        raise GroupStateError(f"unknown value version {version} for {record_type.name}")
+    value: RecordValue
+    if record_type is RecordType.GROUP_METADATA:
+        value = GroupMetadataValue(group_type=r.s(), group_epoch=r.i())
+    elif record_type is RecordType.PARTITION_METADATA:
+        topics = []
+        for _ in range(r.i()):
+            topic_id = uuid.UUID(bytes=r.take(16))
+            name = r.s()
+            parts = tuple(r.i() for _ in range(r.i()))
+            topics.append(InitializedTopic(topic_id=topic_id, topic_name=name, partitions=parts))
+        value = PartitionMetadataValue(initialized=tuple(topics))
+    else:
+        value = GroupConfigValue(configs=tuple((r.s(), r.s()) for _ in range(r.i())))
+    r.done()
+    return value
+
+
+def record_type_of(value: RecordValue) -> RecordType:
+    if isinstance(value, GroupMetadataValue):
+        return RecordType.GROUP_METADATA
+    if isinstance(value, PartitionMetadataValue):
+        return RecordType.PARTITION_METADATA
+    return RecordType.GROUP_CONFIG
+
+
+def make_record(record_type: RecordType, group_id: str, value: RecordValue | None) -> CoordinatorRecord:
+    """Encode one record (``value=None`` is a tombstone)."""
+    return CoordinatorRecord(
+        key=encode_key(record_type, group_id), value=None if value is None else encode_value(value)
+    )
