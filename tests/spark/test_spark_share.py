@@ -199,7 +199,7 @@ def test_a_killed_query_restarted_from_its_checkpoint_loses_nothing(
 ) -> None:
     _create(broker, "crash", 3)
     values = [f"c{i}".encode() for i in range(1000)]
-    _produce(broker, "crash", values)
+    _produce(broker, "crash", values, batch=50)
     out, ckpt = tmp_path / "out", tmp_path / "ckpt"
     script = tmp_path / "crashing_query.py"
     script.write_text(_CRASHING_QUERY)
