@@ -123,9 +123,13 @@ class ShareDriver:
         for error in errors:
             log.warning("acknowledgement failed (records will be redelivered): %s", error)
 
+    def _renew_interval(self) -> float:
+        # The lock timeout the broker reports on ShareFetch beats the configured one.
+        lock_ms = self.session.lock_duration_ms or self.lock_duration_ms
+        return max(0.5, lock_ms / 2000.0)
+
     def _renew_loop(self) -> None:
-        interval = max(0.5, self.lock_duration_ms / 2000.0)
-        while not self._closed.wait(interval) and self.session.supports_renew:
+        while not self._closed.wait(self._renew_interval()) and self.session.supports_renew:
             with self._lock:
                 ranges = [
                     (topic, partition, first, last, AckType.RENEW)
