@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-pytestmark = [pytest.mark.spark, pytest.mark.integration]
+pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.xdist_group("spark")]
 
 
 def _create(broker: Any, topic: str, partitions: int) -> None:

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-pytestmark = [pytest.mark.spark, pytest.mark.integration]
+pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.xdist_group("spark")]
 
 LOCK_MS = 15_000  # the broker accepts 15 s to 60 s
 DELIVERY_LIMIT = 3
