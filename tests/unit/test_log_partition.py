@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -176,7 +179,9 @@ def test_reopen_after_clean_close_keeps_everything(log_dir: Path) -> None:
     log.close()
     with pytest.raises(LogIOError):
         log.read(0, 10)
+    stamp = (log_dir / CHECKPOINT_FILE).stat().st_mtime_ns
     log = PartitionLog.open(log_dir, SMALL, now_ms=0)
+    assert (log_dir / CHECKPOINT_FILE).stat().st_mtime_ns == stamp  # clean: nothing to recover or record
     assert log.log_end_offset == 180
     assert read_all(log) == written
     written += fill(log, 5)
@@ -374,17 +379,128 @@ def test_flush_interval_and_delete(log_dir: Path) -> None:
     assert not log_dir.exists()
 
 
+_DISK_FULL = """
+import resource, signal, sys
+from pathlib import Path
+from shareq.log.config import LogConfig
+from shareq.log.errors import LogIOError
+from shareq.log.partition_log import PartitionLog
+from shareq.log.records import Record, encode_batch
+log = PartitionLog.open(Path(sys.argv[1]), LogConfig(), now_ms=0)
+log.append(encode_batch([Record(key=b"k", value=b"kept", timestamp=1_000)]), now_ms=0)
+size = log.size_bytes
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+limit = resource.getrlimit(resource.RLIMIT_FSIZE)
+resource.setrlimit(resource.RLIMIT_FSIZE, (size + 2_000, limit[1]))
+try:
+    log.append(encode_batch([Record(value=b"y" * 5_000)]), now_ms=0)
+    print("appended")
+except LogIOError as exc:
+    print("refused", exc)
+resource.setrlimit(resource.RLIMIT_FSIZE, limit)
+print(log.log_end_offset, log.size_bytes, size)
+log.append(encode_batch([Record(key=b"k", value=b"after", timestamp=1_000)]), now_ms=0)
+log.close()
+"""
+
+
+@pytest.mark.timeout(60)
 def test_disk_full_leaves_the_log_consistent(log_dir: Path) -> None:
-    """A failed write is cut back; exercised with a descriptor that refuses writes."""
+    """A write cut short by the disk (here: the file-size limit, which fails like ENOSPC after a
+    partial write) is truncated back; the log stays usable once space returns. A child process
+    runs it, so the lowered limit touches nothing else."""
+    result = subprocess.run(
+        [sys.executable, "-c", _DISK_FULL, str(log_dir)], capture_output=True, text=True, timeout=50
+    )
+    assert result.returncode == 0, result.stderr
+    refused, state = result.stdout.splitlines()
+    assert refused.startswith("refused") and "failed" in refused
+    end, size_after, size_before = map(int, state.split())
+    assert (end, size_after) == (1, size_before)
     log = PartitionLog.open(log_dir, LogConfig(), now_ms=0)
-    log.append(batch(b"kept"), now_ms=0)
-    active = log._segments[-1]
-    os.close(active.fd)
-    active.fd = os.open(active.log_path, os.O_RDONLY)  # every write now fails with EBADF
-    with pytest.raises(LogIOError, match="failed"):
-        log.append(batch(b"lost"), now_ms=0)
-    assert log.log_end_offset == 1
-    os.close(active.fd)
-    active.fd = os.open(active.log_path, os.O_RDWR | os.O_APPEND)
-    assert log.append(batch(b"after"), now_ms=0).first_offset == 1
-    assert values(log.read(0, 1000).records) == [(0, b"kept"), (1, b"after")]
+    assert values(log.read(0, 10_000).records) == [(0, b"kept"), (1, b"after")]
+
+
+_WRITER = """
+import sys
+from pathlib import Path
+from shareq.log.config import LogConfig
+from shareq.log.partition_log import PartitionLog
+from shareq.log.records import Record, encode_batch
+log = PartitionLog.open(Path(sys.argv[1]), LogConfig(segment_bytes=5_000), now_ms=0)
+i = 0
+while True:
+    info = log.append(encode_batch([Record(value=b"%d" % i)]), now_ms=0)
+    print(info.last_offset, flush=True)
+    i += 1
+"""
+
+
+@pytest.mark.timeout(60)
+def test_acknowledged_appends_survive_sigkill(log_dir: Path) -> None:
+    proc = subprocess.Popen([sys.executable, "-c", _WRITER, str(log_dir)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        acknowledged = -1
+        while acknowledged < 300:
+            acknowledged = int(proc.stdout.readline())
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    log = PartitionLog.open(log_dir, LogConfig(segment_bytes=5_000), now_ms=0)
+    assert log.log_end_offset > acknowledged
+    got = read_all(log)
+    assert got[: acknowledged + 1] == [(i, b"%d" % i) for i in range(acknowledged + 1)]
+    assert log.segment_count > 1
+
+
+def _open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def test_idle_partition_keeps_one_descriptor_and_few_indexes(log_dir: Path) -> None:
+    log = PartitionLog.open(log_dir, SMALL, now_ms=0)
+    written = fill(log, 200)
+    log.close()
+    before = _open_fds()
+    log = PartitionLog.open(log_dir, SMALL, now_ms=0)
+    segments = log._segments
+    assert len(segments) > 5
+    assert _open_fds() == before + 1  # only the active segment
+    assert [s.indexes_loaded for s in segments[:-1]] == [False] * (len(segments) - 1)
+    assert read_all(log) == written
+    assert _open_fds() <= before + 2  # plus one reader of an older segment
+    assert sum(s.indexes_loaded for s in segments[:-1]) <= 2
+    log.close()
+    assert _open_fds() == before
+
+
+def test_retention_by_time_after_reopen_reads_no_index(log_dir: Path) -> None:
+    config = LogConfig(segment_bytes=1_000, retention_ms=1_000)
+    log = PartitionLog.open(log_dir, config, now_ms=0)
+    for i in range(30):
+        log.append(batch(b"x" * 80, ts=i * 100), now_ms=0)
+    log.close()
+    log = PartitionLog.open(log_dir, config, now_ms=0)
+    assert log.enforce_retention(now_ms=2_500) > 0
+    assert not any(s.indexes_loaded for s in log._segments[:-1])
+    assert log.log_start_offset > 0
+    assert read_all(log)[0][0] == log.log_start_offset
+
+
+@pytest.mark.timeout(30)
+def test_damage_inside_an_old_segment_is_reported_not_looped_over(log_dir: Path) -> None:
+    log = PartitionLog.open(log_dir, LogConfig(segment_bytes=4_000, index_interval_bytes=100_000), now_ms=0)
+    fill(log, 60)
+    log.close()
+    first = log_dir / "00000000000000000000.log"
+    with open(first, "r+b") as f:
+        f.seek(200)
+        f.write(b"\xff" * 80)
+    log = PartitionLog.open(log_dir, LogConfig(segment_bytes=4_000, index_interval_bytes=100_000), now_ms=0)
+    assert log.read(0, 100).batches[0][0] == 0
+    with pytest.raises(CorruptRecordError, match="damaged"):
+        log.read(20, 100)

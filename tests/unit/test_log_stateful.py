@@ -11,11 +11,13 @@ import shutil
 import tempfile
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from shareq.log.config import LogConfig
+from shareq.log.errors import OffsetOutOfRangeError
 from shareq.log.partition_log import PartitionLog, TimestampOffset
 from shareq.log.records import Record, encode_batch
 
@@ -25,11 +27,15 @@ class LogMachine(RuleBasedStateMachine):
         super().__init__()
         self.root = Path(tempfile.mkdtemp(prefix="shareq-log-"))
         self.directory = self.root / "t-0"
-        self.config = LogConfig(segment_bytes=700, index_interval_bytes=150)
+        self.config = LogConfig(
+            segment_bytes=1_500, index_interval_bytes=150, retention_bytes=5_000, retention_ms=-1
+        )
         self.log = PartitionLog.open(self.directory, self.config, now_ms=0)
         # (first offset, last offset, stored bytes, record timestamps)
         self.batches: list[tuple[int, int, bytes, list[int]]] = []
         self.epoch = 0
+        self.start = 0
+        self.pruned_end = 0  # where the log ends once every modelled batch was deleted
 
     def teardown(self) -> None:
         self.log.delete()
@@ -37,7 +43,7 @@ class LogMachine(RuleBasedStateMachine):
 
     @property
     def end(self) -> int:
-        return self.batches[-1][1] + 1 if self.batches else 0
+        return self.batches[-1][1] + 1 if self.batches else self.pruned_end
 
     @rule(
         sizes=st.lists(st.integers(0, 120), min_size=1, max_size=6),
@@ -64,7 +70,11 @@ class LogMachine(RuleBasedStateMachine):
 
     @rule(data=st.data(), max_bytes=st.integers(1, 2_000))
     def read(self, data: st.DataObject, max_bytes: int) -> None:
-        offset = data.draw(st.integers(0, self.end))
+        if self.start > 0 and data.draw(st.booleans()):
+            with pytest.raises(OffsetOutOfRangeError):
+                self.log.read(data.draw(st.integers(0, self.start - 1)), max_bytes)
+            return
+        offset = data.draw(st.integers(self.start, self.end))
         got = self.log.read(offset, max_bytes)
         if offset == self.end:
             assert got.records == b"" and got.batches == ()
@@ -77,14 +87,43 @@ class LogMachine(RuleBasedStateMachine):
         assert got.records == b"".join(b[2] for b in want)
         assert n == 1 or len(got.records) <= max_bytes
         if i + n < len(self.batches) and len(got.records) + len(self.batches[i + n][2]) <= max_bytes:
-            # stopped early: only allowed at a segment boundary
-            assert self.log.segment_count > 1
+            # Stopped early: allowed at a segment end, or at the last indexed batch start within
+            # max_bytes (index entries are at most an interval plus one batch apart).
+            biggest = max(len(b[2]) for b in self.batches)
+            at_segment_end = self.batches[i + n][0] in {seg.base_offset for seg in self.log._segments}
+            assert at_segment_end or max_bytes - len(got.records) < self.config.index_interval_bytes + biggest
+
+    @rule(data=st.data())
+    def advance_log_start(self, data: st.DataObject) -> None:
+        offset = data.draw(st.integers(0, self.end))
+        self.log.advance_log_start(offset)
+        self.start = max(self.start, offset)
+        self._prune()
+
+    @rule()
+    def enforce_retention(self) -> None:
+        self.log.enforce_retention(now_ms=0)
+        new_start = self.log.log_start_offset
+        assert new_start >= self.start
+        assert (
+            new_start == self.end or new_start == self.start or any(b[0] == new_start for b in self.batches)
+        )
+        self.start = new_start
+        self._prune()
+
+    def _prune(self) -> None:
+        """Forget batches in segments the log deleted."""
+        first_base = self.log._segments[0].base_offset
+        end = self.end
+        self.batches = [b for b in self.batches if b[0] >= first_base]
+        if not self.batches:
+            self.pruned_end = end
 
     @rule(ts=st.integers(0, 10_001))
     def timestamp_lookup(self, ts: int) -> None:
         expected = None
         for first, _, _, stamps in self.batches:
-            hits = [(t, first + k) for k, t in enumerate(stamps) if t >= ts]
+            hits = [(t, first + k) for k, t in enumerate(stamps) if t >= ts and first + k >= self.start]
             if hits:
                 expected = TimestampOffset(*hits[0])
                 break
@@ -111,12 +150,16 @@ class LogMachine(RuleBasedStateMachine):
         if size < last:
             return  # the last batch is not in the active segment file... cannot happen, but be safe
         os.truncate(active, size - min(cut, last))
-        self.batches.pop()
+        torn = self.batches.pop()
+        if not self.batches:
+            self.pruned_end = torn[0]
         self.log = PartitionLog.open(self.directory, self.config, now_ms=0)
+        self.start = min(self.start, self.end)
 
     @invariant()
     def ends_agree(self) -> None:
         assert self.log.log_end_offset == self.end
+        assert self.log.log_start_offset == self.start
         assert self.log.size_bytes == sum(len(b[2]) for b in self.batches)
 
 

@@ -9,11 +9,13 @@ rebuilt from the segment's batch headers, so the files are a cache, never the tr
 
 from __future__ import annotations
 
+import struct
 import sys
 from array import array
 from bisect import bisect_left, bisect_right
 
 _BIG_ENDIAN = sys.byteorder == "big"
+_TIME_ENTRY = struct.Struct(">qi")
 
 
 def _interleave(first: array[int], second: array[int]) -> bytes:
@@ -123,32 +125,18 @@ class TimeIndex:
         del self.offsets[i:]
 
     def to_bytes(self) -> bytes:
-        out = bytearray()
-        ts = array("q", self.timestamps)
-        offs = array("i", self.offsets)
-        if not _BIG_ENDIAN:
-            ts.byteswap()
-            offs.byteswap()
-        tsb, ob = ts.tobytes(), offs.tobytes()
-        for i in range(len(ts)):
-            out += tsb[8 * i : 8 * i + 8]
-            out += ob[4 * i : 4 * i + 4]
-        return bytes(out)
+        return b"".join(map(_TIME_ENTRY.pack, self.timestamps, self.offsets))
 
     @classmethod
     def from_bytes(cls, data: bytes, max_relative_offset: int) -> TimeIndex | None:
         """Parse a ``.timeindex`` file; ``None`` if it is implausible."""
         if len(data) % cls.ENTRY_SIZE:
             return None
-        n = len(data) // cls.ENTRY_SIZE
         ts = array("q")
         offs = array("i")
-        for i in range(n):
-            ts.frombytes(data[12 * i : 12 * i + 8])
-            offs.frombytes(data[12 * i + 8 : 12 * i + 12])
-        if not _BIG_ENDIAN:
-            ts.byteswap()
-            offs.byteswap()
+        for t, o in _TIME_ENTRY.iter_unpack(data):
+            ts.append(t)
+            offs.append(o)
         prev_ts = prev_off = -1
         for t, o in zip(ts, offs, strict=True):
             if t <= prev_ts or o < prev_off or o > max_relative_offset:

@@ -17,7 +17,6 @@ Files in the partition directory (see docs/ARCHITECTURE.md, "Partition logs")::
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import struct
@@ -27,30 +26,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
-from crc32c import crc32c
-
+from .appender import prepare_append
 from .batch import (
-    ATTRIBUTES_OFFSET,
     CONTROL_MASK,
-    HEADER,
     HEADER_SIZE,
     LOG_OVERHEAD,
-    MAGIC,
-    PARTITION_LEADER_EPOCH_OFFSET,
-    Compression,
-    TimestampType,
-    read_batch_header,
 )
+from .checkpoint import CHECKPOINT_FILE, PRODUCER_SNAPSHOT_FILE, Checkpoint, read_checkpoint, write_checkpoint
 from .config import LogConfig
 from .errors import (
     CorruptRecordError,
     LogIOError,
     OffsetOutOfRangeError,
-    OutOfOrderSequenceError,
     RecordTooLargeError,
 )
 from .producer_state import BatchMetadata, ProducerStateManager
-from .records import decode_batch
+from .reader import TimestampOffset, exact_timestamp, read_batches
 from .segment import (
     H_BASE_OFFSET,
     H_BATCH_LENGTH,
@@ -63,19 +54,30 @@ from .segment import (
     write_file_atomically,
 )
 
-CHECKPOINT_FILE = "log.checkpoint"
-PRODUCER_SNAPSHOT_FILE = "producer.snapshot"
+__all__ = [
+    "CHECKPOINT_FILE",
+    "PRODUCER_SNAPSHOT_FILE",
+    "AppendInfo",
+    "FetchData",
+    "PartitionLog",
+    "TimestampOffset",
+]
+
 _MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
+LOADED_INDEXES = 2  # older segments per partition whose indexes stay in memory
 _MAX_RELATIVE_OFFSET = (1 << 31) - 1
 _MAX_SEQUENCE = 0x7FFFFFFF
 _I64 = struct.Struct(">q")
 _I32 = struct.Struct(">i")
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class AppendInfo:
+class AppendInfo(NamedTuple):
     """Where an append landed. ``duplicate`` means an idempotent retry: nothing was written and the
-    offsets are those of the original batch. ``log_append_time_ms`` is -1 (CreateTime topics)."""
+    offsets are those of the original batch. ``log_append_time_ms`` is -1 (CreateTime topics).
+
+    A NamedTuple rather than a frozen dataclass: it is built once per produced batch, and a frozen
+    dataclass costs several times more to construct.
+    """
 
     first_offset: int
     last_offset: int
@@ -95,27 +97,13 @@ class FetchData:
     log_end_offset: int
 
 
-class TimestampOffset(NamedTuple):
-    """The first record at or after a searched timestamp."""
-
-    timestamp: int
-    offset: int
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class _Checkpoint:
-    log_start_offset: int
-    recovery_base: int  # everything before (recovery_base, recovery_size) was fsynced and indexed
-    recovery_size: int
-    recovery_offset: int
-
-
 class PartitionLog:
     """Segments of one partition; only the last (active) one is written and kept open."""
 
     __slots__ = (
         "_bases",
         "_closed",
+        "_loaded",
         "_log_start",
         "_producers",
         "_reader",
@@ -134,6 +122,7 @@ class PartitionLog:
         self._log_start = 0
         self._producers = ProducerStateManager()
         self._reader: LogSegment | None = None
+        self._loaded: list[LogSegment] = []  # older segments whose indexes are in memory, oldest first
         self._recovery = (0, 0, 0)
         self._unflushed_messages = 0
         self._closed = False
@@ -164,46 +153,39 @@ class PartitionLog:
             for p in self.directory.glob("*" + LOG_SUFFIX)
             if p.stem.isdigit() and len(p.stem) == 20
         )
-        checkpoint = self._read_checkpoint()
-        if not bases:
+        checkpoint = read_checkpoint(self.directory)
+        fresh = not bases
+        if fresh:
             start = max(checkpoint.log_start_offset, checkpoint.recovery_offset) if checkpoint else 0
             bases = [start]
             LogSegment(self.directory, start).log_path.touch()
         for base in bases:
             seg = LogSegment(self.directory, base, created_ms=now_ms)
-            seg.size = seg.log_path.stat().st_size if seg.log_path.exists() else 0
+            seg.size = seg.log_path.stat().st_size
             self._segments.append(seg)
         for seg, nxt in zip(self._segments, bases[1:], strict=False):
             seg.next_offset = nxt
         self._bases = list(bases)
 
-        # Segments from the recovery point on are checked batch by batch (CRC included).
-        first_dirty = 0
-        resume_size = 0
-        clean = False
+        # Segments from the recovery point on are checked batch by batch, CRC included; in the
+        # segment holding the recovery point only from its last index entry below that point.
+        first_dirty, resume_size = 0, -1
         if checkpoint is not None and checkpoint.recovery_base in bases:
             first_dirty = bases.index(checkpoint.recovery_base)
             resume_size = checkpoint.recovery_size
             self._recovery = (checkpoint.recovery_base, checkpoint.recovery_size, checkpoint.recovery_offset)
+        clean = fresh
         for i in range(first_dirty, len(self._segments)):
             seg = self._segments[i]
             file_size = seg.size
+            position = 0
             if i == first_dirty and 0 < resume_size <= file_size and seg.load_indexes(_MAX_RELATIVE_OFFSET):
                 position, _ = seg.resume_point(resume_size)
-                clean = resume_size == file_size and i == len(self._segments) - 1
             else:
                 seg.reset_indexes()
-                seg.size = 0
-                seg.next_offset = seg.base_offset
-                position = 0
-            fd = seg.open(writable=False)
-            try:
-                for pos, header in scan_batches(fd, position, file_size, verify_crc=True):
-                    if header[H_BASE_OFFSET] < seg.next_offset:
-                        break  # offsets went backwards: not something this log wrote
-                    seg.track_header(pos, header, self.config.index_interval_bytes)
-            finally:
-                seg.close()
+                seg.size, seg.next_offset = 0, seg.base_offset
+            clean = fresh or (i == first_dirty == len(self._segments) - 1 and resume_size == file_size)
+            self._scan_segment(seg, position, file_size)
             if seg.size < file_size:
                 self._truncate_tail(i, seg)
                 clean = False
@@ -212,9 +194,9 @@ class PartitionLog:
             if seg.indexes_loaded:
                 seg.seal_time_index()
                 seg.write_indexes()
+                self._loaded.append(seg)
+        self._unload_surplus_indexes()
         active = self._segments[-1]
-        if not active.indexes_loaded and not active.load_indexes():
-            self._rebuild_indexes(active)
         active.created_ms = now_ms
         active.open(writable=True)
 
@@ -227,6 +209,17 @@ class PartitionLog:
         if not clean:
             self.flush()  # record the recovered state so the next open starts from here
 
+    def _scan_segment(self, seg: LogSegment, position: int, file_size: int) -> None:
+        """Track every valid batch from ``position``; ``seg.size`` ends at the last valid one."""
+        fd = seg.open(writable=False)
+        try:
+            for pos, header in scan_batches(fd, position, file_size, verify_crc=True):
+                if header[H_BASE_OFFSET] < seg.next_offset:
+                    break  # offsets went backwards: not something this log wrote
+                seg.track_header(pos, header, self.config.index_interval_bytes)
+        finally:
+            seg.close()
+
     def _truncate_tail(self, index: int, seg: LogSegment) -> None:
         """Cut segment ``index`` at its last valid batch and drop every later segment."""
         with open(seg.log_path, "r+b") as f:
@@ -236,33 +229,6 @@ class PartitionLog:
             later.delete_files()
         del self._segments[index + 1 :]
         del self._bases[index + 1 :]
-
-    def _read_checkpoint(self) -> _Checkpoint | None:
-        try:
-            data = json.loads((self.directory / CHECKPOINT_FILE).read_text())
-            if data.get("version") != 1:
-                return None
-            return _Checkpoint(
-                log_start_offset=int(data["log_start_offset"]),
-                recovery_base=int(data["recovery_base"]),
-                recovery_size=int(data["recovery_size"]),
-                recovery_offset=int(data["recovery_offset"]),
-            )
-        except (OSError, ValueError, KeyError, TypeError, AttributeError):
-            return None
-
-    def _write_checkpoint(self) -> None:
-        base, size, offset = self._recovery
-        text = json.dumps(
-            {
-                "version": 1,
-                "log_start_offset": self._log_start,
-                "recovery_base": base,
-                "recovery_size": size,
-                "recovery_offset": offset,
-            }
-        )
-        write_file_atomically(self.directory / CHECKPOINT_FILE, text.encode())
 
     def _rebuild_indexes(self, seg: LogSegment) -> None:
         """Rebuild a segment's indexes from its batch headers (data below the recovery point)."""
@@ -284,9 +250,33 @@ class PartitionLog:
             seg.seal_time_index()
             seg.write_indexes()
 
+    def _write_checkpoint(self) -> None:
+        base, size, offset = self._recovery
+        write_checkpoint(
+            self.directory,
+            Checkpoint(
+                log_start_offset=self._log_start,
+                recovery_base=base,
+                recovery_size=size,
+                recovery_offset=offset,
+            ),
+        )
+
     def _ensure_indexes(self, seg: LogSegment) -> None:
-        if not seg.indexes_loaded and not seg.load_indexes():
+        """Load (or rebuild) a segment's indexes; keep at most a few older segments' in memory."""
+        if seg.indexes_loaded:
+            if seg in self._loaded and self._loaded[-1] is not seg:
+                self._loaded.remove(seg)
+                self._loaded.append(seg)
+            return
+        if not seg.load_indexes():
             self._rebuild_indexes(seg)
+        self._loaded.append(seg)
+        self._unload_surplus_indexes()
+
+    def _unload_surplus_indexes(self) -> None:
+        while len(self._loaded) > LOADED_INDEXES:
+            self._loaded.pop(0).unload_indexes()
 
     def _rebuild_producer_state(self) -> None:
         """Producer state at the log end: the snapshot, then the headers of the batches after it."""
@@ -350,7 +340,9 @@ class PartitionLog:
 
     # -- append -------------------------------------------------------------------------------------
 
-    def append(self, records: bytes, *, now_ms: int, leader_epoch: int = 0) -> AppendInfo:
+    def append(
+        self, records: bytes | bytearray | memoryview, *, now_ms: int, leader_epoch: int = 0
+    ) -> AppendInfo:
         """Validate, assign offsets to and durably write one or more whole v2 batches.
 
         Raises :class:`RecordTooLargeError`, :class:`CorruptRecordError`,
@@ -363,90 +355,47 @@ class PartitionLog:
             raise RecordTooLargeError(
                 f"{total} bytes of records exceed max.message.bytes {self.config.max_message_bytes}"
             )
+        if total > self.config.segment_bytes:
+            raise RecordTooLargeError(
+                f"{total} bytes of records exceed segment.bytes {self.config.segment_bytes}"
+            )
         if total < HEADER_SIZE:
             raise CorruptRecordError(f"{total} bytes cannot hold a record batch")
-        buf = bytearray(records)
-        view = memoryview(buf)
         active = self._segments[-1]
-        first_offset = next_offset = active.next_offset
-        placed: list[tuple[int, int, int, int, int]] = []  # pos, base, next, size, max timestamp
-        producers: list[tuple[int, int, int, int, int, int]] = []
-        record_count = 0
-        pos = 0
-        while pos < total:
-            if pos + HEADER_SIZE > total:
-                raise CorruptRecordError(f"truncated batch header at byte {pos} of the records")
-            h = HEADER.unpack_from(buf, pos)
-            length = h[H_BATCH_LENGTH]
-            size = length + LOG_OVERHEAD
-            delta = h[H_LAST_OFFSET_DELTA]
-            if h[3] != MAGIC:
-                raise CorruptRecordError(f"batch at byte {pos} has magic {h[3]}, only v2 is accepted")
-            if length < _MIN_BATCH_LENGTH or pos + size > total:
-                raise CorruptRecordError(f"batch at byte {pos} has bad batchLength {length}")
-            if delta < 0 or h[12] != delta + 1:
-                raise CorruptRecordError(f"batch at byte {pos}: {h[12]} records but lastOffsetDelta {delta}")
-            if crc32c(view[pos + ATTRIBUTES_OFFSET : pos + size]) != h[4]:
-                raise CorruptRecordError(f"batch at byte {pos} fails its CRC32C check")
-            producer_id = h[9]
-            if producer_id >= 0 and not h[5] & CONTROL_MASK and h[11] >= 0:
-                epoch, first_seq = h[10], h[11]
-                last_seq = (first_seq + delta) % (_MAX_SEQUENCE + 1)
-                earlier = [p for p in producers if p[0] == producer_id]
-                if earlier:
-                    self._check_follows(earlier[-1], epoch, first_seq)
-                else:
-                    original = self._producers.check(producer_id, epoch, first_seq, last_seq)
-                    if original is not None:
-                        return AppendInfo(
-                            first_offset=original.first_offset,
-                            last_offset=original.last_offset,
-                            log_append_time_ms=-1,
-                            record_count=original.last_offset - original.first_offset + 1,
-                            duplicate=True,
-                            log_start_offset=self._log_start,
-                        )
-                producers.append((producer_id, epoch, first_seq, last_seq, next_offset, next_offset + delta))
-            elif producer_id >= 0:
-                producers.append((producer_id, h[10], -1, -1, next_offset, next_offset + delta))
-            _I64.pack_into(buf, pos, next_offset)
-            _I32.pack_into(buf, pos + PARTITION_LEADER_EPOCH_OFFSET, leader_epoch)
-            placed.append((pos, next_offset, next_offset + delta + 1, size, h[H_MAX_TIMESTAMP]))
-            next_offset += delta + 1
-            record_count += delta + 1
-            pos += size
-
+        buf = bytearray(records)
+        prepared = prepare_append(buf, active.next_offset, leader_epoch, self._producers)
+        if isinstance(prepared, BatchMetadata):
+            return AppendInfo(
+                first_offset=prepared.first_offset,
+                last_offset=prepared.last_offset,
+                log_append_time_ms=-1,
+                record_count=prepared.last_offset - prepared.first_offset + 1,
+                duplicate=True,
+                log_start_offset=self._log_start,
+            )
+        first_offset, next_offset = prepared.first_offset, prepared.next_offset
         if active.size > 0 and self._should_roll(active, total, next_offset, now_ms):
             active = self._roll(first_offset, now_ms)
         start = active.size
-        self._write(active, view)
+        self._write(active, memoryview(buf))
         interval = self.config.index_interval_bytes
-        for p, base, nxt, size, max_ts in placed:
+        for p, base, nxt, size, max_ts in prepared.placed:
             active.track(start + p, base, nxt, size, max_ts, interval)
-        for producer_id, epoch, first_seq, last_seq, first, last in producers:
-            batch = BatchMetadata(first_seq, last_seq, first, last) if first_seq >= 0 else None
+        for producer_id, epoch, batch in prepared.producers:
             self._producers.update(producer_id, epoch, batch)
         flush_every = self.config.flush_interval_messages
         if flush_every is not None:
-            self._unflushed_messages += record_count
+            self._unflushed_messages += prepared.record_count
             if self._unflushed_messages >= flush_every:
                 self._fsync(active)
         return AppendInfo(
             first_offset=first_offset,
             last_offset=next_offset - 1,
             log_append_time_ms=-1,
-            record_count=record_count,
+            record_count=prepared.record_count,
             duplicate=False,
             log_start_offset=self._log_start,
         )
-
-    @staticmethod
-    def _check_follows(earlier: tuple[int, int, int, int, int, int], epoch: int, first_seq: int) -> None:
-        producer_id, prev_epoch, _, prev_last, _, _ = earlier
-        if epoch != prev_epoch or first_seq != (prev_last + 1) % (_MAX_SEQUENCE + 1):
-            raise OutOfOrderSequenceError(
-                f"producer {producer_id}: batch in one request does not follow the previous one"
-            )
 
     def _should_roll(self, active: LogSegment, incoming: int, next_offset: int, now_ms: int) -> bool:
         config = self.config
@@ -458,9 +407,9 @@ class PartitionLog:
 
     def _write(self, seg: LogSegment, data: memoryview) -> None:
         """One unbuffered write (looping on short writes); on failure cut the file back."""
-        written = 0
         total = len(data)
         try:
+            written = os.write(seg.fd, data)
             while written < total:
                 written += os.write(seg.fd, data[written:])
         except OSError as exc:
@@ -486,6 +435,8 @@ class PartitionLog:
         old.seal_time_index()
         old.write_indexes()
         old.close()
+        self._loaded.append(old)
+        self._unload_surplus_indexes()
         new = LogSegment(self.directory, base_offset, created_ms=now_ms)
         new.next_offset = base_offset
         new.reset_indexes()
@@ -516,7 +467,10 @@ class PartitionLog:
         i = bisect_right(self._bases, offset) - 1
         while i < len(self._segments):
             seg = self._segments[i]
-            data = self._read_segment(seg, offset, max_bytes, min_one_batch)
+            self._ensure_indexes(seg)
+            data = read_batches(
+                self._read_fd(seg), seg, offset, max_bytes, min_one_batch, self.config.index_interval_bytes
+            )
             if data is not None:
                 records, batches = data
                 return FetchData(
@@ -524,50 +478,6 @@ class PartitionLog:
                 )
             i += 1  # the offset fell in a gap at the end of this segment
         return FetchData(records=b"", batches=(), log_start_offset=self._log_start, log_end_offset=leo)
-
-    def _read_segment(
-        self, seg: LogSegment, offset: int, max_bytes: int, min_one_batch: bool
-    ) -> tuple[bytes, tuple[tuple[int, int], ...]] | None:
-        self._ensure_indexes(seg)
-        fd = self._read_fd(seg)
-        end = seg.size
-        _, pos = seg.index.lookup(offset - seg.base_offset)
-        span = self.config.index_interval_bytes + max(max_bytes, HEADER_SIZE)
-        chunk = os.pread(fd, min(span, end - pos), pos)
-        off = 0
-        unpack = HEADER.unpack_from
-        while True:  # find the batch holding `offset`
-            if off + HEADER_SIZE > len(chunk):
-                pos += off
-                if pos + HEADER_SIZE > end:
-                    return None
-                chunk, off = os.pread(fd, min(span, end - pos), pos), 0
-            h = unpack(chunk, off)
-            if h[H_BASE_OFFSET] + h[H_LAST_OFFSET_DELTA] >= offset:
-                break
-            off += h[H_BATCH_LENGTH] + LOG_OVERHEAD
-        start = off
-        batches: list[tuple[int, int]] = []
-        limit = len(chunk)
-        while off + HEADER_SIZE <= limit:
-            h = unpack(chunk, off)
-            size = h[H_BATCH_LENGTH] + LOG_OVERHEAD
-            if off + size > limit or off - start + size > max_bytes:
-                break
-            base = h[H_BASE_OFFSET]
-            batches.append((base, base + h[H_LAST_OFFSET_DELTA]))
-            off += size
-        if not batches:
-            h = unpack(chunk, start)
-            size = h[H_BATCH_LENGTH] + LOG_OVERHEAD
-            if not min_one_batch and size > max_bytes:
-                return b"", ()
-            base = h[H_BASE_OFFSET]
-            whole = chunk[start : start + size] if start + size <= limit else os.pread(fd, size, pos + start)
-            return whole, ((base, base + h[H_LAST_OFFSET_DELTA]),)
-        if start == 0 and off == limit:
-            return chunk, tuple(batches)
-        return chunk[start:off], tuple(batches)
 
     def _read_fd(self, seg: LogSegment) -> int:
         """The active segment's descriptor, or the one cached reader of an older segment."""
@@ -600,22 +510,12 @@ class PartitionLog:
                 last = h[H_BASE_OFFSET] + h[H_LAST_OFFSET_DELTA]
                 if h[H_MAX_TIMESTAMP] < timestamp_ms or last < self._log_start:
                     continue
-                return self._exact_timestamp(fd, p, h[H_BATCH_LENGTH] + LOG_OVERHEAD, timestamp_ms)
+                found = exact_timestamp(
+                    fd, p, h[H_BATCH_LENGTH] + LOG_OVERHEAD, timestamp_ms, self._log_start
+                )
+                if found is not None:
+                    return found
         return None
-
-    def _exact_timestamp(self, fd: int, pos: int, size: int, timestamp_ms: int) -> TimestampOffset:
-        raw = os.pread(fd, size, pos)
-        header = read_batch_header(raw)
-        fallback = TimestampOffset(header.max_timestamp, max(header.base_offset, self._log_start))
-        if header.compression is not Compression.NONE:
-            return fallback
-        if header.timestamp_type is TimestampType.LOG_APPEND_TIME:
-            return fallback
-        for record in decode_batch(raw, verify_crc=False).records:
-            ts = record.timestamp if record.timestamp is not None else -1
-            if ts >= timestamp_ms and record.offset >= self._log_start:
-                return TimestampOffset(ts, record.offset)
-        return fallback
 
     # -- retention ----------------------------------------------------------------------------------
 
@@ -656,7 +556,8 @@ class PartitionLog:
         return deleted
 
     def _largest_timestamp(self, seg: LogSegment) -> int:
-        self._ensure_indexes(seg)
+        if not seg.indexes_loaded and seg.peek_max_timestamp() is None:
+            self._ensure_indexes(seg)
         return seg.largest_timestamp()
 
     def _delete_oldest(self, eligible: Callable[[LogSegment], bool]) -> int:
@@ -667,6 +568,8 @@ class PartitionLog:
             self._bases.pop(0)
             if self._reader is seg:
                 self._reader = None
+            if seg in self._loaded:
+                self._loaded.remove(seg)
             seg.delete_files()
             deleted += 1
         if deleted:

@@ -193,6 +193,29 @@ class LogSegment:
     def indexes_loaded(self) -> bool:
         return self._index is not None
 
+    def unload_indexes(self) -> None:
+        """Forget the in-memory indexes of an older segment (their files are current)."""
+        if self.indexes_dirty:
+            self.write_indexes()
+        self._index = self._time_index = None
+
+    def peek_max_timestamp(self) -> int | None:
+        """Learn the maximum timestamp from the last ``.timeindex`` entry without loading it."""
+        try:
+            with open(self.timeindex_path, "rb") as f:
+                size = f.seek(0, os.SEEK_END)
+                if size % TimeIndex.ENTRY_SIZE:
+                    return None
+                if size == 0:
+                    self.max_timestamp = -1
+                    return -1
+                f.seek(size - TimeIndex.ENTRY_SIZE)
+                timestamp = int.from_bytes(f.read(8), "big", signed=True)
+        except OSError:
+            return None
+        self.max_timestamp = timestamp
+        return timestamp
+
     def reset_indexes(self) -> None:
         """Start empty indexes (for a new segment, or before a rebuild scan)."""
         self._index = OffsetIndex()

@@ -1,0 +1,40 @@
+"""``shareq scenario FILE``: run a share-partition scenario (golden vector) against the engine."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from shareq.persister.blocking import BlockingPersister
+from shareq.persister.memory import MemoryPersister
+from shareq.persister.throwaway import ThrowawayStateLog
+from shareq.share.scenario import ScenarioError, ScenarioMismatch, ScenarioRunner, load_scenario
+
+
+@click.command("scenario")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False))
+@click.option(
+    "--persister",
+    type=click.Choice(["builtin", "memory"]),
+    default="builtin",
+    show_default=True,
+    help="builtin: the durable state log on a throwaway directory, replayed from disk for every "
+    "restart and durable check; memory: an in-memory state store (faster, for debugging the engine).",
+)
+def scenario(file: str, persister: str) -> None:
+    """Run the scenario in FILE; exit non-zero at the first expectation that does not hold."""
+    try:
+        doc = load_scenario(file)
+        port: ThrowawayStateLog | BlockingPersister = (
+            ThrowawayStateLog() if persister == "builtin" else BlockingPersister(MemoryPersister())
+        )
+        with port:
+            report = ScenarioRunner(doc, port).run()
+    except ScenarioMismatch as exc:
+        click.echo(f"FAIL {file}\n{exc}", err=True)
+        sys.exit(1)
+    except (ScenarioError, ValueError, KeyError) as exc:
+        click.echo(f"ERROR {file}: malformed scenario: {exc}", err=True)
+        sys.exit(2)
+    click.echo(f"ok {file}: {report.steps} steps, {report.checks} checks passed ({persister} persister)")

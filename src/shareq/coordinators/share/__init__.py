@@ -1,0 +1,1 @@
+"""The share coordinator: durable share-partition state as records on the state topic."""

@@ -1,0 +1,108 @@
+"""Merge state batches: the newest word on each offset wins, in as few runs as possible.
+
+``combine_state_batches`` is what keeps the run-length state minimal: without it, repeated partial
+acknowledgements would fragment the batch list without bound. It is pure and cheap when its inputs
+are already normalized (sorted, disjoint) -- the case on every write -- and correct on any input.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections.abc import Sequence
+
+from shareq.share.persister import NO_START_OFFSET, StateBatch
+
+
+def _is_normal(batches: Sequence[StateBatch]) -> bool:
+    prev_last = None
+    for b in batches:
+        if b.first_offset > b.last_offset:
+            return False
+        if prev_last is not None and b.first_offset <= prev_last:
+            return False
+        prev_last = b.last_offset
+    return True
+
+
+def _cut(b: StateBatch, first: int, last: int) -> StateBatch:
+    if first == b.first_offset and last == b.last_offset:
+        return b
+    return StateBatch(
+        first_offset=first, last_offset=last, delivery_state=b.delivery_state, delivery_count=b.delivery_count
+    )
+
+
+def _overlay(base: list[StateBatch], top: Sequence[StateBatch]) -> list[StateBatch]:
+    """Lay sorted, disjoint ``top`` over sorted, disjoint ``base`` (one merge pass)."""
+    if not base:
+        return list(top)
+    out: list[StateBatch] = []
+    i = 0
+    n = len(base)
+    cur: StateBatch | None = base[0]
+    for t in top:
+        while cur is not None and cur.last_offset < t.first_offset:
+            out.append(cur)
+            i += 1
+            cur = base[i] if i < n else None
+        if cur is not None and cur.first_offset < t.first_offset:
+            out.append(_cut(cur, cur.first_offset, t.first_offset - 1))
+            cur = _cut(cur, t.first_offset, cur.last_offset)
+        out.append(t)
+        while cur is not None and cur.last_offset <= t.last_offset:
+            i += 1
+            cur = base[i] if i < n else None
+        if cur is not None and cur.first_offset <= t.last_offset:
+            cur = _cut(cur, t.last_offset + 1, cur.last_offset)
+    if cur is not None:
+        out.append(cur)
+        out.extend(base[i + 1 :])
+    return out
+
+
+def _normalize(batches: Sequence[StateBatch]) -> list[StateBatch]:
+    """Sorted and disjoint, later batches overriding earlier ones where they overlap."""
+    valid = [b for b in batches if b.first_offset <= b.last_offset]
+    if _is_normal(valid):
+        return valid
+    out: list[StateBatch] = []
+    for b in valid:
+        # Splice one batch in: only the neighbourhood it overlaps is rebuilt.
+        lo = bisect_left([x.last_offset for x in out], b.first_offset)
+        hi = lo
+        while hi < len(out) and out[hi].first_offset <= b.last_offset:
+            hi += 1
+        out[lo:hi] = _overlay(out[lo:hi], (b,))
+    return out
+
+
+def _prune_and_coalesce(batches: list[StateBatch], start_offset: int) -> tuple[StateBatch, ...]:
+    out: list[StateBatch] = []
+    for b in batches:
+        if b.last_offset < start_offset:
+            continue
+        if b.first_offset < start_offset:
+            b = _cut(b, start_offset, b.last_offset)
+        if out:
+            p = out[-1]
+            if (
+                p.last_offset + 1 == b.first_offset
+                and p.delivery_state == b.delivery_state
+                and p.delivery_count == b.delivery_count
+            ):
+                out[-1] = _cut(p, p.first_offset, b.last_offset)
+                continue
+        out.append(b)
+    return tuple(out)
+
+
+def combine_state_batches(
+    current: Sequence[StateBatch], new: Sequence[StateBatch], start_offset: int
+) -> tuple[StateBatch, ...]:
+    """``new`` laid over ``current``, offsets below ``start_offset`` dropped, equal neighbours joined.
+
+    Within each argument a later batch overrides an earlier one; ``new`` overrides ``current``.
+    ``start_offset`` of ``NO_START_OFFSET`` (-1) prunes nothing.
+    """
+    merged = _overlay(_normalize(current), _normalize(new))
+    return _prune_and_coalesce(merged, start_offset if start_offset != NO_START_OFFSET else -1)

@@ -1,0 +1,412 @@
+"""ShareCoordinatorShard: the share-group state of one state-topic partition.
+
+Handlers decide and never mutate: each returns a ``CoordinatorResult`` holding the records to
+append and the response to give once they are durable. ``replay`` is the only mutator, so loading
+a partition from its log and applying a fresh write are the same code path.
+
+Per share-partition the shard keeps the combined state (snapshot plus updates so far), the count of
+updates since the latest snapshot and that snapshot's log offset. The minimum of those offsets over
+all keys is the prune offset: no record below it is needed to rebuild any state.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+from kio.schema.errors import ErrorCode
+
+from shareq.share.persister import (
+    NO_START_OFFSET,
+    STATE_ACKNOWLEDGED,
+    STATE_ARCHIVED,
+    STATE_ARCHIVING,
+    STATE_AVAILABLE,
+    UNINITIALIZED_DELIVERY_COMPLETE_COUNT,
+    SharePartitionKey,
+    ShareState,
+    ShareStateSummary,
+    StateBatch,
+    WriteStateParams,
+)
+
+from .combiner import combine_state_batches
+from .records import ShareSnapshot, ShareUpdate, StateRecord
+
+R = TypeVar("R")
+NO_LEADER_EPOCH = -1
+_PERSISTED_STATES = frozenset({STATE_AVAILABLE, STATE_ACKNOWLEDGED, STATE_ARCHIVING, STATE_ARCHIVED})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ShareCoordinatorConfig:
+    """Kafka's ``share.coordinator.*`` settings that shape the state topic."""
+
+    snapshot_update_records_per_snapshot: int = 500
+    cold_partition_snapshot_interval_ms: int = 300_000
+    state_topic_prune_interval_ms: int = 300_000
+    state_topic_num_partitions: int = 50
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CoordinatorResult(Generic[R]):
+    """Records to append, and the response to give once they are durable."""
+
+    records: tuple[StateRecord, ...]
+    response: R
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReadResult:
+    error: ErrorCode
+    state: ShareState | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReadSummaryResult:
+    error: ErrorCode
+    summary: ShareStateSummary | None = None
+
+
+class _KeyState:
+    """Soft state of one share-partition (changed only by ``replay``).
+
+    While a partition loads, updates are queued in ``pending`` and folded into ``current`` in one
+    pass on first use: most are superseded by a later snapshot and never need combining.
+    """
+
+    __slots__ = ("_current", "pending", "snapshot_offset", "updates_since_snapshot")
+
+    def __init__(self, current: ShareSnapshot, snapshot_offset: int) -> None:
+        self._current = current  # the combined state, shaped as a snapshot
+        self.pending: list[ShareUpdate] = []
+        self.snapshot_offset = snapshot_offset
+        self.updates_since_snapshot = 0
+
+    @property
+    def current(self) -> ShareSnapshot:
+        if self.pending:
+            self._current = _fold(self._current, self.pending)
+            self.pending = []
+        return self._current
+
+    @current.setter
+    def current(self, value: ShareSnapshot) -> None:
+        self._current = value
+        self.pending = []
+
+
+def _apply(cur: ShareSnapshot, update: ShareUpdate, batches: tuple[StateBatch, ...] | None) -> ShareSnapshot:
+    """``update`` applied to ``cur`` (``batches``: the combined batches if already known)."""
+    start = cur.start_offset if update.start_offset == NO_START_OFFSET else update.start_offset
+    if batches is None:
+        if update.state_batches or update.start_offset != NO_START_OFFSET:
+            batches = combine_state_batches(cur.state_batches, update.state_batches, start)
+        else:
+            batches = cur.state_batches
+    dcc = update.delivery_complete_count
+    return ShareSnapshot(
+        snapshot_epoch=cur.snapshot_epoch,
+        state_epoch=cur.state_epoch,
+        leader_epoch=update.leader_epoch,
+        start_offset=start,
+        delivery_complete_count=cur.delivery_complete_count
+        if dcc == UNINITIALIZED_DELIVERY_COMPLETE_COUNT
+        else dcc,
+        create_timestamp=cur.create_timestamp,
+        write_timestamp=cur.write_timestamp,
+        state_batches=batches,
+    )
+
+
+def _fold(cur: ShareSnapshot, updates: list[ShareUpdate]) -> ShareSnapshot:
+    """Apply ``updates`` in order; one combine when the start offset never moves backwards."""
+    start = cur.start_offset
+    monotonic = True
+    dcc = cur.delivery_complete_count
+    for u in updates:
+        if u.start_offset != NO_START_OFFSET:
+            if u.start_offset < start:
+                monotonic = False
+                break
+            start = u.start_offset
+        if u.delivery_complete_count != UNINITIALIZED_DELIVERY_COMPLETE_COUNT:
+            dcc = u.delivery_complete_count
+    if not monotonic:
+        for u in updates:
+            cur = _apply(cur, u, None)
+        return cur
+    layered = [b for u in updates for b in u.state_batches]
+    return ShareSnapshot(
+        snapshot_epoch=cur.snapshot_epoch,
+        state_epoch=cur.state_epoch,
+        leader_epoch=updates[-1].leader_epoch,
+        start_offset=start,
+        delivery_complete_count=dcc,
+        create_timestamp=cur.create_timestamp,
+        write_timestamp=cur.write_timestamp,
+        state_batches=combine_state_batches(cur.state_batches, layered, start)
+        if layered or start != cur.start_offset
+        else cur.state_batches,
+    )
+
+
+def _to_share_state(s: ShareSnapshot, leader_epoch: int | None = None) -> ShareState:
+    return ShareState(
+        state_epoch=s.state_epoch,
+        leader_epoch=s.leader_epoch if leader_epoch is None else leader_epoch,
+        start_offset=s.start_offset,
+        delivery_complete_count=s.delivery_complete_count,
+        state_batches=s.state_batches,
+    )
+
+
+def _valid_batches(batches: tuple[StateBatch, ...]) -> bool:
+    for b in batches:
+        if not (
+            0 <= b.first_offset <= b.last_offset
+            and b.delivery_state in _PERSISTED_STATES
+            and 0 <= b.delivery_count < 1 << 15
+        ):
+            return False
+    return True
+
+
+class ShareCoordinatorShard:
+    """Share-group state of one ``__share_group_state`` partition (sans-I/O)."""
+
+    def __init__(self, partition: int, config: ShareCoordinatorConfig | None = None) -> None:
+        self.partition = partition
+        self.config = config or ShareCoordinatorConfig()
+        self._keys: dict[SharePartitionKey, _KeyState] = {}
+        self._next_offset = 0
+        self._loaded = False
+        # The last ShareUpdate a handler produced, with the state it applies to and the state it
+        # yields, so replaying it right away need not combine the batches a second time. A cache
+        # only: replay checks both identities and otherwise recomputes.
+        self._memo: tuple[ShareSnapshot, ShareUpdate, tuple[StateBatch, ...]] | None = None
+
+    # -- loading -------------------------------------------------------------------------------
+
+    @property
+    def loaded(self) -> bool:
+        return self._loaded
+
+    def complete_load(self) -> None:
+        """Replay has reached the end of the log: start serving requests."""
+        self._loaded = True
+
+    # -- handlers (pure) -----------------------------------------------------------------------
+
+    def handle_initialize(
+        self, key: SharePartitionKey, *, state_epoch: int, start_offset: int, now_ms: int
+    ) -> CoordinatorResult[ErrorCode]:
+        """(Re)initialize: a fresh snapshot with no batches at ``state_epoch``."""
+        if not self._loaded:
+            return CoordinatorResult(records=(), response=ErrorCode.coordinator_load_in_progress)
+        if start_offset < NO_START_OFFSET:
+            return CoordinatorResult(records=(), response=ErrorCode.invalid_request)
+        ks = self._keys.get(key)
+        if ks is not None and state_epoch < ks.current.state_epoch:
+            return CoordinatorResult(records=(), response=ErrorCode.fenced_state_epoch)
+        snapshot = ShareSnapshot(
+            snapshot_epoch=0 if ks is None else ks.current.snapshot_epoch + 1,
+            state_epoch=state_epoch,
+            leader_epoch=NO_LEADER_EPOCH,
+            start_offset=start_offset,
+            delivery_complete_count=UNINITIALIZED_DELIVERY_COMPLETE_COUNT,
+            create_timestamp=now_ms,
+            write_timestamp=now_ms,
+            state_batches=(),
+        )
+        return CoordinatorResult(records=(StateRecord(key=key, value=snapshot),), response=ErrorCode.none)
+
+    def handle_write(self, params: WriteStateParams, *, now_ms: int) -> CoordinatorResult[ErrorCode]:
+        """A ShareUpdate delta, or a ShareSnapshot when one is due or no larger than the delta."""
+        if not self._loaded:
+            return CoordinatorResult(records=(), response=ErrorCode.coordinator_load_in_progress)
+        if params.start_offset < NO_START_OFFSET or not _valid_batches(params.state_batches):
+            return CoordinatorResult(records=(), response=ErrorCode.invalid_request)
+        key = params.key
+        ks = self._keys.get(key)
+        if ks is None:
+            start = params.start_offset
+            snapshot = ShareSnapshot(
+                snapshot_epoch=0,
+                state_epoch=params.state_epoch,
+                leader_epoch=params.leader_epoch,
+                start_offset=start,
+                delivery_complete_count=params.delivery_complete_count,
+                create_timestamp=now_ms,
+                write_timestamp=now_ms,
+                state_batches=combine_state_batches((), params.state_batches, start),
+            )
+            return CoordinatorResult(records=(StateRecord(key=key, value=snapshot),), response=ErrorCode.none)
+        cur = ks.current
+        if params.state_epoch < cur.state_epoch:
+            return CoordinatorResult(records=(), response=ErrorCode.fenced_state_epoch)
+        if params.leader_epoch != NO_LEADER_EPOCH and params.leader_epoch < cur.leader_epoch:
+            return CoordinatorResult(records=(), response=ErrorCode.fenced_leader_epoch)
+        leader_epoch = cur.leader_epoch if params.leader_epoch == NO_LEADER_EPOCH else params.leader_epoch
+        start = cur.start_offset if params.start_offset == NO_START_OFFSET else params.start_offset
+        combined = combine_state_batches(cur.state_batches, params.state_batches, start)
+        dcc = params.delivery_complete_count
+        if (
+            ks.updates_since_snapshot >= self.config.snapshot_update_records_per_snapshot
+            or params.state_epoch != cur.state_epoch
+            or len(combined) <= len(params.state_batches)
+        ):
+            value: ShareSnapshot | ShareUpdate = ShareSnapshot(
+                snapshot_epoch=cur.snapshot_epoch + 1,
+                state_epoch=params.state_epoch,
+                leader_epoch=leader_epoch,
+                start_offset=start,
+                delivery_complete_count=cur.delivery_complete_count
+                if dcc == UNINITIALIZED_DELIVERY_COMPLETE_COUNT
+                else dcc,
+                create_timestamp=cur.create_timestamp,
+                write_timestamp=now_ms,
+                state_batches=combined,
+            )
+        else:
+            value = ShareUpdate(
+                snapshot_epoch=cur.snapshot_epoch,
+                leader_epoch=leader_epoch,
+                start_offset=params.start_offset,
+                delivery_complete_count=dcc,
+                state_batches=combine_state_batches((), params.state_batches, start),
+            )
+            self._memo = (cur, value, combined)
+        return CoordinatorResult(records=(StateRecord(key=key, value=value),), response=ErrorCode.none)
+
+    def handle_read(self, key: SharePartitionKey, *, leader_epoch: int) -> CoordinatorResult[ReadResult]:
+        """The state; a newer leader epoch is recorded first (so an older leader is fenced)."""
+        if not self._loaded:
+            return CoordinatorResult(
+                records=(), response=ReadResult(error=ErrorCode.coordinator_load_in_progress)
+            )
+        ks = self._keys.get(key)
+        if ks is None:
+            return CoordinatorResult(records=(), response=ReadResult(error=ErrorCode.none))
+        cur = ks.current
+        if leader_epoch == NO_LEADER_EPOCH or leader_epoch == cur.leader_epoch:
+            return CoordinatorResult(
+                records=(), response=ReadResult(error=ErrorCode.none, state=_to_share_state(cur))
+            )
+        if leader_epoch < cur.leader_epoch:
+            return CoordinatorResult(records=(), response=ReadResult(error=ErrorCode.fenced_leader_epoch))
+        bump = ShareUpdate(
+            snapshot_epoch=cur.snapshot_epoch,
+            leader_epoch=leader_epoch,
+            start_offset=NO_START_OFFSET,
+            delivery_complete_count=UNINITIALIZED_DELIVERY_COMPLETE_COUNT,
+            state_batches=(),
+        )
+        return CoordinatorResult(
+            records=(StateRecord(key=key, value=bump),),
+            response=ReadResult(error=ErrorCode.none, state=_to_share_state(cur, leader_epoch)),
+        )
+
+    def handle_read_summary(self, key: SharePartitionKey) -> CoordinatorResult[ReadSummaryResult]:
+        if not self._loaded:
+            return CoordinatorResult(
+                records=(), response=ReadSummaryResult(error=ErrorCode.coordinator_load_in_progress)
+            )
+        ks = self._keys.get(key)
+        if ks is None:
+            return CoordinatorResult(records=(), response=ReadSummaryResult(error=ErrorCode.none))
+        c = ks.current
+        summary = ShareStateSummary(
+            state_epoch=c.state_epoch,
+            leader_epoch=c.leader_epoch,
+            start_offset=c.start_offset,
+            delivery_complete_count=c.delivery_complete_count,
+        )
+        return CoordinatorResult(
+            records=(), response=ReadSummaryResult(error=ErrorCode.none, summary=summary)
+        )
+
+    def handle_delete(self, key: SharePartitionKey) -> CoordinatorResult[ErrorCode]:
+        """A tombstone; deleting an unknown share-partition succeeds with no record."""
+        if not self._loaded:
+            return CoordinatorResult(records=(), response=ErrorCode.coordinator_load_in_progress)
+        if key not in self._keys:
+            return CoordinatorResult(records=(), response=ErrorCode.none)
+        return CoordinatorResult(records=(StateRecord(key=key, value=None),), response=ErrorCode.none)
+
+    # -- housekeeping (pure) -------------------------------------------------------------------
+
+    def cold_snapshots(self, now_ms: int) -> tuple[StateRecord, ...]:
+        """Fresh snapshots for share-partitions with none for the cold interval.
+
+        Rewriting an idle share-partition's state at the log end lets pruning pass its old records.
+        """
+        if not self._loaded:
+            return ()
+        interval = self.config.cold_partition_snapshot_interval_ms
+        out: list[StateRecord] = []
+        for key, ks in self._keys.items():
+            cur = ks.current
+            if now_ms - cur.write_timestamp >= interval:
+                snap = ShareSnapshot(
+                    snapshot_epoch=cur.snapshot_epoch + 1,
+                    state_epoch=cur.state_epoch,
+                    leader_epoch=cur.leader_epoch,
+                    start_offset=cur.start_offset,
+                    delivery_complete_count=cur.delivery_complete_count,
+                    create_timestamp=cur.create_timestamp,
+                    write_timestamp=now_ms,
+                    state_batches=cur.state_batches,
+                )
+                out.append(StateRecord(key=key, value=snap))
+        return tuple(out)
+
+    def next_deadline(self) -> int | None:
+        """When the next share-partition turns cold (ms), or None without any state."""
+        if not self._keys:
+            return None
+        interval = self.config.cold_partition_snapshot_interval_ms
+        return min(ks._current.write_timestamp for ks in self._keys.values()) + interval
+
+    def prune_offset(self) -> int:
+        """Records below this offset are not needed to rebuild any share-partition."""
+        if not self._keys:
+            return self._next_offset
+        return min(ks.snapshot_offset for ks in self._keys.values())
+
+    # -- state ---------------------------------------------------------------------------------
+
+    def replay(self, key: SharePartitionKey, value: ShareSnapshot | ShareUpdate | None, offset: int) -> None:
+        """Apply one record at ``offset``; records must come in log order."""
+        self._next_offset = offset + 1
+        if value is None:
+            self._keys.pop(key, None)
+            return
+        if isinstance(value, ShareSnapshot):
+            self._keys[key] = _KeyState(value, offset)
+            return
+        ks = self._keys.get(key)
+        if ks is None or value.snapshot_epoch != ks._current.snapshot_epoch:
+            return  # an update for a deleted or superseded snapshot: nothing to apply it to
+        memo = self._memo
+        self._memo = None
+        if memo is not None and memo[1] is value and memo[0] is ks.current:
+            ks.current = _apply(memo[0], value, memo[2])
+        elif self._loaded:
+            ks.current = _apply(ks.current, value, None)
+        else:
+            ks.pending.append(value)
+        ks.updates_since_snapshot += 1
+
+    def state(self, key: SharePartitionKey) -> ShareState | None:
+        """The combined state of ``key`` as replayed so far (for tests and tools)."""
+        ks = self._keys.get(key)
+        return None if ks is None else _to_share_state(ks.current)
+
+    def keys(self) -> list[SharePartitionKey]:
+        return list(self._keys)
+
+    @property
+    def next_offset(self) -> int:
+        """The offset after the last replayed record."""
+        return self._next_offset

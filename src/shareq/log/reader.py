@@ -1,0 +1,133 @@
+"""Reading whole batches out of one segment, and finding a record by timestamp.
+
+A read is one ``os.pread`` from the nearest offset-index entry, a walk over 61-byte headers to the
+batch holding the wanted offset, and a cut after the last whole batch that fits. Records are only
+decoded by :func:`exact_timestamp`, for the rare ListOffsets-by-time lookup.
+"""
+
+from __future__ import annotations
+
+import os
+from array import array
+from bisect import bisect_right
+from typing import NamedTuple
+
+from .batch import HEADER, HEADER_SIZE, LOG_OVERHEAD, MAGIC, Compression, TimestampType, read_batch_header
+from .errors import CorruptRecordError
+from .records import decode_batch
+from .segment import H_BASE_OFFSET, H_BATCH_LENGTH, H_LAST_OFFSET_DELTA, H_MAGIC, LogSegment
+
+_MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
+
+
+class TimestampOffset(NamedTuple):
+    """The first record at or after a searched timestamp."""
+
+    timestamp: int
+    offset: int
+
+
+def read_batches(
+    fd: int, seg: LogSegment, offset: int, max_bytes: int, min_one_batch: bool, interval: int
+) -> tuple[bytes, tuple[tuple[int, int], ...]] | None:
+    """Whole batches of ``seg`` from the one holding ``offset``, at most ``max_bytes`` unless the
+    first alone is larger (then it alone, or nothing if not ``min_one_batch``); ``None`` if the
+    segment holds no batch at or after ``offset``.
+
+    The returned bytes are exactly what one ``pread`` produced (no second copy) whenever a batch
+    boundary known from the index or the segment end lies within ``max_bytes``: the answer may
+    then stop up to one index interval short of ``max_bytes``.
+    """
+    end = seg.size
+    index = seg.index
+    _, pos = index.lookup(offset - seg.base_offset)
+    unpack = HEADER.unpack_from
+    head = b""
+    head_pos = pos
+    while True:  # find the batch holding `offset`, reading headers from the index entry on
+        if pos + HEADER_SIZE > end:
+            return None
+        rel = pos - head_pos
+        if rel + HEADER_SIZE > len(head):
+            head, head_pos, rel = os.pread(fd, min(interval + HEADER_SIZE, end - pos), pos), pos, 0
+        h = unpack(head, rel)
+        if h[H_MAGIC] != MAGIC or h[H_BATCH_LENGTH] < _MIN_BATCH_LENGTH:
+            raise CorruptRecordError(f"segment {seg.base_offset} is damaged at byte {pos}")
+        if h[H_BASE_OFFSET] + h[H_LAST_OFFSET_DELTA] >= offset:
+            break
+        pos += h[H_BATCH_LENGTH] + LOG_OVERHEAD
+    start = pos
+    first_size = h[H_BATCH_LENGTH] + LOG_OVERHEAD
+    if first_size > max_bytes:
+        if not min_one_batch:
+            return b"", ()
+        stop = start + first_size
+    else:
+        limit = start + max_bytes
+        stop = end if end <= limit else _boundary_at_or_before(index.positions, limit)
+        if stop < start + first_size:
+            return _read_trimmed(fd, start, min(limit, end))
+    chunk = os.pread(fd, stop - start, start)
+    return chunk, _batch_ranges(chunk, seg.base_offset)
+
+
+def _boundary_at_or_before(positions: array[int], limit: int) -> int:
+    """The last indexed batch start at or before ``limit`` (0 if none)."""
+    i = bisect_right(positions, limit)
+    return positions[i - 1] if i else 0
+
+
+def _batch_ranges(chunk: bytes, segment_base: int) -> tuple[tuple[int, int], ...]:
+    """(first, last) offsets of the whole batches filling ``chunk``."""
+    unpack = HEADER.unpack_from
+    ranges = []
+    off = 0
+    limit = len(chunk)
+    while off < limit:
+        h = unpack(chunk, off)
+        if h[H_MAGIC] != MAGIC or h[H_BATCH_LENGTH] < _MIN_BATCH_LENGTH:
+            raise CorruptRecordError(f"segment {segment_base} is damaged in a batch at offset {h[0]}")
+        base = h[H_BASE_OFFSET]
+        ranges.append((base, base + h[H_LAST_OFFSET_DELTA]))
+        off += h[H_BATCH_LENGTH] + LOG_OVERHEAD
+    if off != limit:
+        raise CorruptRecordError(f"segment {segment_base}: batch lengths disagree with the index")
+    return tuple(ranges)
+
+
+def _read_trimmed(fd: int, start: int, limit: int) -> tuple[bytes, tuple[tuple[int, int], ...]]:
+    """Read ``[start, limit)`` and keep the whole batches at its front (one extra copy)."""
+    chunk = os.pread(fd, limit - start, start)
+    unpack = HEADER.unpack_from
+    ranges = []
+    off = 0
+    while off + HEADER_SIZE <= len(chunk):
+        h = unpack(chunk, off)
+        size = h[H_BATCH_LENGTH] + LOG_OVERHEAD
+        if off + size > len(chunk) or h[H_MAGIC] != MAGIC or size < HEADER_SIZE:
+            break
+        base = h[H_BASE_OFFSET]
+        ranges.append((base, base + h[H_LAST_OFFSET_DELTA]))
+        off += size
+    return (chunk if off == len(chunk) else chunk[:off]), tuple(ranges)
+
+
+def exact_timestamp(
+    fd: int, pos: int, size: int, timestamp_ms: int, log_start: int
+) -> TimestampOffset | None:
+    """The first record at or after ``timestamp_ms`` in the batch at ``pos``, not below ``log_start``.
+
+    Compressed and LogAppendTime batches answer with the batch's first offset and max timestamp.
+    """
+    raw = os.pread(fd, size, pos)
+    header = read_batch_header(raw)
+    fallback = TimestampOffset(header.max_timestamp, max(header.base_offset, log_start))
+    if header.compression is not Compression.NONE:
+        return fallback
+    if header.timestamp_type is TimestampType.LOG_APPEND_TIME:
+        return fallback
+    for record in decode_batch(raw, verify_crc=False).records:
+        ts = record.timestamp if record.timestamp is not None else -1
+        if ts >= timestamp_ms and record.offset >= log_start:
+            return TimestampOffset(ts, record.offset)
+    return None

@@ -1,0 +1,1 @@
+"""Persisters: durable homes for share-partition state, behind ``shareq.share.persister.Persister``."""

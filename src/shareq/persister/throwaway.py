@@ -1,0 +1,68 @@
+"""The built-in persister on a throwaway state log, as a blocking port for synchronous drivers.
+
+Writes go through a live ``BuiltinPersister``; every read closes it and loads a fresh one from the
+files on disk, so what a reader sees is exactly what a broker restarted at that moment would
+replay: nothing held only in memory can leak into a ``durable`` check or a ``restart``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import tempfile
+from collections.abc import Coroutine
+from pathlib import Path
+from typing import Any, TypeVar
+
+from shareq.coordinators.share.shard import ShareCoordinatorConfig
+from shareq.persister.builtin import BuiltinPersister, FlushMode
+from shareq.share.persister import SharePartitionKey, ShareState, WriteStateParams
+
+T = TypeVar("T")
+
+
+class ThrowawayStateLog:
+    """A ``BuiltinPersister`` over a temporary directory, reloaded from disk on every read."""
+
+    def __init__(self, *, partitions: int = 1, flush_mode: FlushMode = FlushMode.GROUP) -> None:
+        self.directory = Path(tempfile.mkdtemp(prefix="shareq-state-"))
+        self._config = ShareCoordinatorConfig(state_topic_num_partitions=partitions)
+        self._flush_mode = flush_mode
+        self._loop = asyncio.new_event_loop()
+        self._live: BuiltinPersister | None = None
+        self.reloads = 0
+
+    def _run(self, coro: Coroutine[Any, Any, T]) -> T:
+        return self._loop.run_until_complete(coro)
+
+    def _persister(self) -> BuiltinPersister:
+        if self._live is None:
+            self._live = BuiltinPersister.in_directory(
+                self.directory, config=self._config, flush_mode=self._flush_mode
+            )
+            self._run(self._live.load())
+            self.reloads += 1
+        return self._live
+
+    def _drop(self) -> None:
+        if self._live is not None:
+            self._run(self._live.close())
+            self._live = None
+
+    def write_state(self, params: WriteStateParams) -> None:
+        self._run(self._persister().write_state(params))
+
+    def read_state(self, key: SharePartitionKey) -> ShareState | None:
+        self._drop()  # a read is a restart: replay the state log from disk
+        return self._run(self._persister().read_state(key, leader_epoch=0))
+
+    def close(self) -> None:
+        self._drop()
+        self._loop.close()
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+    def __enter__(self) -> ThrowawayStateLog:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

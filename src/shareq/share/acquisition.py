@@ -1,0 +1,178 @@
+"""The acquire walk of a SharePartition (a helper module of ``share_partition``).
+
+One pass over the fetched log-batch bounds in offset order, merged with the in-flight runs they
+overlap: AVAILABLE runs are re-leased (delivery count + 1), offsets no run covers are leased for the
+first time (within the in-flight window), everything else is skipped. Offsets the log no longer has
+(the range before the first fetched batch and between fetched batches) are archived if they were
+AVAILABLE, so compaction cannot pin the SPSO.
+
+Poison isolation, as Kafka's newest code: a record on its last delivery attempt is delivered alone;
+a record with at least ``max(2, ceil(limit / 2))`` deliveries halves the records this acquisition may
+return for each delivery beyond that threshold.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from shareq.share.acquisition_lock import AcquisitionLock
+from shareq.share.in_flight import InFlightBatch, InFlightMap
+from shareq.share.record_state import RecordState
+from shareq.share.types import AcquiredRecords, AcquireResult
+
+if TYPE_CHECKING:
+    from shareq.share.share_partition import SharePartition
+
+_ACQUIRED = RecordState.ACQUIRED
+_AVAILABLE = RecordState.AVAILABLE
+_EMPTY = AcquireResult(records=(), acquired_count=0, lock_deadline=None)
+
+
+def poison_threshold(delivery_count_limit: int) -> int:
+    """Deliveries from which acquisitions shrink: ``max(2, ceil(limit / 2))``."""
+    return max(2, -(-delivery_count_limit // 2))
+
+
+def acquire(
+    sp: SharePartition,
+    member: str,
+    batches: Sequence[tuple[int, int]],
+    *,
+    max_records: int,
+    batch_size: int,
+    exact: bool,
+    now: int,
+) -> AcquireResult:
+    if max_records <= 0 or not batches:
+        return _EMPTY
+    cfg = sp._config
+    runs = sp._runs
+    fetch = sp.next_fetch_offset()
+    window_end = sp._spso + cfg.max_record_locks  # first-time acquisitions stay below this
+    dc_limit = cfg.delivery_count_limit
+    threshold = poison_threshold(dc_limit)
+    deadline = now + cfg.record_lock_duration_ms
+    limit = max_records
+    hard = exact  # stop exactly at ``limit`` (record_limit mode, or poison isolation)
+    acquired = 0
+    out: list[list[int]] = []
+    lock: AcquisitionLock | None = None
+    stale: list[InFlightBatch] = []
+    prev_end = fetch
+    new_end = -1
+    stop = False
+    for bf, bl in batches:
+        if bl < fetch:
+            continue
+        lo = bf if bf > fetch else fetch
+        if lo > prev_end:
+            _vanished(sp, runs, prev_end, lo - 1, stale)
+        prev_end = bl + 1
+        pos = lo
+        segments: list[InFlightBatch | None] = list(runs.overlapping(lo, bl))
+        segments.append(None)
+        for run in segments:
+            seg_end = bl if run is None else run.first - 1
+            if pos <= seg_end:
+                # Offsets no run covers: leased for the first time, inside the window.
+                e = seg_end if seg_end < window_end else window_end - 1
+                if hard and e >= pos + (limit - acquired):
+                    e = pos + (limit - acquired) - 1
+                if e < pos:
+                    stop = True
+                    break
+                if lock is None:
+                    lock = sp._new_lock(deadline, pos, e, member)
+                piece = InFlightBatch(pos, e, _ACQUIRED, 1, member, lock)
+                runs.insert(piece)
+                n = e - pos + 1
+                lock.held += n
+                acquired += n
+                new_end = e
+                _emit(out, pos, e, 1, bf, batch_size, exact)
+                if e < seg_end or (hard and acquired >= limit):
+                    stop = True
+                    break
+            if run is None:
+                break
+            a = run.first if run.first > pos else pos
+            e = run.last if run.last < bl else bl
+            pos = e + 1
+            if run.state is not _AVAILABLE or run.txn is not None:
+                continue
+            d = run.count
+            if d + 1 >= dc_limit or d >= threshold:
+                cap = 1 if d + 1 >= dc_limit else max(1, max_records >> (d - threshold + 1))
+                if cap < limit:
+                    limit = cap
+                hard = True
+                if acquired >= limit:
+                    stop = True
+                    break
+            if hard and e >= a + (limit - acquired):
+                e = a + (limit - acquired) - 1
+            runs.isolate(a, e)
+            piece_or_none = runs.get(a)
+            assert piece_or_none is not None
+            piece = piece_or_none
+            if lock is None:
+                lock = sp._new_lock(deadline, a, e, member)
+            piece.state = _ACQUIRED
+            piece.count = d + 1
+            piece.member = member
+            piece.lock = lock
+            runs.reindex(piece)
+            n = e - a + 1
+            lock.held += n
+            acquired += n
+            _emit(out, a, e, d + 1, bf, batch_size, exact)
+            if e < pos - 1 or (hard and acquired >= limit):
+                stop = True
+                break
+        if stop or acquired >= limit:
+            break
+    if new_end >= sp._end:
+        sp._end = new_end + 1
+    write = sp._register_archive(stale) if stale else None
+    if lock is None:
+        return AcquireResult(records=(), acquired_count=0, lock_deadline=None, write=write)
+    lock.last = out[-1][1]
+    runs.coalesce(lock.first, lock.last)
+    return AcquireResult(
+        records=tuple(AcquiredRecords(first_offset=f, last_offset=la, delivery_count=c) for f, la, c in out),
+        acquired_count=acquired,
+        lock_deadline=deadline,
+        write=write,
+    )
+
+
+def _emit(
+    out: list[list[int]], first: int, last: int, count: int, batch_first: int, batch_size: int, exact: bool
+) -> None:
+    """Append an AcquiredRecords range, merging with the previous one unless a batch_size cut is due."""
+    if out:
+        prev = out[-1]
+        if prev[1] + 1 == first and prev[2] == count:
+            at_cut = not exact and first == batch_first and prev[1] - prev[0] + 1 >= batch_size
+            if not at_cut:
+                prev[1] = last
+                return
+    out.append([first, last, count])
+
+
+def _vanished(
+    sp: SharePartition, runs: InFlightMap, first: int, last: int, stale: list[InFlightBatch]
+) -> None:
+    """``first..last`` is not in the log any more: archive AVAILABLE runs, resolve read gaps."""
+    for run in list(runs.overlapping(first, last)):
+        if run.state is _AVAILABLE and run.txn is None:
+            a = run.first if run.first > first else first
+            e = run.last if run.last < last else last
+            runs.isolate(a, e)
+            piece = runs.get(a)
+            assert piece is not None
+            stale.append(piece)
+    sp._first_gap_hole()
+    if first <= sp._gap_cursor <= last:
+        sp._gap_cursor = last + 1

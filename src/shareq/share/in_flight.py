@@ -1,0 +1,178 @@
+"""In-flight state as run-length ranges.
+
+An ``InFlightBatch`` is a run of consecutive offsets sharing one state, delivery count, member,
+acquisition lock and in-progress transition. Runs are kept in a ``SortedDict`` keyed by first offset.
+A run is split only where an operation touches part of it (a partial acknowledgement, a partial
+re-acquisition) and coalesced with equal neighbours afterwards, so the common whole-batch path keeps
+one entry per fetched batch and cost follows the number of runs touched, never the record count.
+
+A second index holds the first offsets of acquirable runs (AVAILABLE, no transition in progress) so
+the next fetch offset is found without a scan.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from sortedcontainers import SortedDict, SortedSet
+
+from shareq.share.record_state import RecordState
+
+if TYPE_CHECKING:
+    from shareq.share.acquisition_lock import AcquisitionLock
+    from shareq.share.transition import StateTransition
+
+_AVAILABLE = RecordState.AVAILABLE
+
+
+class InFlightBatch:
+    """One run ``first..last`` (inclusive) of in-flight offsets with one state."""
+
+    __slots__ = ("count", "first", "last", "lock", "member", "state", "txn")
+
+    def __init__(
+        self,
+        first: int,
+        last: int,
+        state: RecordState,
+        count: int,
+        member: str | None = None,
+        lock: AcquisitionLock | None = None,
+    ) -> None:
+        self.first = first
+        self.last = last
+        self.state = state
+        self.count = count
+        self.member = member
+        self.lock = lock
+        self.txn: StateTransition | None = None
+
+    @property
+    def size(self) -> int:
+        return self.last - self.first + 1
+
+    def same_as(self, other: InFlightBatch) -> bool:
+        """Whether two runs could be one (never merges runs with a transition in progress)."""
+        return (
+            self.txn is None
+            and other.txn is None
+            and self.state == other.state
+            and self.count == other.count
+            and self.member == other.member
+            and self.lock is other.lock
+        )
+
+    def __repr__(self) -> str:
+        return f"InFlightBatch({self.first}..{self.last}, {self.state.name}, dc={self.count}, {self.member})"
+
+
+class InFlightMap:
+    """The runs of one share-partition, keyed by first offset, plus the acquirable-run index."""
+
+    __slots__ = ("_acquirable", "_runs")
+
+    def __init__(self) -> None:
+        self._runs: SortedDict = SortedDict()
+        self._acquirable: SortedSet = SortedSet()
+
+    # --- queries -------------------------------------------------------------------------------
+    def __len__(self) -> int:
+        return len(self._runs)
+
+    def __iter__(self) -> Iterator[InFlightBatch]:
+        return iter(self._runs.values())
+
+    def first_run(self) -> InFlightBatch | None:
+        runs = self._runs
+        return runs.peekitem(0)[1] if runs else None
+
+    def last_run(self) -> InFlightBatch | None:
+        runs = self._runs
+        return runs.peekitem(-1)[1] if runs else None
+
+    def get(self, first: int) -> InFlightBatch | None:
+        return self._runs.get(first)  # type: ignore[no-any-return]
+
+    def run_at(self, offset: int) -> InFlightBatch | None:
+        """The run covering ``offset``, if any."""
+        runs = self._runs
+        i = runs.bisect_right(offset) - 1
+        if i < 0:
+            return None
+        run: InFlightBatch = runs.peekitem(i)[1]
+        return run if run.last >= offset else None
+
+    def overlapping(self, first: int, last: int) -> Iterator[InFlightBatch]:
+        """Runs intersecting ``first..last`` in offset order (the map must not change meanwhile)."""
+        runs = self._runs
+        i = runs.bisect_right(first) - 1
+        keys = runs.keys()
+        values = runs.values()
+        n = len(keys)
+        if i < 0:
+            i = 0
+        while i < n:
+            run: InFlightBatch = values[i]
+            if run.first > last:
+                return
+            if run.last >= first:
+                yield run
+            i += 1
+
+    def first_acquirable(self, at_or_after: int) -> int | None:
+        """First offset of the first acquirable run starting at or after ``at_or_after``."""
+        acq = self._acquirable
+        i = acq.bisect_left(at_or_after)
+        return acq[i] if i < len(acq) else None
+
+    # --- mutation ----------------------------------------------------------------------------------
+    def reindex(self, run: InFlightBatch) -> None:
+        """Refresh the acquirable index after ``run``'s state or transition changed."""
+        if run.state is _AVAILABLE and run.txn is None:
+            self._acquirable.add(run.first)
+        else:
+            self._acquirable.discard(run.first)
+
+    def insert(self, run: InFlightBatch) -> None:
+        self._runs[run.first] = run
+        if run.state is _AVAILABLE and run.txn is None:
+            self._acquirable.add(run.first)
+
+    def remove(self, run: InFlightBatch) -> None:
+        del self._runs[run.first]
+        self._acquirable.discard(run.first)
+
+    def split(self, offset: int) -> None:
+        """Make ``offset`` the first offset of a run, if a run covers it from further left."""
+        run = self.run_at(offset)
+        if run is None or run.first == offset:
+            return
+        right = InFlightBatch(offset, run.last, run.state, run.count, run.member, run.lock)
+        right.txn = run.txn
+        run.last = offset - 1
+        self.insert(right)
+
+    def isolate(self, first: int, last: int) -> None:
+        """Split so that ``first`` starts a run and ``last`` ends one."""
+        self.split(first)
+        self.split(last + 1)
+
+    def coalesce(self, first: int, last: int) -> None:
+        """Merge equal neighbours among the runs touching ``first-1..last+1``."""
+        runs = self._runs
+        i = runs.bisect_right(first - 1) - 1
+        if i < 0:
+            i = 0
+        values = runs.values()
+        prev: InFlightBatch | None = None
+        while i < len(values):
+            run: InFlightBatch = values[i]
+            if run.first > last + 1:
+                return
+            if prev is not None and prev.last + 1 == run.first and prev.same_as(run):
+                prev.last = run.last
+                self.remove(run)
+                continue
+            prev = run
+            i += 1

@@ -1,0 +1,73 @@
+"""Record delivery states and the transitions between them, as data.
+
+The whole rule lives in the tables below: ACKNOWLEDGED and ARCHIVED are sinks, AVAILABLE only goes to
+ACQUIRED, nothing transitions to itself. New states (a transactional TX_PENDING, say) slot in as one
+more row. The ids are the wire/persisted ids of Kafka's ``RecordState``.
+"""
+
+from __future__ import annotations
+
+import enum
+
+from shareq.share.errors import IllegalStateTransition
+
+
+class RecordState(enum.IntEnum):
+    AVAILABLE = 0
+    ACQUIRED = 1
+    ACKNOWLEDGED = 2
+    ARCHIVING = 3
+    ARCHIVED = 4
+
+
+class AcknowledgeType(enum.IntEnum):
+    """Acknowledgement types as on the wire (RENEW is KIP-1222's type 4)."""
+
+    GAP = 0
+    ACCEPT = 1
+    RELEASE = 2
+    REJECT = 3
+    RENEW = 4
+
+
+TRANSITIONS: dict[RecordState, frozenset[RecordState]] = {
+    RecordState.AVAILABLE: frozenset({RecordState.ACQUIRED}),
+    RecordState.ACQUIRED: frozenset(
+        {RecordState.AVAILABLE, RecordState.ACKNOWLEDGED, RecordState.ARCHIVING, RecordState.ARCHIVED}
+    ),
+    RecordState.ACKNOWLEDGED: frozenset(),
+    RecordState.ARCHIVING: frozenset({RecordState.ARCHIVED}),
+    RecordState.ARCHIVED: frozenset(),
+}
+"""Transitions a client or a lock can cause."""
+
+FORCED_ARCHIVE_FROM: frozenset[RecordState] = frozenset({RecordState.AVAILABLE})
+"""States the engine itself may archive outside the table: records that vanished from the log
+(compaction) are archived so they do not pin the SPSO."""
+
+TERMINAL: frozenset[RecordState] = frozenset({RecordState.ACKNOWLEDGED, RecordState.ARCHIVED})
+
+ACK_TARGET: dict[AcknowledgeType, RecordState] = {
+    AcknowledgeType.GAP: RecordState.ARCHIVED,
+    AcknowledgeType.ACCEPT: RecordState.ACKNOWLEDGED,
+    AcknowledgeType.RELEASE: RecordState.AVAILABLE,
+    AcknowledgeType.REJECT: RecordState.ARCHIVED,
+    AcknowledgeType.RENEW: RecordState.ACQUIRED,
+}
+"""Acknowledge type -> intended state (RELEASE is subject to the diversion rule)."""
+
+
+def validate_transition(old: RecordState, new: RecordState, *, forced_archive: bool = False) -> None:
+    """Raise ``IllegalStateTransition`` unless ``old -> new`` is allowed."""
+    if new in TRANSITIONS[old]:
+        return
+    if forced_archive and new is RecordState.ARCHIVED and old in FORCED_ARCHIVE_FROM:
+        return
+    raise IllegalStateTransition(f"illegal record-state transition {old.name} -> {new.name}")
+
+
+def release_target(delivery_count: int, delivery_count_limit: int, *, dlq_enabled: bool) -> RecordState:
+    """Where a record being made AVAILABLE goes: AVAILABLE, or archived once its deliveries ran out."""
+    if delivery_count < delivery_count_limit:
+        return RecordState.AVAILABLE
+    return RecordState.ARCHIVING if dlq_enabled else RecordState.ARCHIVED

@@ -1,0 +1,607 @@
+"""SharePartition: one share group's in-flight view of one topic-partition (sans-I/O).
+
+The shell drives it with explicit time (``now``, ms), feeds it the bounds of log batches it read at
+``next_fetch_offset()``, and performs the durable writes it returns: every state change that must
+survive a crash (acknowledgement, lock expiry, member release, archiving vanished records) is only
+*started* here and comes back as a ``PendingWrite``; ``complete(handle, ok, now)`` then commits it
+(and advances the SPSO) or rolls it back. Acquisitions are never persisted (a lease does not survive
+a restart), so ``acquire`` applies at once.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Sequence
+
+from shareq.share import acquisition as _acq
+from shareq.share.acknowledgement import segments, validate_acknowledgements
+from shareq.share.acquisition_lock import AcquisitionLock, DeadlineIndex
+from shareq.share.errors import ShareEngineBug
+from shareq.share.in_flight import InFlightBatch, InFlightMap
+from shareq.share.persister import (
+    NO_START_OFFSET,
+    SharePartitionKey,
+    ShareState,
+    StateBatch,
+    WriteStateParams,
+)
+from shareq.share.record_state import (
+    ACK_TARGET,
+    TERMINAL,
+    AcknowledgeType,
+    RecordState,
+    release_target,
+    validate_transition,
+)
+from shareq.share.transition import StateTransition, TransitionKind
+from shareq.share.types import (
+    AcknowledgementBatch,
+    AcknowledgeResult,
+    AcquireMode,
+    AcquireResult,
+    CompleteResult,
+    PendingWrite,
+    ResetPolicy,
+    RunView,
+    ShareConfig,
+)
+
+_ACQUIRED = RecordState.ACQUIRED
+_AVAILABLE = RecordState.AVAILABLE
+_RENEW = AcknowledgeType.RENEW
+_RELEASE = AcknowledgeType.RELEASE
+
+
+class SharePartition:
+    """In-flight record state, acquisition locks and the SPSO of one share-partition."""
+
+    def __init__(self, key: SharePartitionKey, config: ShareConfig | None = None, *, leader_epoch: int = 0):
+        self.key = key
+        self._config = config if config is not None else ShareConfig()
+        self._leader_epoch = leader_epoch
+        self._runs = InFlightMap()
+        self._locks = DeadlineIndex()
+        # Locks per member, for release_member; released locks are dropped lazily (compaction).
+        self._member_locks: dict[str, list[AcquisitionLock]] = {}
+        self._pending: dict[int, StateTransition] = {}
+        self._handles = itertools.count(1)
+        self._initialized = False
+        self._state_epoch = 0
+        self._spso = 0
+        self._durable_spso = NO_START_OFFSET
+        self._end = 0
+        self._gap_cursor = 0
+        self._gap_end = 0
+        self._dcc = 0
+
+    # ------------------------------------------------------------------ initialization
+    def initialize(
+        self,
+        state: ShareState | None,
+        *,
+        reset: ResetPolicy = ResetPolicy.LATEST,
+        log_start_offset: int = 0,
+        log_end_offset: int = 0,
+        offset_for_timestamp: int | None = None,
+        state_epoch: int = 0,
+    ) -> PendingWrite | None:
+        """Load persisted state, or start at the reset policy's offset when there is none.
+
+        ``offset_for_timestamp`` answers the by_duration lookup (the first offset whose timestamp
+        is at or after now minus the duration; None if there is no such record). When the SPSO
+        comes from the reset policy it is returned as a write so that it becomes durable.
+        """
+        if self._initialized:
+            raise ShareEngineBug("share-partition already initialized")
+        self._initialized = True
+        if state is not None and state.start_offset >= 0:
+            self._state_epoch = state.state_epoch
+            self._load(state)
+            return None
+        self._state_epoch = state.state_epoch if state is not None else state_epoch
+        if reset is ResetPolicy.EARLIEST:
+            start = log_start_offset
+        elif reset is ResetPolicy.LATEST:
+            start = log_end_offset
+        else:
+            start = log_end_offset if offset_for_timestamp is None else offset_for_timestamp
+            start = min(max(start, log_start_offset), log_end_offset)
+        self._spso = self._end = self._gap_cursor = self._gap_end = start
+        txn = StateTransition(next(self._handles), TransitionKind.INITIALIZE)
+        self._pending[txn.handle] = txn
+        params = WriteStateParams(
+            key=self.key,
+            state_epoch=self._state_epoch,
+            leader_epoch=self._leader_epoch,
+            start_offset=start,
+            delivery_complete_count=0,
+            state_batches=(),
+        )
+        return PendingWrite(handle=txn.handle, params=params)
+
+    def _load(self, state: ShareState) -> None:
+        spso = state.start_offset
+        end = spso
+        runs = self._runs
+        for batch in sorted(state.state_batches, key=lambda b: b.first_offset):
+            first = max(batch.first_offset, spso, end)
+            if batch.last_offset < first:
+                continue
+            st = RecordState(batch.delivery_state)
+            if st is _ACQUIRED:  # never persisted by us; a lease does not survive a restart
+                st = _AVAILABLE
+            runs.insert(InFlightBatch(first, batch.last_offset, st, batch.delivery_count))
+            if st in TERMINAL:
+                self._dcc += batch.last_offset - first + 1
+            end = batch.last_offset + 1
+        runs.coalesce(spso, end)
+        self._spso = self._gap_cursor = spso
+        self._durable_spso = spso
+        self._end = self._gap_end = end
+        self._advance_spso()
+
+    # ------------------------------------------------------------------ introspection
+    @property
+    def spso(self) -> int:
+        """Share-partition start offset: everything below it is terminal."""
+        return self._spso
+
+    @property
+    def end_offset(self) -> int:
+        """Exclusive end of the in-flight region (the SPEO); a fresh fetch resumes here."""
+        return self._end
+
+    @property
+    def speo(self) -> int:
+        """Alias of ``end_offset`` in the KIP's vocabulary."""
+        return self._end
+
+    @property
+    def delivery_complete_count(self) -> int:
+        """Terminal records at or after the SPSO (KIP-1226 lag input)."""
+        return self._dcc
+
+    @property
+    def state_epoch(self) -> int:
+        return self._state_epoch
+
+    @property
+    def config(self) -> ShareConfig:
+        return self._config
+
+    @property
+    def initialized(self) -> bool:
+        return self._initialized
+
+    def in_flight_count(self) -> int:
+        """Records held in the in-flight map (terminal ones included until the SPSO passes them)."""
+        return sum(run.size for run in self._runs)
+
+    def range_count(self) -> int:
+        """Runs in the in-flight map (what memory and cost scale with)."""
+        return len(self._runs)
+
+    def pending_count(self) -> int:
+        """Writes started and not yet completed."""
+        return len(self._pending)
+
+    def runs(self) -> tuple[RunView, ...]:
+        """Every in-flight run at or above the SPSO, adjacent equal (state, count, member) merged."""
+        out: list[RunView] = []
+        for run in self._runs:
+            if out:
+                prev = out[-1]
+                if (
+                    prev.last_offset + 1 == run.first
+                    and prev.state is run.state
+                    and prev.delivery_count == run.count
+                    and prev.member == run.member
+                ):
+                    out[-1] = RunView(
+                        first_offset=prev.first_offset,
+                        last_offset=run.last,
+                        state=run.state,
+                        delivery_count=run.count,
+                        member=run.member,
+                    )
+                    continue
+            out.append(
+                RunView(
+                    first_offset=run.first,
+                    last_offset=run.last,
+                    state=run.state,
+                    delivery_count=run.count,
+                    member=run.member,
+                )
+            )
+        return tuple(out)
+
+    def next_deadline(self) -> int | None:
+        """The earliest acquisition-lock deadline still holding records (ms), or None."""
+        return self._locks.next_deadline()
+
+    def next_fetch_offset(self) -> int:
+        """Where the next log read starts: the first AVAILABLE offset with no transition in
+        progress, or the first unfilled gap left by persisted state, else the end offset."""
+        self._require_initialized()
+        best = self._end
+        avail = self._runs.first_acquirable(self._spso)
+        if avail is not None and avail < best:
+            best = avail
+        hole = self._first_gap_hole()
+        if hole is not None and hole < best:
+            best = hole
+        return best
+
+    def alter_config(self, config: ShareConfig) -> None:
+        """Replace the group configuration; it applies to later acquisitions and releases."""
+        self._config = config
+
+    # ------------------------------------------------------------------ acquire
+    def acquire(
+        self,
+        member: str,
+        batches: Sequence[tuple[int, int]],
+        *,
+        max_records: int,
+        batch_size: int | None = None,
+        mode: AcquireMode = AcquireMode.BATCH_OPTIMIZED,
+        now: int,
+    ) -> AcquireResult:
+        """Lease records from ``batches`` (bounds of log batches read at ``next_fetch_offset()``).
+
+        Re-delivers AVAILABLE records (delivery count + 1), leases new records up to the in-flight
+        window (SPSO + max_record_locks), isolates records near the delivery limit, and archives
+        in-flight records the log no longer holds.
+        """
+        self._require_initialized()
+        result = _acq.acquire(
+            self,
+            member,
+            batches,
+            max_records=max_records,
+            batch_size=batch_size if batch_size is not None else max_records,
+            exact=mode is AcquireMode.RECORD_LIMIT,
+            now=now,
+        )
+        return result
+
+    # ------------------------------------------------------------------ acknowledge
+    def acknowledge(
+        self, member: str, batches: Sequence[AcknowledgementBatch], *, now: int
+    ) -> AcknowledgeResult:
+        """Start the transitions a client asked for; all or nothing.
+
+        Raises ``InvalidRequest`` (malformed, overlapping, past the end) or ``InvalidRecordState``
+        (not in flight, not acquired by ``member``, transition already in progress); then nothing
+        changed. Returns the write to persist (None when only renewals were asked; they applied).
+        """
+        self._require_initialized()
+        validate_acknowledgements(self._runs, member, batches, spso=self._spso, end=self._end)
+        txn = StateTransition(next(self._handles), TransitionKind.ACKNOWLEDGE)
+        cfg = self._config
+        runs = self._runs
+        durable = False
+        for batch in batches:
+            for first, last, ack in segments(batch):
+                runs.isolate(first, last)
+                for run in list(runs.overlapping(first, last)):
+                    if ack is _RENEW:
+                        target = _ACQUIRED
+                    elif ack is _RELEASE:
+                        target = release_target(
+                            run.count, cfg.delivery_count_limit, dlq_enabled=cfg.dlq_enabled
+                        )
+                        durable = True
+                    else:
+                        target = ACK_TARGET[ack]
+                        durable = True
+                    run.txn = txn
+                    txn.pieces.append((run, target))
+        if not durable:
+            self._commit(txn, now)
+            return AcknowledgeResult(write=None)
+        return AcknowledgeResult(write=self._start_write(txn))
+
+    # ------------------------------------------------------------------ locks and members
+    def expire(self, now: int) -> PendingWrite | None:
+        """Release every record whose acquisition lock is due (``deadline <= now``).
+
+        The records become AVAILABLE (or archived once out of deliveries) when the write completes.
+        """
+        due = self._locks.pop_due(now)
+        if not due:
+            return None
+        txn = StateTransition(next(self._handles), TransitionKind.EXPIRE)
+        for lock in due:
+            self._collect_release(txn, lock, None)
+        return self._start_write(txn) if txn.pieces else None
+
+    def release_member(self, member: str, now: int) -> PendingWrite | None:
+        """A member left (or its share session closed): release its records at once.
+
+        Records of the member whose acknowledgement is being persisted stay with it; if that write
+        fails they are found here again by a later call, or released when their lock expires.
+        """
+        locks = self._member_locks.pop(member, None)
+        if not locks:
+            return None
+        txn = StateTransition(next(self._handles), TransitionKind.RELEASE_MEMBER)
+        kept: list[AcquisitionLock] = []
+        for lock in sorted(locks, key=lambda lk: lk.first):
+            if lock.held > 0 and lock.held > self._collect_release(txn, lock, member):
+                kept.append(lock)
+        if kept:
+            self._member_locks[member] = kept
+        return self._start_write(txn) if txn.pieces else None
+
+    def _collect_release(self, txn: StateTransition, lock: AcquisitionLock, member: str | None) -> int:
+        """Add ``lock``'s idle ACQUIRED runs to ``txn``; returns how many records that took."""
+        cfg = self._config
+        taken = 0
+        for run in list(self._runs.overlapping(lock.first, lock.last)):
+            if run.lock is lock and run.txn is None and run.state is _ACQUIRED:
+                if member is not None and run.member != member:
+                    continue
+                target = release_target(run.count, cfg.delivery_count_limit, dlq_enabled=cfg.dlq_enabled)
+                run.txn = txn
+                txn.pieces.append((run, target))
+                taken += run.last - run.first + 1
+        return taken
+
+    # ------------------------------------------------------------------ dead-letter hand-off
+    def archiving_runs(self) -> tuple[RunView, ...]:
+        """Runs waiting for the dead-letter queue (ARCHIVING, no transition in progress)."""
+        return tuple(
+            v for v in self.runs() if v.state is RecordState.ARCHIVING and self._idle(v.first_offset)
+        )
+
+    def dead_lettered(self, first: int, last: int) -> PendingWrite | None:
+        """The DLQ writer produced ``first..last``: their ARCHIVING records become ARCHIVED."""
+        txn = StateTransition(next(self._handles), TransitionKind.DEAD_LETTER)
+        runs = self._runs
+        for run in list(runs.overlapping(first, last)):
+            if run.state is RecordState.ARCHIVING and run.txn is None:
+                runs.isolate(max(first, run.first), min(last, run.last))
+        for run in list(runs.overlapping(first, last)):
+            if run.state is RecordState.ARCHIVING and run.txn is None:
+                run.txn = txn
+                txn.pieces.append((run, RecordState.ARCHIVED))
+        return self._start_write(txn) if txn.pieces else None
+
+    def _idle(self, offset: int) -> bool:
+        run = self._runs.run_at(offset)
+        return run is not None and run.txn is None
+
+    # ------------------------------------------------------------------ persist, then commit
+    def _start_write(self, txn: StateTransition) -> PendingWrite:
+        deltas: list[StateBatch] = []
+        targets: dict[int, RecordState] = {}
+        newly_terminal = 0
+        for run, target in txn.pieces:
+            if target is _ACQUIRED:
+                continue
+            targets[run.first] = target
+            if target in TERMINAL:
+                newly_terminal += run.last - run.first + 1
+            if deltas:
+                prev = deltas[-1]
+                if (
+                    prev.last_offset + 1 == run.first
+                    and prev.delivery_state == target
+                    and prev.delivery_count == run.count
+                ):
+                    deltas[-1] = StateBatch(
+                        first_offset=prev.first_offset,
+                        last_offset=run.last,
+                        delivery_state=int(target),
+                        delivery_count=run.count,
+                    )
+                    continue
+            deltas.append(
+                StateBatch(
+                    first_offset=run.first,
+                    last_offset=run.last,
+                    delivery_state=int(target),
+                    delivery_count=run.count,
+                )
+            )
+        spso, dropped, _ = self._terminal_prefix(txn, targets)
+        self._pending[txn.handle] = txn
+        txn.start_offset = spso if spso != self._durable_spso else NO_START_OFFSET
+        params = WriteStateParams(
+            key=self.key,
+            state_epoch=self._state_epoch,
+            leader_epoch=self._leader_epoch,
+            start_offset=txn.start_offset,
+            delivery_complete_count=self._dcc + newly_terminal - dropped,
+            state_batches=tuple(deltas),
+        )
+        return PendingWrite(handle=txn.handle, params=params)
+
+    def complete(self, handle: int, ok: bool, now: int) -> CompleteResult:
+        """Finish a pending write: commit it (``ok``) or roll it back.
+
+        A rolled-back acknowledgement whose lock lapsed meanwhile is released as an expiry would
+        (returned as a follow-up write); a failed expiry or member release is retried after
+        ``persist_retry_backoff_ms`` through the lock index.
+        """
+        txn = self._pending.pop(handle, None)
+        if txn is None:
+            raise ShareEngineBug(f"no pending write with handle {handle}")
+        if ok:
+            if txn.kind is TransitionKind.INITIALIZE:
+                self._durable_spso = self._spso
+                return CompleteResult(committed=True, spso=self._spso, records_released=False)
+            released = self._commit(txn, now)
+            if txn.start_offset != NO_START_OFFSET:
+                self._durable_spso = max(self._durable_spso, txn.start_offset)
+            return CompleteResult(committed=True, spso=self._spso, records_released=released)
+        follow_ups = self._rollback(txn, now)
+        return CompleteResult(committed=False, spso=self._spso, records_released=False, writes=follow_ups)
+
+    def _commit(self, txn: StateTransition, now: int) -> bool:
+        runs = self._runs
+        released = False
+        forced = txn.kind is TransitionKind.ARCHIVE
+        renew_lock: AcquisitionLock | None = None
+        touched: list[tuple[int, int]] = []
+        for run, target in txn.pieces:
+            run.txn = None
+            size = run.last - run.first + 1
+            touched.append((run.first, run.last))
+            if target is _ACQUIRED:  # a renewal: same state, a fresh lock from the commit on
+                if renew_lock is None:
+                    deadline = now + self._config.record_lock_duration_ms
+                    renew_lock = self._new_lock(deadline, run.first, run.last, run.member or "")
+                renew_lock.last = run.last
+                self._move_to_lock(run, renew_lock)
+                continue
+            validate_transition(run.state, target, forced_archive=forced)
+            if run.state is _ACQUIRED:
+                self._unhold(run.lock, size)
+                run.lock = None
+                run.member = None
+            run.state = target
+            if target in TERMINAL:
+                self._dcc += size
+            elif target is _AVAILABLE:
+                released = True
+            runs.reindex(run)
+        for first, last in touched:
+            runs.coalesce(first, last)
+        self._advance_spso()
+        return released
+
+    def _rollback(self, txn: StateTransition, now: int) -> tuple[PendingWrite, ...]:
+        runs = self._runs
+        touched = [(run.first, run.last) for run, _ in txn.pieces]
+        for run, _ in txn.pieces:
+            run.txn = None
+            runs.reindex(run)
+        follow_ups: tuple[PendingWrite, ...] = ()
+        if txn.kind is TransitionKind.ACKNOWLEDGE:
+            lapsed = [
+                run
+                for run, _ in txn.pieces
+                if run.state is _ACQUIRED and run.lock is not None and run.lock.deadline <= now
+            ]
+            if lapsed:
+                expiry = StateTransition(next(self._handles), TransitionKind.EXPIRE)
+                cfg = self._config
+                for run in lapsed:
+                    target = release_target(run.count, cfg.delivery_count_limit, dlq_enabled=cfg.dlq_enabled)
+                    run.txn = expiry
+                    expiry.pieces.append((run, target))
+                follow_ups = (self._start_write(expiry),)
+        elif txn.kind in (TransitionKind.EXPIRE, TransitionKind.RELEASE_MEMBER):
+            retry: dict[int, AcquisitionLock] = {}
+            deadline = now + self._config.persist_retry_backoff_ms
+            for run, _ in txn.pieces:
+                old = run.lock
+                key = id(old)
+                lock = retry.get(key)
+                if lock is None:
+                    lock = retry[key] = self._new_lock(deadline, run.first, run.last, run.member or "")
+                lock.first = min(lock.first, run.first)
+                lock.last = max(lock.last, run.last)
+                self._move_to_lock(run, lock)
+        for first, last in touched:
+            runs.coalesce(first, last)
+        return follow_ups
+
+    # ------------------------------------------------------------------ lock bookkeeping
+    def _new_lock(self, deadline: int, first: int, last: int, member: str) -> AcquisitionLock:
+        lock = self._locks.new_lock(deadline=deadline, first=first, last=last)
+        owned = self._member_locks.get(member)
+        if owned is None:
+            self._member_locks[member] = [lock]
+        else:
+            n = len(owned)
+            if n >= 64 and n & (n - 1) == 0:  # amortized compaction of released locks
+                owned[:] = [lk for lk in owned if lk.held > 0]
+            owned.append(lock)
+        return lock
+
+    def _move_to_lock(self, run: InFlightBatch, lock: AcquisitionLock) -> None:
+        size = run.last - run.first + 1
+        self._unhold(run.lock, size)
+        run.lock = lock
+        lock.held += size
+
+    def _unhold(self, lock: AcquisitionLock | None, size: int) -> None:
+        """``size`` records left ``lock`` (a lock holding nothing is dropped lazily)."""
+        if lock is not None:
+            lock.held -= size
+
+    # ------------------------------------------------------------------ SPSO
+    def _first_gap_hole(self) -> int | None:
+        """The first offset of the persisted-state read gap not yet filled or known absent."""
+        cursor = max(self._gap_cursor, self._spso)
+        gap_end = self._gap_end
+        if cursor >= gap_end:
+            self._gap_cursor = cursor
+            return None
+        runs = self._runs
+        while cursor < gap_end:
+            run = runs.run_at(cursor)
+            if run is None:
+                break
+            cursor = run.last + 1
+        self._gap_cursor = cursor
+        return cursor if cursor < gap_end else None
+
+    def _terminal_prefix(
+        self, txn: StateTransition | None, targets: dict[int, RecordState]
+    ) -> tuple[int, int, int]:
+        """(new SPSO, terminal records it passes, runs it passes) if ``txn`` committed now."""
+        hole = self._first_gap_hole()
+        spso = self._spso
+        dropped = 0
+        nruns = 0
+        for run in self._runs:
+            if run.first > spso:
+                if hole is not None and hole < run.first:
+                    return hole, dropped, nruns
+                spso = run.first
+            if run.txn is None:
+                state = run.state
+            elif run.txn is txn and run.first in targets:
+                state = targets[run.first]
+            else:
+                return spso, dropped, nruns
+            if state not in TERMINAL:
+                return spso, dropped, nruns
+            dropped += run.last - run.first + 1
+            nruns += 1
+            spso = run.last + 1
+        if hole is not None:
+            return max(hole, spso), dropped, nruns
+        return max(spso, self._end), dropped, nruns
+
+    def _advance_spso(self) -> None:
+        spso, dropped, nruns = self._terminal_prefix(None, {})
+        runs = self._runs
+        for _ in range(nruns):
+            first = runs.first_run()
+            assert first is not None
+            runs.remove(first)
+        self._dcc -= dropped
+        self._spso = spso
+        if self._end < spso:
+            self._end = spso
+        if self._gap_cursor < spso:
+            self._gap_cursor = spso
+
+    def _require_initialized(self) -> None:
+        if not self._initialized:
+            raise ShareEngineBug("share-partition used before initialize()")
+
+    # ------------------------------------------------------------------ used by acquisition
+    def _register_archive(self, pieces: Iterable[InFlightBatch]) -> PendingWrite | None:
+        txn = StateTransition(next(self._handles), TransitionKind.ARCHIVE)
+        for run in pieces:
+            run.txn = txn
+            self._runs.reindex(run)
+            txn.pieces.append((run, RecordState.ARCHIVED))
+        return self._start_write(txn) if txn.pieces else None

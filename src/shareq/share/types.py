@@ -1,0 +1,105 @@
+"""Inputs and outputs of the share-partition engine: frozen values, compared directly in tests."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from shareq.share.persister import WriteStateParams
+from shareq.share.record_state import AcknowledgeType, RecordState
+
+
+class AcquireMode(enum.Enum):
+    """``share.acquire.mode``: whole log batches (may exceed max_records) or exactly max_records."""
+
+    BATCH_OPTIMIZED = "batch_optimized"
+    RECORD_LIMIT = "record_limit"
+
+
+class ResetPolicy(enum.Enum):
+    """``share.auto.offset.reset``: where a share-partition without persisted state starts."""
+
+    EARLIEST = "earliest"
+    LATEST = "latest"
+    BY_DURATION = "by_duration"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ShareConfig:
+    """Group configuration the engine obeys; replaceable at runtime for later acquisitions."""
+
+    record_lock_duration_ms: int = 30_000
+    delivery_count_limit: int = 5
+    max_record_locks: int = 2_000
+    dlq_enabled: bool = False
+    persist_retry_backoff_ms: int = 1_000
+    """Delay before a lock expiry or member release whose write failed is tried again."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AcquiredRecords:
+    """One AcquiredRecords entry of a ShareFetch response."""
+
+    first_offset: int
+    last_offset: int
+    delivery_count: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PendingWrite:
+    """A durable write the shell must perform, then report with ``complete(handle, ok, now)``."""
+
+    handle: int
+    params: WriteStateParams
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AcquireResult:
+    """What one acquire leased; ``lock_deadline`` is absolute (ms) or None if nothing was acquired.
+
+    ``write`` is set when records that vanished from the log (compaction) were found and must be
+    archived durably.
+    """
+
+    records: tuple[AcquiredRecords, ...]
+    acquired_count: int
+    lock_deadline: int | None
+    write: PendingWrite | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AcknowledgementBatch:
+    """``first..last`` acknowledged with one type, or one type per offset."""
+
+    first_offset: int
+    last_offset: int
+    types: tuple[AcknowledgeType, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AcknowledgeResult:
+    """``write`` is None when nothing needs persisting (renewals only); then it already applied."""
+
+    write: PendingWrite | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CompleteResult:
+    """Outcome of ``complete``: ``writes`` are follow-ups (a rolled-back ack whose lock had lapsed);
+    ``records_released`` tells the shell that parked fetches may now find AVAILABLE records."""
+
+    committed: bool
+    spso: int
+    records_released: bool
+    writes: tuple[PendingWrite, ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunView:
+    """An introspection view of one run (adjacent equal runs merged)."""
+
+    first_offset: int
+    last_offset: int
+    state: RecordState
+    delivery_count: int
+    member: str | None

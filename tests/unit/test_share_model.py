@@ -1,0 +1,568 @@
+"""Property test: the share-partition engine against a per-offset reference model.
+
+A hypothesis state machine drives random acquisitions (both modes), acknowledgements (every type,
+partial batches, invalid ones), clock advances, member departures, restarts and failed writes. The
+model keeps one entry per offset and re-derives every rule in the plainest way; after each step the
+engine must agree with it exactly, and an engine rebuilt from persisted state alone must agree with
+the model's durable view.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import uuid
+from dataclasses import dataclass, field
+
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
+
+from shareq.persister.memory import MemoryPersister
+from shareq.share import (
+    AcknowledgementBatch,
+    AcknowledgeType,
+    AcquireMode,
+    PendingWrite,
+    RecordState,
+    ShareConfig,
+    SharePartition,
+    ShareRequestError,
+)
+from shareq.share.acquisition import poison_threshold
+from shareq.share.persister import PersisterError, SharePartitionKey
+
+KEY = SharePartitionKey(group_id="g", topic_id=uuid.UUID(int=7), partition=0)
+MEMBERS = ("m1", "m2", "m3")
+AV, AQ, ACK, ARC = RecordState.AVAILABLE, RecordState.ACQUIRED, RecordState.ACKNOWLEDGED, RecordState.ARCHIVED
+TERMINAL = (ACK, ARC)
+BACKOFF = 1_000
+COUNTER = {
+    "runs": 0,
+    "steps": 0,
+    "acquired": 0,
+    "acks_ok": 0,
+    "acks_refused": 0,
+    "writes_failed": 0,
+    "parked_ok": 0,
+    "lapsed": 0,
+}
+
+
+@dataclass
+class Rec:
+    state: RecordState
+    count: int
+    member: str | None = None
+    deadline: int | None = None
+    pending: bool = False
+
+
+@dataclass
+class Model:
+    limit: int
+    window: int
+    duration: int
+    spso: int = 0
+    end: int = 0
+    recs: dict[int, Rec] = field(default_factory=dict)
+    durable: dict[int, tuple[RecordState, int]] = field(default_factory=dict)
+    durable_spso: int = 0
+
+    def release_target(self, count: int) -> RecordState:
+        return AV if count < self.limit else ARC
+
+    def advance(self) -> None:
+        while self.spso < self.end:
+            rec = self.recs.get(self.spso)
+            if rec is None or rec.state not in TERMINAL:
+                return
+            del self.recs[self.spso]
+            self.spso += 1
+
+    def persisted(self) -> None:
+        """A write succeeded: the durable SPSO catches up and prunes."""
+        self.durable_spso = self.spso
+        for o in [o for o in self.durable if o < self.durable_spso]:
+            del self.durable[o]
+
+    def next_fetch(self) -> int:
+        for o in range(self.spso, self.end):
+            rec = self.recs.get(o)
+            if rec is None or rec.state is AV:
+                return o
+        return self.end
+
+
+class EngineMachine(RuleBasedStateMachine):
+    @initialize(
+        limit=st.integers(2, 6),
+        window=st.integers(4, 40),
+        duration=st.sampled_from([100, 1_000, 5_000, 30_000]),
+        start=st.integers(0, 5),
+    )
+    def setup(self, limit: int, window: int, duration: int, start: int) -> None:
+        COUNTER["runs"] += 1
+        self.config = ShareConfig(
+            record_lock_duration_ms=duration,
+            delivery_count_limit=limit,
+            max_record_locks=window,
+            persist_retry_backoff_ms=BACKOFF,
+        )
+        self.persister = MemoryPersister()
+        self.firsts: list[int] = []
+        self.lasts: list[int] = []
+        self.log_end = start
+        self.now = 0
+        self.model = Model(limit=limit, window=window, duration=duration, spso=start, end=start)
+        self.model.durable_spso = start
+        self.engine = SharePartition(KEY, self.config)
+        self.follow_ups: tuple[PendingWrite, ...] = ()
+        self.parked: tuple[PendingWrite, list[tuple[int, RecordState | int]], int] | None = None
+        self.drive(self.engine.initialize(None, log_end_offset=start), initial=True)
+
+    # ------------------------------------------------------------------ helpers
+    def drive(self, write: PendingWrite | None, *, initial: bool = False) -> bool | None:
+        """Persist ``write`` (honouring an injected failure) and complete it; returns ok."""
+        if write is None:
+            return None
+        try:
+            self.persister.apply(write.params)
+            ok = True
+        except PersisterError:
+            ok = False
+            COUNTER["writes_failed"] += 1
+        result = self.engine.complete(write.handle, ok, self.now)
+        assert result.committed is ok
+        self.follow_ups = result.writes
+        if initial and not ok:  # the initial SPSO write failed: retry it as a shell would
+            self.persister.fail_next_writes = 0
+            self.persister.apply(write.params)
+        return ok
+
+    def rolled_back(self, changes: list[tuple[int, RecordState | int]]) -> None:
+        """An acknowledgement's write failed: records whose lock lapsed meanwhile are released."""
+        m = self.model
+        lapsed = []
+        for o, _ in changes:
+            rec = m.recs[o]
+            rec.pending = False
+            if rec.deadline is not None and rec.deadline <= self.now:
+                lapsed.append(o)
+        assert len(self.follow_ups) == (1 if lapsed else 0)
+        if lapsed:
+            COUNTER["lapsed"] += 1
+            follow_up = self.follow_ups[0]
+            self.persister.fail_next_writes = 0
+            self.persister.apply(follow_up.params)
+            assert self.engine.complete(follow_up.handle, True, self.now).committed
+            self.release(lapsed, True)
+
+    def release(self, offsets: list[int], ok: bool | None) -> None:
+        m = self.model
+        for o in offsets:
+            rec = m.recs[o]
+            if ok:
+                rec.state = m.release_target(rec.count)
+                rec.member = None
+                rec.deadline = None
+                m.durable[o] = (rec.state, rec.count)
+            else:
+                rec.deadline = self.now + BACKOFF
+        if ok:
+            m.advance()
+            m.persisted()
+
+    # ------------------------------------------------------------------ rules
+    @rule(count=st.integers(1, 12), per_batch=st.integers(1, 5))
+    def produce(self, count: int, per_batch: int) -> None:
+        end = self.log_end + count
+        for first in range(self.log_end, end, per_batch):
+            self.firsts.append(first)
+            self.lasts.append(min(first + per_batch, end) - 1)
+        self.log_end = end
+
+    @precondition(lambda self: self.engine.next_fetch_offset() < self.log_end)
+    @rule(member=st.sampled_from(MEMBERS), max_records=st.integers(1, 12), exact=st.booleans())
+    def acquire(self, member: str, max_records: int, exact: bool) -> None:
+        m = self.model
+        fetch = self.engine.next_fetch_offset()
+        assert fetch == m.next_fetch()
+        i = bisect.bisect_left(self.lasts, fetch)
+        batches = list(zip(self.firsts[i:], self.lasts[i:], strict=True))
+        expected = self.expected_acquisition(fetch, batches, max_records, exact)
+        result = self.engine.acquire(
+            member,
+            batches,
+            max_records=max_records,
+            batch_size=max_records,
+            mode=AcquireMode.RECORD_LIMIT if exact else AcquireMode.BATCH_OPTIMIZED,
+            now=self.now,
+        )
+        assert result.write is None
+        got = [
+            (o, r.delivery_count) for r in result.records for o in range(r.first_offset, r.last_offset + 1)
+        ]
+        assert got == expected
+        assert result.acquired_count == len(got)
+        deadline = self.now + m.duration
+        for o, count in got:
+            rec = m.recs.get(o)
+            assert rec is None or rec.state is AV, "nothing ACQUIRED is acquired again"
+            if rec is None:
+                assert o < m.spso + m.window, "first-time acquisition beyond the window"
+            assert count <= m.limit
+            m.recs[o] = Rec(AQ, count, member, deadline)
+            m.end = max(m.end, o + 1)
+        COUNTER["acquired"] += len(got)
+        assert result.lock_deadline == (deadline if got else None)
+
+    def expected_acquisition(
+        self, fetch: int, batches: list[tuple[int, int]], max_records: int, exact: bool
+    ) -> list[tuple[int, int]]:
+        m = self.model
+        threshold = poison_threshold(m.limit)
+        limit, hard = max_records, exact
+        out: list[tuple[int, int]] = []
+        for bf, bl in batches:
+            for o in range(max(bf, fetch), bl + 1):
+                rec = m.recs.get(o)
+                if rec is not None and rec.state is not AV:
+                    continue
+                if rec is None and o >= m.spso + m.window:
+                    return out
+                d = rec.count if rec is not None else 0
+                if d > 0 and (d + 1 >= m.limit or d >= threshold):
+                    cap = 1 if d + 1 >= m.limit else max(1, max_records >> (d - threshold + 1))
+                    limit, hard = min(limit, cap), True
+                if hard and len(out) >= limit:
+                    return out
+                out.append((o, d + 1))
+                if hard and len(out) >= limit:
+                    return out
+            if len(out) >= limit:
+                return out
+        return out
+
+    def acknowledge_random(self, data: st.DataObject, member: str, fail: bool) -> None:
+        m = self.model
+        n = data.draw(st.integers(1, 3))
+        batches = []
+        for _ in range(n):
+            first = data.draw(st.integers(m.spso - 2, m.end + 2))
+            last = first + data.draw(st.integers(-1, 6))
+            batches.append(self.draw_batch(data, first, last))
+        if data.draw(st.booleans()):
+            batches.sort(key=lambda b: b.first_offset)
+        self.acknowledge(member, batches, fail)
+
+    @rule(data=st.data(), fail=st.integers(0, 4))
+    def acknowledge_owned(self, data: st.DataObject, fail: int) -> None:
+        m = self.model
+        owned = sorted((o, r.member) for o, r in m.recs.items() if r.state is AQ)
+        if data.draw(st.integers(0, 4)) == 0:
+            self.acknowledge_random(data, data.draw(st.sampled_from(MEMBERS)), fail == 0)
+            return
+        if not owned:
+            return
+        o, member = data.draw(st.sampled_from(owned))
+        assert member is not None
+        last = o
+        while last + 1 in m.recs and m.recs[last + 1].state is AQ and m.recs[last + 1].member == member:
+            last += 1
+        first = data.draw(st.integers(o, last))
+        end = data.draw(st.integers(first, last))
+        self.acknowledge(member, [self.draw_batch(data, first, end)], fail == 0)
+
+    def draw_batch(self, data: st.DataObject, first: int, last: int) -> AcknowledgementBatch:
+        kinds = st.sampled_from(list(AcknowledgeType))
+        if data.draw(st.booleans()) or last < first:
+            types = (data.draw(kinds),)
+        else:
+            types = tuple(data.draw(st.lists(kinds, min_size=last - first + 1, max_size=last - first + 1)))
+        return AcknowledgementBatch(first_offset=first, last_offset=last, types=types)
+
+    def expected_ack_error(self, member: str, batches: list[AcknowledgementBatch]) -> str | None:
+        m = self.model
+        prev = -1
+        for b in batches:
+            if b.first_offset > b.last_offset or b.first_offset < 0:
+                return "INVALID_REQUEST"
+            if b.first_offset <= prev:
+                return "INVALID_REQUEST"
+            prev = b.last_offset
+            if len(b.types) not in (1, b.last_offset - b.first_offset + 1):
+                return "INVALID_REQUEST"
+            if b.last_offset >= m.end:
+                return "INVALID_REQUEST"
+            if b.first_offset < m.spso:
+                return "INVALID_RECORD_STATE"
+            for o in range(b.first_offset, b.last_offset + 1):
+                rec = m.recs.get(o)
+                if rec is None or rec.state is not AQ or rec.member != member or rec.pending:
+                    return "INVALID_RECORD_STATE"
+        return None
+
+    def acknowledge(
+        self, member: str, batches: list[AcknowledgementBatch], fail: bool, park: bool = False
+    ) -> None:
+        m = self.model
+        expected_error = self.expected_ack_error(member, batches)
+        before = self.engine.runs()
+        if fail:
+            self.persister.fail_next_writes = 1
+        try:
+            result = self.engine.acknowledge(member, batches, now=self.now)
+        except ShareRequestError as exc:
+            assert exc.error_name == expected_error, (exc, expected_error)
+            assert self.engine.runs() == before, "a refused request changes nothing"
+            self.persister.fail_next_writes = 0
+            COUNTER["acks_refused"] += 1
+            return
+        assert expected_error is None, f"expected {expected_error}"
+        changes = self.ack_changes(batches)
+        if park and result.write is not None and self.parked is None:
+            self.persister.fail_next_writes = 0
+            for o, _ in changes:
+                m.recs[o].pending = True
+            self.parked = (result.write, changes, self.prospective_spso(changes))
+            assert self.engine.runs() == before, "nothing changes before the write completes"
+            return
+        ok = self.drive(result.write)
+        self.persister.fail_next_writes = 0
+        if ok is False:
+            self.rolled_back(changes)
+            return
+        COUNTER["acks_ok"] += 1
+        self.apply_changes(changes)
+        if ok:
+            m.persisted()
+
+    def ack_changes(self, batches: list[AcknowledgementBatch]) -> list[tuple[int, RecordState | int]]:
+        """Per offset: the target state, or -1 for a renewal."""
+        m = self.model
+        out: list[tuple[int, RecordState | int]] = []
+        for b in batches:
+            for i, o in enumerate(range(b.first_offset, b.last_offset + 1)):
+                kind = b.types[0] if len(b.types) == 1 else b.types[i]
+                rec = m.recs[o]
+                if kind is AcknowledgeType.RENEW:
+                    out.append((o, -1))  # the lock restarts when the acknowledgement commits
+                elif kind is AcknowledgeType.ACCEPT:
+                    out.append((o, ACK))
+                elif kind is AcknowledgeType.RELEASE:
+                    out.append((o, m.release_target(rec.count)))
+                else:
+                    out.append((o, ARC))
+        return out
+
+    def apply_changes(self, changes: list[tuple[int, RecordState | int]]) -> None:
+        m = self.model
+        for o, change in changes:
+            rec = m.recs[o]
+            rec.pending = False
+            if not isinstance(change, RecordState):
+                rec.deadline = self.now + m.duration
+                continue
+            rec.state = change
+            rec.member = rec.deadline = None
+            m.durable[o] = (rec.state, rec.count)
+        m.advance()
+
+    def prospective_spso(self, changes: list[tuple[int, RecordState | int]]) -> int:
+        m = self.model
+        targets = {o: c for o, c in changes if isinstance(c, RecordState)}
+        o = m.spso
+        while o < m.end:
+            rec = m.recs.get(o)
+            if rec is None or targets.get(o, rec.state) not in TERMINAL:
+                return o
+            o += 1
+        return o
+
+    @rule(data=st.data())
+    def park_acknowledgement(self, data: st.DataObject) -> None:
+        """Start an acknowledgement whose write is still in flight while other steps run."""
+        m = self.model
+        if self.parked is not None:
+            return
+        owned = sorted((o, r.member) for o, r in m.recs.items() if r.state is AQ and not r.pending)
+        if not owned:
+            return
+        o, member = data.draw(st.sampled_from(owned))
+        assert member is not None
+        last = o
+        while (
+            last + 1 in m.recs
+            and m.recs[last + 1].state is AQ
+            and m.recs[last + 1].member == member
+            and not m.recs[last + 1].pending
+        ):
+            last += 1
+        end = data.draw(st.integers(o, last))
+        self.acknowledge(member, [self.draw_batch(data, o, end)], False, park=True)
+
+    @rule(ok=st.booleans())
+    def complete_parked(self, ok: bool) -> None:
+        if self.parked is None:
+            return
+        write, changes, spso = self.parked
+        self.parked = None
+        m = self.model
+        if ok:
+            self.persister.apply(write.params)
+        result = self.engine.complete(write.handle, ok, self.now)
+        assert result.committed is ok
+        if ok:
+            COUNTER["parked_ok"] += 1
+            self.apply_changes(changes)
+            m.durable_spso = max(m.durable_spso, spso)
+            for o in [o for o in m.durable if o < m.durable_spso]:
+                del m.durable[o]
+            assert not result.writes
+            return
+        self.follow_ups = result.writes
+        self.rolled_back(changes)
+
+    @rule(dt=st.sampled_from([0, 10, 100, 999, 1_000, 5_000, 30_000]), fail=st.integers(0, 3))
+    def advance_clock(self, dt: int, fail: int) -> None:
+        self.now += dt
+        m = self.model
+        due = sorted(
+            o
+            for o, r in m.recs.items()
+            if r.state is AQ and not r.pending and r.deadline is not None and r.deadline <= self.now
+        )
+        self.persister.fail_next_writes = 1 if fail == 0 else 0
+        write = self.engine.expire(self.now)
+        assert (write is None) == (not due)
+        ok = self.drive(write)
+        self.persister.fail_next_writes = 0
+        if due:
+            self.release(due, ok)
+
+    @rule(member=st.sampled_from(MEMBERS), fail=st.integers(0, 3), go=st.integers(0, 2))
+    def member_leave(self, member: str, fail: int, go: int) -> None:
+        if go:  # rarer than the other rules, so records stay acquired long enough to be acknowledged
+            return
+        m = self.model
+        held = sorted(o for o, r in m.recs.items() if r.state is AQ and r.member == member and not r.pending)
+        self.persister.fail_next_writes = 1 if fail == 0 else 0
+        write = self.engine.release_member(member, self.now)
+        assert (write is None) == (not held)
+        ok = self.drive(write)
+        self.persister.fail_next_writes = 0
+        if held:
+            self.release(held, ok)
+
+    @rule(go=st.integers(0, 5))
+    def restart(self, go: int) -> None:
+        if go:
+            return
+        self.engine = self.rebuilt()
+        self.model = self.model_rebuilt()
+        self.parked = None  # its write never reached the persister
+
+    @rule(window=st.integers(4, 40), raise_limit=st.integers(0, 2), go=st.integers(0, 5))
+    def alter_config(self, window: int, raise_limit: int, go: int) -> None:
+        if go:
+            return
+        limit = self.config.delivery_count_limit + raise_limit
+        self.config = ShareConfig(
+            record_lock_duration_ms=self.config.record_lock_duration_ms,
+            delivery_count_limit=limit,
+            max_record_locks=window,
+            persist_retry_backoff_ms=BACKOFF,
+        )
+        self.engine.alter_config(self.config)
+        self.model.window = window
+        self.model.limit = limit
+
+    # ------------------------------------------------------------------ rebuilds
+    def rebuilt(self) -> SharePartition:
+        engine = SharePartition(KEY, self.config)
+        assert engine.initialize(self.persister.state(KEY)) is None
+        return engine
+
+    def model_rebuilt(self) -> Model:
+        old = self.model
+        m = Model(limit=old.limit, window=old.window, duration=old.duration)
+        m.spso = m.durable_spso = old.durable_spso
+        m.durable = dict(old.durable)
+        m.recs = {o: Rec(s, c) for o, (s, c) in m.durable.items() if o >= m.spso}
+        m.end = max([m.spso, *(o + 1 for o in m.recs)])
+        m.advance()
+        return m
+
+    # ------------------------------------------------------------------ invariants
+    @invariant()
+    def agrees_with_model(self) -> None:
+        COUNTER["steps"] += 1
+        m, engine = self.model, self.engine
+        assert engine.spso == m.spso
+        assert engine.end_offset == m.end
+        actual = {}
+        for r in engine.runs():
+            for o in range(r.first_offset, r.last_offset + 1):
+                actual[o] = (r.state, r.delivery_count, r.member)
+        expected = {o: (r.state, r.count, r.member) for o, r in m.recs.items()}
+        assert actual == expected
+        first = m.recs.get(m.spso)
+        assert first is None or first.state not in TERMINAL, "SPSO stops at the first non-terminal record"
+        assert all(r.count <= m.limit for r in m.recs.values()), "no delivery count exceeds the limit"
+        assert engine.delivery_complete_count == sum(1 for r in m.recs.values() if r.state in TERMINAL)
+        deadlines = [
+            r.deadline
+            for r in m.recs.values()
+            if r.state is AQ and r.deadline is not None and not (r.pending and r.deadline <= self.now)
+        ]
+        assert engine.next_deadline() == (min(deadlines) if deadlines else None)
+        assert engine.pending_count() == (1 if self.parked else 0)
+
+    @invariant()
+    def durable_state_agrees(self) -> None:
+        rebuilt = self.rebuilt()
+        model = self.model_rebuilt()
+        assert rebuilt.spso == model.spso <= self.model.spso
+        got = {
+            o: (r.state, r.delivery_count)
+            for r in rebuilt.runs()
+            for o in range(r.first_offset, r.last_offset + 1)
+        }
+        assert got == {o: (r.state, r.count) for o, r in model.recs.items()}
+        for o, rec in self.model.recs.items():
+            if rec.state in TERMINAL and o >= rebuilt.spso:
+                assert got[o][0] is rec.state, "every terminal record is durable"
+
+
+@pytest.mark.timeout(400)
+def test_engine_agrees_with_reference_model(record_property: pytest.RecordProperty) -> None:
+    run_state_machine_as_test(
+        EngineMachine,
+        settings=settings(
+            max_examples=int(os.environ.get("SHAREQ_MODEL_EXAMPLES", "5000")),
+            stateful_step_count=50,
+            deadline=None,
+            suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+        ),
+    )
+    for name, value in COUNTER.items():
+        record_property(name, value)
+    print(
+        f"\nreference-model run: {COUNTER['runs']} examples, {COUNTER['steps']} checked steps, "
+        f"{COUNTER['acquired']} records acquired, {COUNTER['acks_ok']} acknowledgements applied, "
+        f"{COUNTER['acks_refused']} refused, {COUNTER['writes_failed']} failed writes, "
+        f"{COUNTER['parked_ok']} acknowledgements committed after other steps, "
+        f"{COUNTER['lapsed']} rolled back after their lock lapsed"
+    )
+    assert COUNTER["steps"] > 100_000
+    assert COUNTER["acks_ok"] > 0 and COUNTER["acks_refused"] > 0 and COUNTER["writes_failed"] > 0
+    assert COUNTER["parked_ok"] > 0 and COUNTER["lapsed"] > 0

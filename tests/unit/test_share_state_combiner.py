@@ -1,0 +1,77 @@
+"""combine_state_batches against a per-offset model."""
+
+from __future__ import annotations
+
+import itertools
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from shareq.coordinators.share.combiner import combine_state_batches
+from shareq.share.persister import StateBatch
+
+
+@st.composite
+def batches(draw: st.DrawFn, *, max_size: int = 8) -> list[StateBatch]:
+    out = []
+    for _ in range(draw(st.integers(0, max_size))):
+        first = draw(st.integers(0, 60))
+        length = draw(st.integers(0, 12))
+        out.append(
+            StateBatch(
+                first_offset=first,
+                last_offset=first + length,
+                delivery_state=draw(st.sampled_from([0, 2, 4])),
+                delivery_count=draw(st.integers(0, 2)),
+            )
+        )
+    return out
+
+
+def _model(layers: list[list[StateBatch]], start: int) -> dict[int, tuple[int, int]]:
+    state: dict[int, tuple[int, int]] = {}
+    for layer in layers:
+        for b in layer:
+            for o in range(b.first_offset, b.last_offset + 1):
+                state[o] = (b.delivery_state, b.delivery_count)
+    return {o: v for o, v in state.items() if o >= start}
+
+
+def _expand(result: tuple[StateBatch, ...]) -> dict[int, tuple[int, int]]:
+    return {
+        o: (b.delivery_state, b.delivery_count)
+        for b in result
+        for o in range(b.first_offset, b.last_offset + 1)
+    }
+
+
+@settings(max_examples=2000)
+@given(current=batches(), new=batches(), start=st.sampled_from([-1, 0, 5, 20, 40, 80]))
+def test_combine_matches_the_per_offset_model(
+    current: list[StateBatch], new: list[StateBatch], start: int
+) -> None:
+    result = combine_state_batches(current, new, start)
+    assert _expand(result) == _model([current, new], start)
+    for a, b in itertools.pairwise(result):
+        assert a.first_offset <= a.last_offset < b.first_offset <= b.last_offset
+        adjacent = a.last_offset + 1 == b.first_offset
+        assert not (adjacent and (a.delivery_state, a.delivery_count) == (b.delivery_state, b.delivery_count))
+
+
+@settings(max_examples=500)
+@given(layers=st.lists(batches(max_size=3), min_size=1, max_size=10))
+def test_folding_deltas_one_by_one_equals_the_model(layers: list[list[StateBatch]]) -> None:
+    state: tuple[StateBatch, ...] = ()
+    for layer in layers:
+        state = combine_state_batches(state, layer, -1)
+    assert _expand(state) == _model(layers, -1)
+
+
+def test_worked_example() -> None:
+    cur = [StateBatch(first_offset=100, last_offset=119, delivery_state=0, delivery_count=1)]
+    new = [StateBatch(first_offset=105, last_offset=109, delivery_state=2, delivery_count=1)]
+    assert combine_state_batches(cur, new, 102) == (
+        StateBatch(first_offset=102, last_offset=104, delivery_state=0, delivery_count=1),
+        StateBatch(first_offset=105, last_offset=109, delivery_state=2, delivery_count=1),
+        StateBatch(first_offset=110, last_offset=119, delivery_state=0, delivery_count=1),
+    )
