@@ -84,6 +84,72 @@ register(
     Setting(name="socket.request.max.bytes", type=int, default=100 * 1024 * 1024, validator=_positive),
 )
 
+# Share groups (Kafka's ``group.share.*`` names; the group coordinator reads them through
+# ``ShareBrokerConfig.from_properties``) and the share coordinator's state topic.
+register(
+    *(
+        Setting(name=f"group.share.{name}", type=int, default=default, validator=_positive)
+        for name, default in (
+            ("record.lock.duration.ms", 30_000),
+            ("min.record.lock.duration.ms", 15_000),
+            ("max.record.lock.duration.ms", 60_000),
+            ("delivery.count.limit", 5),
+            ("min.delivery.count.limit", 2),
+            ("max.delivery.count.limit", 10),
+            ("partition.max.record.locks", 2_000),
+            ("min.partition.max.record.locks", 100),
+            ("max.partition.max.record.locks", 4_000),
+            ("heartbeat.interval.ms", 5_000),
+            ("min.heartbeat.interval.ms", 5_000),
+            ("max.heartbeat.interval.ms", 15_000),
+            ("session.timeout.ms", 45_000),
+            ("min.session.timeout.ms", 45_000),
+            ("max.session.timeout.ms", 60_000),
+            ("max.size", 200),
+            ("max.share.sessions", 2_000),
+        )
+    ),
+    Setting(
+        name="group.share.auto.offset.reset",
+        type=str,
+        default="latest",
+        validator=lambda v: v in ("earliest", "latest") or v.startswith("by_duration:"),
+    ),
+    Setting(name="group.share.isolation.level", type=str, default="read_uncommitted"),
+    Setting(name="share.coordinator.state.topic.num.partitions", type=int, default=50, validator=_positive),
+    Setting(
+        name="share.coordinator.state.topic.segment.bytes",
+        type=int,
+        default=8 * 1024 * 1024,
+        validator=_positive,
+    ),
+    Setting(
+        name="share.coordinator.snapshot.update.records.per.snapshot",
+        type=int,
+        default=500,
+        validator=_non_negative,
+    ),
+    Setting(
+        name="share.coordinator.cold.partition.snapshot.interval.ms",
+        type=int,
+        default=300_000,
+        validator=_positive,
+    ),
+    Setting(
+        name="share.coordinator.state.topic.prune.interval.ms",
+        type=int,
+        default=300_000,
+        validator=_positive,
+    ),
+    Setting(
+        name="share.coordinator.state.flush.mode",
+        type=str,
+        default="group",
+        validator=lambda v: v in ("fsync", "group", "none"),
+        doc="fsync | group | none: what a reported share-state write survives",
+    ),
+)
+
 
 class BrokerConfig:
     """Resolved broker settings; read with ``config["num.partitions"]``."""

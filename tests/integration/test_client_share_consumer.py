@@ -1,13 +1,17 @@
-"""ShareConsumer against the real broker, with a toy share group standing in for the share engine."""
+"""ShareConsumer (our client) against the real broker's share groups.
+
+``ShareWireLog`` records the share-group requests the client sends (the broker's own handlers answer).
+"""
 
 from __future__ import annotations
 
 import pickle
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
-from toy_share_group import ACKNOWLEDGED, ACQUIRED, ARCHIVED, AVAILABLE, ToyShareGroup
+from share_wire_log import ACQUIRED, AVAILABLE, TERMINAL, ShareWireLog
 
 from shareq.client import (
     AcknowledgeType,
@@ -21,18 +25,24 @@ from shareq.embedded import EmbeddedBroker
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
 
+BROKER_CONFIG = {
+    "share.coordinator.state.topic.num.partitions": "3",
+    "group.share.auto.offset.reset": "earliest",
+    # quick heartbeats so assignment changes reach the client fast
+    "group.share.min.heartbeat.interval.ms": "100",
+    "group.share.heartbeat.interval.ms": "100",
+}
+
 
 @pytest.fixture
 def broker() -> Iterator[EmbeddedBroker]:
-    with EmbeddedBroker() as b:
+    with EmbeddedBroker(config=BROKER_CONFIG) as b:
         yield b
 
 
 @pytest.fixture
-def toy(broker: EmbeddedBroker) -> ToyShareGroup:
-    t = ToyShareGroup(broker)
-    t.install()
-    return t
+def toy(broker: EmbeddedBroker) -> ShareWireLog:
+    return ShareWireLog(broker).install()
 
 
 def produce(bootstrap: str, topic: str, n: int, partitions: int = 1) -> None:
@@ -53,11 +63,11 @@ def poll_until(c: ShareConsumer, n: int, timeout: float = 10.0) -> list[Consumer
     return out
 
 
-def fetch_epochs(toy: ToyShareGroup) -> list[tuple[str, int]]:
+def fetch_epochs(toy: ShareWireLog) -> list[tuple[str, int]]:
     return [(kind, epoch) for kind, epoch, _ in toy.calls if kind in ("fetch", "ack")]
 
 
-def test_poll_acknowledge_commit_and_redelivery(broker: EmbeddedBroker, toy: ToyShareGroup) -> None:
+def test_poll_acknowledge_commit_and_redelivery(broker: EmbeddedBroker, toy: ShareWireLog) -> None:
     produce(broker.bootstrap, "q", 10, partitions=2)
     c = ShareConsumer(broker.bootstrap, "g", topics=["q"])
     try:
@@ -79,8 +89,11 @@ def test_poll_acknowledge_commit_and_redelivery(broker: EmbeddedBroker, toy: Toy
         assert c.poll(0.3) == []  # the REJECTs ride on this fetch
         tid = first.topic_id
         assert tid is not None
-        assert set(toy.states(tid, 0).values()) == {ACKNOWLEDGED}
-        assert set(toy.states(tid, 1).values()) == {ARCHIVED}
+        # accepted and rejected records are both terminal: the SPSO moved past them (the REJECTs
+        # went out as type 3, checked in the recorded acknowledgements)
+        assert set(toy.states("g", tid, 0).values()) == {TERMINAL}
+        assert set(toy.states("g", tid, 1).values()) == {TERMINAL}
+        assert [a[4] for a in toy.acks if a[1] == 1][-1] == (3,)
     finally:
         c.close()
     # the protocol sequence: join at epoch 0 with a 22-char id, then session epochs 0, 1, 2 ... shared
@@ -97,7 +110,7 @@ def test_poll_acknowledge_commit_and_redelivery(broker: EmbeddedBroker, toy: Toy
     assert last_hb < last_ack
 
 
-def test_close_does_not_release_unless_asked(broker: EmbeddedBroker, toy: ToyShareGroup) -> None:
+def test_close_does_not_release_unless_asked(broker: EmbeddedBroker, toy: ShareWireLog) -> None:
     produce(broker.bootstrap, "keep", 4)
     c = ShareConsumer(broker.bootstrap, "g", topics=["keep"])
     records = poll_until(c, 4)
@@ -106,7 +119,7 @@ def test_close_does_not_release_unless_asked(broker: EmbeddedBroker, toy: ToySha
     c.acknowledge(records[0])
     acks_before = len(toy.acks)
     c.close()
-    # only the explicit ACCEPT was sent; no RELEASE for the rest (the toy frees them on session close)
+    # only the explicit ACCEPT was sent; no RELEASE for the rest (closing the session frees them)
     assert [(a[2], a[3], a[4]) for a in toy.acks[acks_before:]] == [(0, 0, (1,))]
 
     c2 = ShareConsumer(broker.bootstrap, "g", topics=["keep"])
@@ -115,24 +128,33 @@ def test_close_does_not_release_unless_asked(broker: EmbeddedBroker, toy: ToySha
     acks_before = len(toy.acks)
     c2.close(release=True)
     assert [(a[2], a[3], a[4]) for a in toy.acks[acks_before:]] == [(1, 3, (2,))]
-    assert toy.states(tid, 0) == {0: ACKNOWLEDGED, 1: AVAILABLE, 2: AVAILABLE, 3: AVAILABLE}
+    assert toy.states("g", tid, 0) == {0: TERMINAL, 1: AVAILABLE, 2: AVAILABLE, 3: AVAILABLE}
 
 
-def test_partial_batches_deliver_only_acquired_offsets(broker: EmbeddedBroker, toy: ToyShareGroup) -> None:
+def test_partial_batches_deliver_only_acquired_offsets(broker: EmbeddedBroker, toy: ShareWireLog) -> None:
+    # The broker acquires whole batches; a partial batch comes back when only some of its offsets
+    # are available again (here: offsets released by the consumer inside two five-record batches).
     produce(broker.bootstrap, "partial", 10)  # two batches of five
-    toy.max_acquire = 3
     with ShareConsumer(broker.bootstrap, "g", topics=["partial"]) as c:
-        got = [r.offset for r in poll_until(c, 3)]
-        assert got == [0, 1, 2]
-        for off in got:
-            c.acknowledge(("partial", 0, off))
-        got = [r.offset for r in poll_until(c, 3)]
-        assert got == [3, 4, 5]  # spans the batch boundary, the rest of batch two is not handed out
+        first = poll_until(c, 10)
+        assert [r.offset for r in first] == list(range(10))
+        for r in first:
+            c.acknowledge(r, AcknowledgeType.RELEASE if r.offset in (1, 2, 6) else AcknowledgeType.ACCEPT)
+        c.commit()
+        got = poll_until(c, 3)
+        assert [(r.offset, r.delivery_count) for r in got] == [(1, 2), (2, 2), (6, 2)]
+        # the fetch carried the whole batches, the client handed out only the acquired offsets
         tid = c.cluster.topic("partial").topic_id
-        assert toy.states(tid, 0)[6] == AVAILABLE
+        assert tid is not None
+        states = toy.states("g", tid, 0)
+        assert [off for off, st in states.items() if st == ACQUIRED] == [1, 2, 6]
+        for r in got:
+            c.acknowledge(r)
+        c.commit()
+        assert set(toy.states("g", tid, 0).values()) == {TERMINAL}
 
 
-def test_acquire_ranges_acknowledged_from_plain_data(broker: EmbeddedBroker, toy: ToyShareGroup) -> None:
+def test_acquire_ranges_acknowledged_from_plain_data(broker: EmbeddedBroker, toy: ShareWireLog) -> None:
     produce(broker.bootstrap, "ranges", 8)
     with ShareConsumer(broker.bootstrap, "g", topics=["ranges"]) as c:
         acq = c.acquire(100, timeout=5.0)
@@ -142,7 +164,7 @@ def test_acquire_ranges_acknowledged_from_plain_data(broker: EmbeddedBroker, toy
         assert [
             (r.topic, r.partition, r.first_offset, r.last_offset, r.delivery_count) for r in acq.ranges
         ] == [("ranges", 0, 0, 7, 1)]
-        assert acq.acquisition_lock_timeout_ms == 30_000
+        assert acq.acquisition_lock_timeout_ms == 30_000  # the group's share.record.lock.duration.ms
         # e.g. a Spark task reports back which offsets it processed: plain picklable data
         shipped = pickle.loads(pickle.dumps(acq.ranges))
         c.acknowledge_ranges(
@@ -161,10 +183,10 @@ def test_acquire_ranges_acknowledged_from_plain_data(broker: EmbeddedBroker, toy
         assert results == {("ranges", 0): 0}
         # one run of consecutive offsets with mixed types: one batch, one type per offset
         assert toy.acks[-1] == (shipped[0].topic_id, 0, 0, 7, (1, 1, 1, 1, 1, 1, 3, 3), False)
-        assert set(toy.states(shipped[0].topic_id, 0).values()) == {ACKNOWLEDGED, ARCHIVED}
+        assert set(toy.states("g", shipped[0].topic_id, 0).values()) == {TERMINAL}
 
 
-def test_renew_extends_locks_with_v2(broker: EmbeddedBroker, toy: ToyShareGroup) -> None:
+def test_renew_extends_locks_with_v2(broker: EmbeddedBroker, toy: ShareWireLog) -> None:
     produce(broker.bootstrap, "renew", 2)
     with ShareConsumer(broker.bootstrap, "g", topics=["renew"]) as c:
         records = poll_until(c, 2)
@@ -172,19 +194,23 @@ def test_renew_extends_locks_with_v2(broker: EmbeddedBroker, toy: ToyShareGroup)
         assert toy.acks[-1][2:] == (0, 1, (4,), True)
         tid = records[0].topic_id
         assert tid is not None
-        assert set(toy.states(tid, 0).values()) == {ACQUIRED}
+        assert set(toy.states("g", tid, 0).values()) == {ACQUIRED}
         for r in records:
             c.acknowledge(r)
         c.commit()
-        assert set(toy.states(tid, 0).values()) == {ACKNOWLEDGED}
+        assert set(toy.states("g", tid, 0).values()) == {TERMINAL}
 
 
-def test_fenced_member_rejoins_with_a_new_session(broker: EmbeddedBroker, toy: ToyShareGroup) -> None:
+def test_fenced_member_rejoins_with_a_new_session(broker: EmbeddedBroker, toy: ShareWireLog) -> None:
     produce(broker.bootstrap, "fence", 3)
     with ShareConsumer(broker.bootstrap, "g", topics=["fence"]) as c:
         member = c.member_id
         assert len(poll_until(c, 3)) == 3
-        toy.fence_next = True
+        # the broker expires the member (as a missed session timeout would): its next heartbeat
+        # is answered UNKNOWN_MEMBER_ID and it rejoins
+        share = broker.broker.share
+        assert share is not None
+        broker.call(share.run_timers, share.now_ms() + 10**9)
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             joins = [d for k, e, d in toy.calls if k == "heartbeat" and e == 0]
@@ -200,7 +226,7 @@ def test_fenced_member_rejoins_with_a_new_session(broker: EmbeddedBroker, toy: T
         assert {r.offset for r in records} >= {3, 4}
 
 
-def test_assignment_change_forgets_revoked_partitions(broker: EmbeddedBroker, toy: ToyShareGroup) -> None:
+def test_assignment_change_forgets_revoked_partitions(broker: EmbeddedBroker, toy: ShareWireLog) -> None:
     produce(broker.bootstrap, "moving", 6, partitions=2)
     seen: list[dict[tuple[str, int], int]] = []
     with ShareConsumer(broker.bootstrap, "g", topics=["moving"], on_acknowledged=seen.append) as c:
@@ -210,16 +236,32 @@ def test_assignment_change_forgets_revoked_partitions(broker: EmbeddedBroker, to
         assert tid is not None
         for r in records:
             c.acknowledge(r)
-        toy.reassign[c.member_id] = ((tid, (1,)),)
-        deadline = time.monotonic() + 10
-        while c.assignment() != [("moving", 1)] and time.monotonic() < deadline:
-            time.sleep(0.02)
-        assert c.assignment() == [("moving", 1)]
-        produce(broker.bootstrap, "moving", 4, partitions=2)
-        more = poll_until(c, 2)
-        assert {r.partition for r in more} == {1}
-        # the acknowledgements rode on the fetch that also forgot partition 0
-        forgetting = [req for kind, _, req in toy.calls if kind == "fetch" and req.forgotten_topics_data]
-        assert [(f.topic_id, f.partitions) for f in forgetting[0].forgotten_topics_data] == [(tid, (0,))]
-        assert seen == [{("moving", 0): 0, ("moving", 1): 0}]
-        assert toy.session_parts[c.member_id] == {(tid, 1)}
+        # a second member joins: the assignor moves one of c's two partitions to it
+        with ShareConsumer(broker.bootstrap, "g", topics=["moving"]):
+            deadline = time.monotonic() + 10
+            while len(c.assignment()) != 1 and time.monotonic() < deadline:
+                time.sleep(0.02)
+            assert len(c.assignment()) == 1
+            kept = c.assignment()[0][1]
+
+            def forgetting() -> list[Any]:
+                return [req for kind, _, req in toy.calls if kind == "fetch" and req.forgotten_topics_data]
+
+            # (unlike the stand-in, a real broker serves whatever is still in the session: let the
+            # client's next fetch forget the revoked partition before new records arrive)
+            while not forgetting() and time.monotonic() < deadline:
+                assert c.poll(0.1) == []
+            produce(broker.bootstrap, "moving", 4, partitions=2)
+            more = poll_until(c, 2)
+            assert {r.partition for r in more} == {kept}
+            # the acknowledgements rode on the fetch that also forgot the revoked partition
+            first_forget: Any = forgetting()[0]
+            assert [(f.topic_id, f.partitions) for f in first_forget.forgotten_topics_data] == [
+                (tid, (1 - kept,))
+            ]
+            assert seen == [{("moving", 0): 0, ("moving", 1): 0}]
+            share = broker.broker.share
+            assert share is not None
+            session = broker.call(share.sessions.get, "g", c.member_id)
+            assert session is not None
+            assert {(p.topic_id, p.partition) for p in session.partitions} == {(tid, kept)}

@@ -4,8 +4,14 @@ from __future__ import annotations
 
 import click
 
+from shareq.cli.configs import configs
+from shareq.cli.consume import consume
 from shareq.cli.demo import demo
+from shareq.cli.groups import groups
+from shareq.cli.offsets import offsets
+from shareq.cli.produce import produce
 from shareq.cli.scenario import scenario
 from shareq.cli.serve import serve
+from shareq.cli.topics import topics
 
-ALL: list[click.Command] = [serve, scenario, demo]
+ALL: list[click.Command] = [serve, scenario, groups, offsets, configs, topics, produce, consume, demo]

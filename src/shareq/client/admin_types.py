@@ -16,7 +16,7 @@ class ResourceType(IntEnum):
     """Config resource types (DescribeConfigs / IncrementalAlterConfigs)."""
 
     TOPIC = 2
-    GROUP = 3
+    GROUP = 32
     BROKER = 4
 
 

@@ -19,6 +19,7 @@ from shareq.log import LogConfig, PartitionLog
 from .connection import serve_connection
 from .handlers import HandlerTable, default_handlers
 from .partitions import Partition
+from .share import ShareServices
 from .topic_configs import effective_topic_configs, validate_topic_configs
 from .topics import TopicInfo, TopicRegistry, is_internal
 
@@ -55,6 +56,7 @@ class Broker:
         self._next_connection_id = 0
         self.static_config = self.config
         self.stopping = False
+        self.share: ShareServices | None = None
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -67,6 +69,8 @@ class Broker:
         for topic in self.registry:
             for index in range(topic.partitions):
                 self._open_partition(topic, index)
+        self.share = ShareServices(self)
+        await self.share.start()
         self._server = await asyncio.start_server(self._on_connection, self.host, self.port)
         self.port = self._server.sockets[0].getsockname()[1]
         self._spawn(self._retention_loop())
@@ -81,9 +85,10 @@ class Broker:
         await asyncio.gather(*self._tasks, *self._connections, return_exceptions=True)
         if self._server is not None:
             await self._server.wait_closed()
+        if self.share is not None:
+            await self.share.stop()
         for partition in self.partitions.values():
-            partition.log.flush()
-            partition.log.close()
+            partition.log.close()  # flushes first; the persister closed its state logs already
         self.partitions.clear()
 
     @property

@@ -9,15 +9,17 @@ from __future__ import annotations
 import asyncio
 import tempfile
 import threading
-from collections.abc import Mapping
+from collections.abc import Coroutine, Mapping
 from concurrent.futures import Future
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 from shareq.config import BrokerConfig
 
 from .broker import Broker
+
+T = TypeVar("T")
 
 
 class EmbeddedBroker:
@@ -73,6 +75,10 @@ class EmbeddedBroker:
             return function(*args)
 
         return asyncio.run_coroutine_threadsafe(invoke(), self._loop).result(timeout=30)
+
+    def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        """Run ``coroutine`` on the broker's loop and return its result (for awaiting broker state)."""
+        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(timeout=30)
 
     @property
     def port(self) -> int:

@@ -438,6 +438,60 @@ class ShareGroupCoordinator:
         deletes = (DeleteShareState(group_id=group_id, topics=state),) if state else ()
         return CoordinatorResult(records=tuple(records), delete_state=deletes)
 
+    def prepare_alter_offsets(self, group_id: str) -> tuple[tuple[CoordinatorRecord, ...], int]:
+        """AlterShareGroupOffsets, first step: check the group may be altered and pick a state epoch.
+
+        Only an empty group (or one that does not exist yet: it is created, as in Kafka) may have
+        its start offsets altered. The group epoch is bumped so the returned state epoch is newer
+        than any the group's share-partitions were initialized with; the shell initializes each
+        share-partition's state with it and the new start offset, then calls
+        ``initialize_complete``. Raises ``GroupRequestError`` (INVALID_GROUP_ID, GROUP_ID_NOT_FOUND
+        for a group of another type, NON_EMPTY_GROUP).
+        """
+        if not group_id:
+            raise _err(GroupErrorCode.INVALID_GROUP_ID, "group id must not be empty")
+        if group_id in self._foreign:
+            raise _err(GroupErrorCode.GROUP_ID_NOT_FOUND, f"group {group_id} is not a share group")
+        group = self._groups.get(group_id)
+        if group is not None and group.members:
+            raise _err(GroupErrorCode.NON_EMPTY_GROUP, f"share group {group_id} still has members")
+        if group is None:
+            group = ShareGroup(group_id=group_id)
+            self._groups[group_id] = group
+        records: list[CoordinatorRecord] = []
+        self._bump_epoch(group, records)
+        return tuple(records), group.group_epoch
+
+    def check_offsets_deletable(self, group_id: str) -> None:
+        """DeleteShareGroupOffsets and DeleteGroups need an existing, empty share group.
+
+        Raises ``GroupRequestError`` (GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP); changes nothing, so
+        the shell can delete share state first and drop the records only once that succeeded.
+        """
+        group = self._groups.get(group_id)
+        if group is None:
+            kind = self._foreign.get(group_id)
+            detail = f"group {group_id} is not a share group" if kind else f"share group {group_id} not found"
+            raise _err(GroupErrorCode.GROUP_ID_NOT_FOUND, detail)
+        if group.members:
+            raise _err(GroupErrorCode.NON_EMPTY_GROUP, f"share group {group_id} still has members")
+
+    def delete_offsets(self, group_id: str, topic_ids: Iterable[uuid.UUID]) -> tuple[CoordinatorRecord, ...]:
+        """Forget the share state of these topics (its durable state was already deleted).
+
+        The partitions are no longer initialized: a later subscription initializes them afresh
+        with ``share.auto.offset.reset``. Returns the records to persist.
+        """
+        self.check_offsets_deletable(group_id)
+        group = self._groups[group_id]
+        gone = set(topic_ids)
+        kept = {t: v for t, v in group.initialized.items() if t not in gone}
+        if len(kept) == len(group.initialized):
+            return ()
+        records: list[CoordinatorRecord] = []
+        self._emit(records, RecordType.PARTITION_METADATA, group_id, _partition_value(kept))
+        return tuple(records)
+
     def group_state(self, group_id: str) -> GroupState:
         group = self._groups.get(group_id)
         return GroupState.DEAD if group is None else group.state

@@ -44,10 +44,15 @@ def default_handlers() -> HandlerTable:
         configs,
         coordinator,
         fetch,
+        groups,
         list_offsets,
         metadata,
         produce,
         producer_id,
+        share_acknowledge,
+        share_admin,
+        share_fetch,
+        share_group_heartbeat,
         topics,
     )
 
@@ -62,6 +67,11 @@ def default_handlers() -> HandlerTable:
         coordinator,
         producer_id,
         configs,
+        share_group_heartbeat,
+        share_fetch,
+        share_acknowledge,
+        groups,
+        share_admin,
     ):
         table.update(module.HANDLERS)
     return table

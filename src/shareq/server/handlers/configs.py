@@ -1,4 +1,9 @@
-"""DescribeConfigs and IncrementalAlterConfigs for TOPIC and BROKER resources."""
+"""DescribeConfigs and IncrementalAlterConfigs for TOPIC, BROKER and GROUP resources.
+
+GROUP resources are share-group configs (``share.record.lock.duration.ms`` ...), validated
+against the broker's ``group.share.*`` bounds by the group coordinator and persisted as group
+records before the answer; a group's configs may be set before the group exists.
+"""
 
 from __future__ import annotations
 
@@ -7,15 +12,24 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from shareq.config import SETTINGS, ConfigError
+from shareq.coordinators.group import GroupRequestError
 from shareq.protocol import VersionRange
 from shareq.protocol.versions import DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS
 
 from ..context import RequestContext
 from ..topic_configs import TOPIC_SETTINGS, InvalidConfigError, effective_topic_configs
 from .api_versions import NO_THROTTLE
+from .group_support import (
+    AdminFailure,
+    coordinator,
+    failure_of,
+    group_config_changed,
+    persist_records,
+)
 
 TOPIC = 2
 BROKER = 4
+GROUP = 32
 
 # ConfigSource values of the protocol.
 SOURCE_TOPIC = 1
@@ -25,6 +39,9 @@ SOURCE_DEFAULT = 5
 
 # ConfigType values of the protocol (DescribeConfigs v3+).
 _TYPES = {bool: 1, str: 2, int: 5}
+_GROUP_STRING_CONFIGS = frozenset(
+    {"share.auto.offset.reset", "share.isolation.level", "errors.deadletterqueue.topic.name"}
+)
 _TOPIC_TYPES = {"int": 3, "long": 5, "string": 2, "list": 7}
 
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
@@ -80,6 +97,14 @@ def handle_describe_configs(request: Any, ctx: RequestContext) -> Any:
                         else (str(value).lower() if setting.type is bool else str(value))
                     )
                     entries.append(_entry(ctx, name, text, source, _TYPES.get(setting.type, 0)))
+        elif resource.resource_type == GROUP:
+            try:
+                for entry in coordinator(ctx).describe_configs(resource.resource_name):
+                    if keys is None or entry.name in keys:
+                        kind = _TYPES[str] if entry.name in _GROUP_STRING_CONFIGS else _INT
+                        entries.append(_entry(ctx, entry.name, entry.value, int(entry.source), kind))
+            except AdminFailure as failure:
+                code, message = failure.code, str(failure)
         else:
             code, message = ErrorCode.invalid_request, f"unsupported resource type {resource.resource_type}"
         results.append(
@@ -93,6 +118,9 @@ def handle_describe_configs(request: Any, ctx: RequestContext) -> Any:
             )
         )
     return ctx.build(throttle_time=NO_THROTTLE, results=tuple(results))
+
+
+_INT = 3
 
 
 def _entry(ctx: RequestContext, name: str, value: str | None, source: int, config_type: int) -> Any:
@@ -115,7 +143,9 @@ def handle_incremental_alter_configs(request: Any, ctx: RequestContext) -> Any:
     for resource in request.resources:
         code, message = ErrorCode.none, None
         try:
-            if resource.resource_type == TOPIC:
+            if resource.resource_type == GROUP:
+                _alter_group(resource, ctx, request.validate_only)
+            elif resource.resource_type == TOPIC:
                 _alter_topic(resource, ctx, request.validate_only)
             elif resource.resource_type == BROKER:
                 _alter_broker(resource, ctx, request.validate_only)
@@ -128,6 +158,9 @@ def handle_incremental_alter_configs(request: Any, ctx: RequestContext) -> Any:
             code, message = fail.code, str(fail)
         except (InvalidConfigError, ConfigError) as error:
             code, message = ErrorCode.invalid_config, str(error)
+        except (AdminFailure, GroupRequestError) as error:
+            failure = failure_of(error)
+            code, message = failure.code, str(failure)
         responses.append(
             ctx.build(
                 "AlterConfigsResourceResponse",
@@ -180,6 +213,23 @@ def _alter_broker(resource: Any, ctx: RequestContext, validate_only: bool) -> No
     ctx.broker.static_config.with_overrides(updated)  # validates
     if not validate_only:
         ctx.broker.alter_broker_configs(updated)
+
+
+def _alter_group(resource: Any, ctx: RequestContext, validate_only: bool) -> None:
+    changes: dict[str, str | None] = {}
+    for config in resource.configs:
+        if config.config_operation == SET:
+            if config.value is None:
+                raise _Fail(ErrorCode.invalid_config, f"{config.name}: SET needs a value")
+            changes[config.name] = config.value
+        elif config.config_operation == DELETE:
+            changes[config.name] = None
+        else:
+            raise _Fail(ErrorCode.invalid_config, f"{config.name}: only SET and DELETE are supported")
+    records = coordinator(ctx).alter_configs(resource.resource_name, changes, validate_only=validate_only)
+    persist_records(ctx, records)
+    if records:
+        group_config_changed(ctx, resource.resource_name)
 
 
 class _Fail(Exception):

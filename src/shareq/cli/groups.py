@@ -1,0 +1,111 @@
+"""``shareq groups list|describe|delete``: share groups, as kafka-share-groups.sh shows them."""
+
+from __future__ import annotations
+
+import click
+
+from shareq.client import ShareGroupDescription
+
+from ._common import admin_client, bootstrap_option, emit_json, friendly_errors, json_option, table
+
+
+@click.group()
+def groups() -> None:
+    """List, describe and delete share groups."""
+
+
+@groups.command("list")
+@bootstrap_option
+@json_option
+@click.option("--state", "states", multiple=True, help="only groups in this state (Empty, Stable)")
+@click.option("--type", "types", multiple=True, help="only groups of this type (share, consumer, ...)")
+@friendly_errors
+def list_groups(bootstrap: str, as_json: bool, states: tuple[str, ...], types: tuple[str, ...]) -> None:
+    """List groups with their type and state."""
+    with admin_client(bootstrap) as admin:
+        listings = admin.list_groups(types=types, states=states)
+    if as_json:
+        emit_json([{"group": g.group_id, "type": g.type, "state": g.state} for g in listings])
+        return
+    if not listings:
+        click.echo("no groups")
+        return
+    click.echo(table(["GROUP", "TYPE", "STATE"], [[g.group_id, g.type, g.state] for g in listings]))
+
+
+@groups.command("describe")
+@click.argument("group")
+@bootstrap_option
+@json_option
+@friendly_errors
+def describe_group(group: str, bootstrap: str, as_json: bool) -> None:
+    """State, epochs and members (with their assignments) of one share group."""
+    with admin_client(bootstrap) as admin:
+        description = admin.describe_share_group(group)
+    if as_json:
+        emit_json(description_json(description))
+        return
+    d = description
+    click.echo(
+        table(
+            ["GROUP", "STATE", "GROUP-EPOCH", "ASSIGNMENT-EPOCH", "ASSIGNOR", "#MEMBERS"],
+            [[d.group_id, d.state, d.group_epoch, d.assignment_epoch, d.assignor, len(d.members)]],
+        )
+    )
+    if d.members:
+        click.echo()
+        rows = [
+            [
+                m.member_id,
+                m.client_id,
+                m.client_host,
+                m.member_epoch,
+                ",".join(m.subscribed_topics),
+                _assignment_text(m.assignment),
+            ]
+            for m in d.members
+        ]
+        click.echo(table(["MEMBER-ID", "CLIENT-ID", "HOST", "EPOCH", "TOPICS", "ASSIGNMENT"], rows))
+
+
+def _assignment_text(assignment: object) -> str:
+    if not isinstance(assignment, dict) or not assignment:
+        return "-"
+    return ";".join(f"{t}:{','.join(str(p) for p in ps)}" for t, ps in sorted(assignment.items()))
+
+
+def description_json(d: ShareGroupDescription) -> dict[str, object]:
+    return {
+        "group": d.group_id,
+        "state": d.state,
+        "group_epoch": d.group_epoch,
+        "assignment_epoch": d.assignment_epoch,
+        "assignor": d.assignor,
+        "members": [
+            {
+                "member_id": m.member_id,
+                "client_id": m.client_id,
+                "host": m.client_host,
+                "rack": m.rack_id,
+                "epoch": m.member_epoch,
+                "topics": list(m.subscribed_topics),
+                "assignment": {t: list(ps) for t, ps in m.assignment.items()},
+            }
+            for m in d.members
+        ],
+    }
+
+
+@groups.command("delete")
+@click.argument("group")
+@bootstrap_option
+@json_option
+@friendly_errors
+def delete_group(group: str, bootstrap: str, as_json: bool) -> None:
+    """Delete an empty share group, its share state (offsets) and its configs."""
+    with admin_client(bootstrap) as admin:
+        admin.delete_groups([group])
+    if as_json:
+        emit_json({"group": group, "deleted": True})
+    else:
+        click.echo(f"deleted share group {group}")

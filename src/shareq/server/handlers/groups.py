@@ -1,0 +1,167 @@
+"""Group APIs that span group types: ListGroups, DescribeGroups, ConsumerGroupDescribe, DeleteGroups.
+
+Share groups are the only groups this broker keeps. As in Kafka, a share group is listed with
+type ``share``, is unknown to the classic and consumer describe APIs (DescribeGroups answers
+Dead, and from v6 GROUP_ID_NOT_FOUND; ConsumerGroupDescribe answers GROUP_ID_NOT_FOUND), and
+is deleted by DeleteGroups only when empty, together with its share state and configs.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from shareq.coordinators.group import SHARE_GROUP_TYPE
+from shareq.protocol import VersionRange
+from shareq.share.persister import SharePartitionKey
+
+from ..context import RequestContext
+from .api_versions import NO_THROTTLE
+from .group_support import (
+    AdminFailure,
+    coordinator,
+    drop_share_partition,
+    failure_of,
+    persist_records,
+    persister,
+)
+
+log = logging.getLogger("shareq.server.groups")
+
+DESCRIBE_GROUPS = 15
+LIST_GROUPS = 16
+DELETE_GROUPS = 42
+CONSUMER_GROUP_DESCRIBE = 69
+
+DEAD = "Dead"
+
+
+def handle_list_groups(request: Any, ctx: RequestContext) -> Any:
+    """Share groups with their state and type; filters match case-insensitively, as in Kafka."""
+    states = {s.lower() for s in getattr(request, "states_filter", ())}
+    types = {t.lower() for t in getattr(request, "types_filter", ())}
+    try:
+        listings = coordinator(ctx).list_groups()
+    except AdminFailure as failure:
+        return ctx.build(throttle_time=NO_THROTTLE, error_code=failure.code, groups=())
+    groups = tuple(
+        ctx.build(
+            "ListedGroup",
+            group_id=g.group_id,
+            protocol_type=SHARE_GROUP_TYPE,
+            group_state=g.group_state,
+            group_type=g.group_type,
+        )
+        for g in listings
+        if (not states or g.group_state.lower() in states) and (not types or g.group_type.lower() in types)
+    )
+    return ctx.build(throttle_time=NO_THROTTLE, error_code=ErrorCode.none, groups=groups)
+
+
+def _not_found_message(ctx: RequestContext, group_id: str, kind: str) -> str:
+    try:
+        group_type = coordinator(ctx).group_type(group_id)
+    except AdminFailure:
+        group_type = None
+    if group_type is None:
+        return f"Group {group_id} not found."
+    return f"Group {group_id} is not a {kind} group."
+
+
+def handle_describe_groups(request: Any, ctx: RequestContext) -> Any:
+    """Classic groups are not kept here, so every group is Dead (v6+: GROUP_ID_NOT_FOUND)."""
+    described = []
+    for group_id in request.groups:
+        fields: dict[str, Any] = {}
+        if ctx.version >= 6:
+            fields = {
+                "error_code": ErrorCode.group_id_not_found,
+                "error_message": _not_found_message(ctx, group_id, "classic"),
+            }
+        described.append(
+            ctx.build(
+                "DescribedGroup",
+                error_code=fields.get("error_code", ErrorCode.none),
+                error_message=fields.get("error_message"),
+                group_id=group_id,
+                group_state=DEAD,
+                protocol_type="",
+                protocol_data="",
+                members=(),
+            )
+        )
+    return ctx.build(throttle_time=NO_THROTTLE, groups=tuple(described))
+
+
+def handle_consumer_group_describe(request: Any, ctx: RequestContext) -> Any:
+    """Consumer groups (KIP-848) are not kept here: GROUP_ID_NOT_FOUND, naming a share group as such."""
+    described = tuple(
+        ctx.build(
+            "DescribedGroup",
+            error_code=ErrorCode.group_id_not_found,
+            error_message=_not_found_message(ctx, group_id, "consumer"),
+            group_id=group_id,
+            group_state="",
+            group_epoch=0,
+            assignment_epoch=0,
+            assignor_name="",
+            members=(),
+        )
+        for group_id in request.group_ids
+    )
+    return ctx.build(throttle_time=NO_THROTTLE, groups=described)
+
+
+async def handle_delete_groups(request: Any, ctx: RequestContext) -> Any:
+    results = []
+    for group_id in request.groups_names:
+        try:
+            await delete_share_group(ctx, group_id)
+            code = ErrorCode.none
+        except Exception as error:
+            failure = _failure(error, group_id)
+            code = failure.code
+        results.append(ctx.build("DeletableGroupResult", group_id=group_id, error_code=code))
+    return ctx.build(throttle_time=NO_THROTTLE, results=tuple(results))
+
+
+def _failure(error: BaseException, group_id: str) -> AdminFailure:
+    try:
+        return failure_of(error)
+    except Exception:
+        log.exception("deleting group %s failed", group_id)
+        return AdminFailure(ErrorCode.unknown_server_error, str(error))
+
+
+async def delete_share_group(ctx: RequestContext, group_id: str) -> None:
+    """Delete an empty share group: its share state first, then its records (configs included).
+
+    The state goes first so that a failure leaves the group intact and retryable, rather than a
+    group gone with orphaned state that would fence the next incarnation's initialization.
+    """
+    if not group_id:
+        raise AdminFailure(ErrorCode.invalid_group_id, "group id must not be empty")
+    groups = coordinator(ctx)
+    groups.check_offsets_deletable(group_id)
+    store = persister(ctx)
+    keys = [
+        SharePartitionKey(group_id=group_id, topic_id=tp.topic_id, partition=p)
+        for tp in groups.initialized_partitions(group_id)
+        for p in tp.partitions
+    ]
+    for key in keys:
+        await store.delete_state(key)
+    result = groups.delete(group_id)  # re-checks emptiness: a member may have joined meanwhile
+    persist_records(ctx, result.records)
+    for key in keys:
+        drop_share_partition(ctx, key)
+
+
+HANDLERS = {
+    LIST_GROUPS: (VersionRange(0, 5), handle_list_groups),
+    DESCRIBE_GROUPS: (VersionRange(0, 6), handle_describe_groups),
+    DELETE_GROUPS: (VersionRange(0, 2), handle_delete_groups),
+    CONSUMER_GROUP_DESCRIBE: (VersionRange(0, 1), handle_consumer_group_describe),
+}

@@ -1,0 +1,93 @@
+"""ShareAcknowledge v1-v2: acknowledgements answered only after their durable write.
+
+The request advances the same share-session epoch sequence as ShareFetch; epoch -1 applies its
+acknowledgements, then closes the session and releases the member's remaining records. v2's
+``is_renew_ack`` allows RENEW (type 4), which extends the locks without a durable write.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from shareq.protocol import VersionRange
+from shareq.share.session import SessionAction, ShareSessionError, TopicIdPartition
+
+from ..context import RequestContext
+from ..share.requests import acknowledge_all, session_error_code
+from .api_versions import NO_THROTTLE
+
+SHARE_ACKNOWLEDGE = 79
+ZERO = datetime.timedelta(0)
+
+
+async def handle_share_acknowledge(request: Any, ctx: RequestContext) -> Any:
+    share = ctx.broker.share
+    assert share is not None
+    group_id: str = request.group_id
+    member_id: str = request.member_id or ""
+    build = ctx.build
+    try:
+        update = share.sessions.acknowledge(
+            group_id, member_id, request.share_session_epoch, now_ms=share.now_ms()
+        )
+    except ShareSessionError as error:
+        return build(
+            throttle_time=NO_THROTTLE,
+            error_code=session_error_code(error),
+            error_message=error.message,
+            acquisition_lock_timeout=ZERO,
+            responses=(),
+            node_endpoints=(),
+        )
+    items = [
+        (TopicIdPartition(topic_id=t.topic_id, partition=p.partition_index), p.acknowledgement_batches)
+        for t in request.topics
+        for p in t.partitions
+    ]
+    codes = await acknowledge_all(
+        share, group_id, member_id, items, renew=bool(getattr(request, "is_renew_ack", False))
+    )
+    if update.action is SessionAction.CLOSED:
+        released = share.session_closed(group_id, member_id, update.partitions)
+        if released:
+            await asyncio.gather(*released)
+    node_id = ctx.broker.node_id
+    leader = build("LeaderIdAndEpoch", leader_id=node_id, leader_epoch=0)
+    by_topic: dict[Any, list[Any]] = {}
+    for (tip, _), code in zip(items, codes, strict=True):
+        by_topic.setdefault(tip.topic_id, []).append(
+            build(
+                "PartitionData",
+                partition_index=tip.partition,
+                error_code=code,
+                error_message=None,
+                current_leader=leader,
+            )
+        )
+    broker = ctx.broker
+    return build(
+        throttle_time=NO_THROTTLE,
+        error_code=ErrorCode.none,
+        error_message=None,
+        acquisition_lock_timeout=datetime.timedelta(milliseconds=share.lock_duration_ms(group_id)),
+        responses=tuple(
+            build("ShareAcknowledgeTopicResponse", topic_id=topic_id, partitions=tuple(parts))
+            for topic_id, parts in by_topic.items()
+        ),
+        node_endpoints=(
+            build(
+                "NodeEndpoint",
+                node_id=node_id,
+                host=broker.advertised_host,
+                port=broker.advertised_port,
+                rack=None,
+            ),
+        ),
+    )
+
+
+HANDLERS = {SHARE_ACKNOWLEDGE: (VersionRange(1, 2), handle_share_acknowledge)}

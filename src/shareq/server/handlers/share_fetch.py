@@ -1,0 +1,248 @@
+"""ShareFetch v1-v2: session epochs, piggybacked acknowledgements, acquisition, long polls.
+
+Order of one request: the share session (``ShareSessionCache``, per group and member), then the
+acknowledgements riding along (each persisted before it commits; outcome in
+``acknowledge_error_code``), then acquisition across the session's partitions within
+``max_records`` / ``max_bytes``. With nothing acquirable the fetch parks on one future, registered
+with every partition log it reads (woken by produce) and every share-partition (woken when records
+are released or locks expire), until ``max_wait``. Epoch -1 closes the session and releases the
+member's records.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import itertools
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from shareq.protocol import VersionRange
+from shareq.share import AcquireMode
+from shareq.share.persister import SharePartitionKey
+from shareq.share.session import SessionAction, ShareSessionError, TopicIdPartition
+
+from ..context import RequestContext
+from ..partitions import Partition
+from ..share import ShareServices
+from ..share.manager import Acquired
+from ..share.requests import acknowledge_all, resolve, session_error_code
+from .api_versions import NO_THROTTLE
+
+SHARE_FETCH = 78
+ZERO = datetime.timedelta(0)
+_rotation = itertools.count()
+
+
+def _error(ctx: RequestContext, code: ErrorCode, message: str | None = None) -> Any:
+    return ctx.build(
+        throttle_time=NO_THROTTLE,
+        error_code=code,
+        error_message=message,
+        acquisition_lock_timeout=ZERO,
+        responses=(),
+        node_endpoints=(),
+    )
+
+
+async def handle_share_fetch(request: Any, ctx: RequestContext) -> Any:
+    share = ctx.broker.share
+    assert share is not None
+    group_id: str = request.group_id
+    member_id: str = request.member_id or ""
+    epoch: int = request.share_session_epoch
+    listed: list[TopicIdPartition] = []
+    acks: list[tuple[TopicIdPartition, Any]] = []
+    for topic in request.topics:
+        for p in topic.partitions:
+            tip = TopicIdPartition(topic_id=topic.topic_id, partition=p.partition_index)
+            listed.append(tip)
+            if p.acknowledgement_batches:
+                acks.append((tip, p.acknowledgement_batches))
+    forgotten = [
+        TopicIdPartition(topic_id=f.topic_id, partition=p)
+        for f in request.forgotten_topics_data
+        for p in f.partitions
+    ]
+    if epoch == 0 and share.coordinator.member_assignment(group_id, member_id) is None:
+        return _error(
+            ctx, ErrorCode.unknown_member_id, f"member {member_id} is not in share group {group_id}"
+        )
+    now = share.now_ms()
+    try:
+        update = share.sessions.fetch(
+            group_id,
+            member_id,
+            epoch,
+            now_ms=now,
+            # A partition listed only to carry acknowledgements and also forgotten leaves the
+            # session (Kafka applies the forgotten list after the additions).
+            topics=[tip for tip in listed if tip not in forgotten] if forgotten else listed,
+            forgotten=forgotten,
+            has_acknowledgements=bool(acks),
+        )
+    except ShareSessionError as error:
+        return _error(ctx, session_error_code(error), error.message)
+    if update.released:
+        share.session_closed(group_id, member_id, update.released)
+    ack_codes: dict[TopicIdPartition, ErrorCode] = {}
+    if acks:
+        codes = await acknowledge_all(share, group_id, member_id, acks)
+        ack_codes = {tip: code for (tip, _), code in zip(acks, codes, strict=True)}
+    results: dict[TopicIdPartition, tuple[ErrorCode, Acquired | None]] = {}
+    if update.action is SessionAction.CLOSED:
+        released = share.session_closed(group_id, member_id, update.partitions)
+        if released:
+            await asyncio.gather(*released)
+    else:
+        results = await _acquire(share, ctx, request, member_id, sorted(update.partitions))
+    return _response(share, ctx, group_id, results, ack_codes)
+
+
+async def _acquire(
+    share: ShareServices,
+    ctx: RequestContext,
+    request: Any,
+    member_id: str,
+    partitions: list[TopicIdPartition],
+) -> dict[TopicIdPartition, tuple[ErrorCode, Acquired | None]]:
+    group_id = request.group_id
+    results: dict[TopicIdPartition, tuple[ErrorCode, Acquired | None]] = {}
+    live: list[tuple[TopicIdPartition, Any]] = []
+    for tip in partitions:
+        sp, code = await resolve(share, group_id, tip)
+        if sp is None:
+            results[tip] = (code, None)
+        else:
+            live.append((tip, sp))
+    if not live:
+        return results
+    if len(live) > 1:  # rotate so a small max_records does not always favour the first partition
+        shift = next(_rotation) % len(live)
+        live = live[shift:] + live[:shift]
+    manager = share.partitions
+    mode = (
+        AcquireMode.RECORD_LIMIT
+        if getattr(request, "share_acquire_mode", 0) == 1
+        else AcquireMode.BATCH_OPTIMIZED
+    )
+    batch_size = request.batch_size if request.batch_size > 0 else request.max_records
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + request.max_wait.total_seconds()
+    while True:
+        now = share.now_ms()
+        records_left = request.max_records if request.max_records > 0 else 500
+        bytes_left = request.max_bytes if request.max_bytes > 0 else 1 << 20
+        got = False
+        for tip, sp in live:
+            if records_left <= 0 or bytes_left <= 0:
+                break
+            acquired = manager.acquire(
+                sp,
+                member_id,
+                max_records=records_left,
+                batch_size=batch_size,
+                mode=mode,
+                max_bytes=bytes_left,
+                now=now,
+            )
+            if acquired.count:
+                got = True
+                records_left -= acquired.count
+                bytes_left -= len(acquired.records)
+                results[tip] = (ErrorCode.none, acquired)
+        remaining = deadline - loop.time()
+        if got or remaining <= 0 or ctx.broker.stopping:
+            return results
+        await _park(share, [sp.key for _, sp in live], remaining)
+        if share.sessions.get(group_id, member_id) is None:
+            return results  # the session closed while parked (member left or expired)
+
+
+async def _park(share: ShareServices, keys: list[SharePartitionKey], timeout_s: float) -> None:
+    """Wait until a produce, a release or an expiry touches one of ``keys``, or the timeout."""
+    loop = asyncio.get_running_loop()
+    waiter: asyncio.Future[None] = loop.create_future()
+    logs: list[Partition] = []
+    for key in keys:
+        partition = share.log_partition(key.topic_id, key.partition)
+        if partition is not None:
+            partition.waiters.add(waiter)
+            logs.append(partition)
+    share.partitions.park(keys, waiter)
+    handle = loop.call_later(timeout_s, _resolve, waiter)
+    try:
+        await waiter
+    finally:
+        handle.cancel()
+        for partition in logs:
+            partition.waiters.discard(waiter)
+        share.partitions.unpark(keys, waiter)
+
+
+def _resolve(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
+
+
+def _response(
+    share: ShareServices,
+    ctx: RequestContext,
+    group_id: str,
+    results: dict[TopicIdPartition, tuple[ErrorCode, Acquired | None]],
+    ack_codes: dict[TopicIdPartition, ErrorCode],
+) -> Any:
+    build = ctx.build
+    node_id = ctx.broker.node_id
+    leader = build("LeaderIdAndEpoch", leader_id=node_id, leader_epoch=0)
+    by_topic: dict[Any, list[Any]] = {}
+    for tip in sorted(set(results) | set(ack_codes)):
+        code, acquired = results.get(tip, (ErrorCode.none, None))
+        by_topic.setdefault(tip.topic_id, []).append(
+            build(
+                "PartitionData",
+                partition_index=tip.partition,
+                error_code=code,
+                error_message=None,
+                acknowledge_error_code=ack_codes.get(tip, ErrorCode.none),
+                acknowledge_error_message=None,
+                current_leader=leader,
+                records=acquired.records if acquired is not None else b"",
+                acquired_records=tuple(
+                    build(
+                        "AcquiredRecords",
+                        first_offset=r.first_offset,
+                        last_offset=r.last_offset,
+                        delivery_count=r.delivery_count,
+                    )
+                    for r in acquired.ranges
+                )
+                if acquired is not None
+                else (),
+            )
+        )
+    broker = ctx.broker
+    lock_ms = share.lock_duration_ms(group_id)
+    return build(
+        throttle_time=NO_THROTTLE,
+        error_code=ErrorCode.none,
+        error_message=None,
+        acquisition_lock_timeout=datetime.timedelta(milliseconds=lock_ms),
+        responses=tuple(
+            build("ShareFetchableTopicResponse", topic_id=topic_id, partitions=tuple(parts))
+            for topic_id, parts in by_topic.items()
+        ),
+        node_endpoints=(
+            build(
+                "NodeEndpoint",
+                node_id=node_id,
+                host=broker.advertised_host,
+                port=broker.advertised_port,
+                rack=None,
+            ),
+        ),
+    )
+
+
+HANDLERS = {SHARE_FETCH: (VersionRange(1, 2), handle_share_fetch)}

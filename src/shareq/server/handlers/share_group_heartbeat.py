@@ -1,0 +1,69 @@
+"""ShareGroupHeartbeat v1: membership and assignment, answered after the group records are durable.
+
+When the coordinator asks for share-partition state to be initialized, the shell initializes it
+through the persister and answers with the resulting assignment in the same response (see
+``ShareServices.heartbeat``), so a new consumer's first poll does not wait a heartbeat interval.
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from shareq.coordinators.group import GroupRequestError, HeartbeatRequest
+from shareq.protocol import VersionRange
+
+from ..context import RequestContext
+from .api_versions import NO_THROTTLE
+
+SHARE_GROUP_HEARTBEAT = 76
+
+
+async def handle_share_group_heartbeat(request: Any, ctx: RequestContext) -> Any:
+    share = ctx.broker.share
+    assert share is not None
+    names = request.subscribed_topic_names
+    heartbeat = HeartbeatRequest(
+        group_id=request.group_id,
+        member_id=request.member_id or "",
+        member_epoch=request.member_epoch,
+        rack_id=request.rack_id,
+        subscribed_topic_names=None if names is None else tuple(names),
+        client_id=ctx.header.client_id or "",
+        client_host=ctx.peer,
+    )
+    try:
+        result = await share.heartbeat(heartbeat)
+    except GroupRequestError as error:
+        return ctx.build(
+            throttle_time=NO_THROTTLE,
+            error_code=ErrorCode(error.code.value),
+            error_message=error.message,
+            member_id=None,
+            member_epoch=0,
+            heartbeat_interval=datetime.timedelta(0),
+            assignment=None,
+        )
+    assignment = None
+    if result.assignment is not None:
+        assignment = ctx.build(
+            "Assignment",
+            topic_partitions=tuple(
+                ctx.build("TopicPartitions", topic_id=tp.topic_id, partitions=tp.partitions)
+                for tp in result.assignment
+            ),
+        )
+    return ctx.build(
+        throttle_time=NO_THROTTLE,
+        error_code=ErrorCode.none,
+        error_message=None,
+        member_id=result.member_id,
+        member_epoch=result.member_epoch,
+        heartbeat_interval=datetime.timedelta(milliseconds=result.heartbeat_interval_ms),
+        assignment=assignment,
+    )
+
+
+HANDLERS = {SHARE_GROUP_HEARTBEAT: (VersionRange(1, 1), handle_share_group_heartbeat)}

@@ -1,0 +1,309 @@
+"""``SharePartitionManager``: the share-partitions of this broker and the I/O around them.
+
+Engines (``SharePartition``) are created lazily on first use, initialized from the persister with
+the group's reset policy, fed log-batch bounds read at ``next_fetch_offset()``, and every write
+they return is persisted before ``complete`` commits it (persist before commit). Parked
+ShareFetches wait on futures registered per share-partition; releases, expiries and produce wake
+them. Lock deadlines feed the services' single timer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import struct
+from collections.abc import Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING
+
+from kio.schema.errors import ErrorCode
+
+from shareq.coordinators.group import ShareGroupConfig
+from shareq.log.errors import LogError
+from shareq.share import (
+    AcknowledgementBatch,
+    AcquiredRecords,
+    AcquireMode,
+    PendingWrite,
+    ResetPolicy,
+    ShareConfig,
+    SharePartition,
+    ShareRequestError,
+)
+from shareq.share.persister import PersisterError, SharePartitionKey
+
+if TYPE_CHECKING:
+    from .services import ShareServices
+
+log = logging.getLogger("shareq.share")
+
+_LENGTH = struct.Struct(">qi")  # baseOffset, batchLength
+_LOG_OVERHEAD = 12
+
+
+def share_config(group: ShareGroupConfig) -> ShareConfig:
+    """The engine's view of a group's configuration (no dead-letter writer yet: archive instead)."""
+    return ShareConfig(
+        record_lock_duration_ms=group.record_lock_duration_ms,
+        delivery_count_limit=group.delivery_count_limit,
+        max_record_locks=group.partition_max_record_locks,
+        dlq_enabled=False,
+    )
+
+
+class Acquired:
+    """What one share-partition contributes to a ShareFetch response."""
+
+    __slots__ = ("count", "ranges", "records")
+
+    def __init__(self, ranges: tuple[AcquiredRecords, ...], records: bytes, count: int) -> None:
+        self.ranges = ranges
+        self.records = records
+        self.count = count
+
+
+NOTHING = Acquired((), b"", 0)
+
+
+class SharePartitionManager:
+    """Share-partition cache keyed by (group, topic id, partition), plus parking and lock expiry."""
+
+    def __init__(self, services: ShareServices) -> None:
+        self._services = services
+        self._partitions: dict[SharePartitionKey, SharePartition] = {}
+        self._loading: dict[SharePartitionKey, asyncio.Future[SharePartition]] = {}
+        self._waiters: dict[SharePartitionKey, set[asyncio.Future[None]]] = {}
+
+    # -- cache ---------------------------------------------------------------------------------
+
+    def __iter__(self) -> Iterator[SharePartition]:
+        return iter(list(self._partitions.values()))
+
+    def cached(self, key: SharePartitionKey) -> SharePartition | None:
+        return self._partitions.get(key)
+
+    def keys_of_group(self, group_id: str) -> list[SharePartitionKey]:
+        return [k for k in self._partitions if k.group_id == group_id]
+
+    def forget(self, key: SharePartitionKey) -> None:
+        """Drop a share-partition (its topic or group was deleted)."""
+        self._partitions.pop(key, None)
+        self.wake(key)
+
+    async def get(self, key: SharePartitionKey) -> SharePartition:
+        """The initialized engine of ``key``; raises ``PersisterError`` if its state cannot load."""
+        sp = self._partitions.get(key)
+        if sp is not None:
+            return sp
+        loading = self._loading.get(key)
+        if loading is not None:
+            return await asyncio.shield(loading)
+        future: asyncio.Future[SharePartition] = asyncio.get_running_loop().create_future()
+        self._loading[key] = future
+        try:
+            sp = await self._load(key)
+        except BaseException as exc:
+            future.set_exception(exc)
+            future.exception()  # retrieved: other waiters re-raise it
+            raise
+        finally:
+            self._loading.pop(key, None)
+        self._partitions[key] = sp
+        future.set_result(sp)
+        return sp
+
+    async def _load(self, key: SharePartitionKey) -> SharePartition:
+        services = self._services
+        group = services.coordinator.group_config(key.group_id)
+        sp = SharePartition(key, share_config(group))
+        state = await services.persister.read_state(key, leader_epoch=0)
+        partition = services.log_partition(key.topic_id, key.partition)
+        start = end = 0
+        by_time: int | None = None
+        reset = ResetPolicy(group.auto_offset_reset.strategy)
+        if partition is not None:
+            start, end = partition.log.log_start_offset, partition.log.log_end_offset
+            if reset is ResetPolicy.BY_DURATION and group.auto_offset_reset.duration_ms is not None:
+                found = partition.log.offset_for_timestamp(
+                    services.now_ms() - group.auto_offset_reset.duration_ms
+                )
+                by_time = None if found is None else found.offset
+        pending = sp.initialize(
+            state, reset=reset, log_start_offset=start, log_end_offset=end, offset_for_timestamp=by_time
+        )
+        if pending is not None:  # the reset policy chose the SPSO: make it durable first
+            await services.persister.write_state(pending.params)
+            sp.complete(pending.handle, True, services.now_ms())
+        return sp
+
+    # -- acquire -------------------------------------------------------------------------------
+
+    def acquire(
+        self,
+        sp: SharePartition,
+        member: str,
+        *,
+        max_records: int,
+        batch_size: int,
+        mode: AcquireMode,
+        max_bytes: int,
+        now: int,
+    ) -> Acquired:
+        """Lease records at ``next_fetch_offset()``: returns the ranges and the whole log batches
+        overlapping them, sliced from one log read by batch headers (never decoded)."""
+        partition = self._services.log_partition(sp.key.topic_id, sp.key.partition)
+        if partition is None or max_records <= 0:
+            return NOTHING
+        plog = partition.log
+        offset = sp.next_fetch_offset()
+        if offset >= plog.log_end_offset:
+            return NOTHING
+        offset = max(offset, plog.log_start_offset)
+        try:
+            data = plog.read(offset, max(max_bytes, 1))
+        except LogError:
+            log.exception("share fetch read failed on %s", sp.key)
+            return NOTHING
+        if not data.batches:
+            return NOTHING
+        result = sp.acquire(
+            member, data.batches, max_records=max_records, batch_size=batch_size, mode=mode, now=now
+        )
+        if result.write is not None:
+            self.spawn_write(sp, result.write)
+        if result.lock_deadline is not None:
+            self._services.schedule(result.lock_deadline)
+        if not result.records:
+            return NOTHING
+        return Acquired(
+            result.records, slice_batches(data.records, data.batches, result.records), result.acquired_count
+        )
+
+    # -- acknowledge / writes ------------------------------------------------------------------
+
+    async def acknowledge(
+        self, sp: SharePartition, member: str, batches: Sequence[AcknowledgementBatch]
+    ) -> ErrorCode:
+        """Validate, persist, then commit; answers only after the durable write."""
+        now = self._services.now_ms()
+        try:
+            result = sp.acknowledge(member, batches, now=now)
+        except ShareRequestError as exc:
+            return exc.error_code
+        if result.write is None:
+            self._services.schedule_from(sp)
+            return ErrorCode.none
+        return await self.write(sp, result.write)
+
+    async def write(self, sp: SharePartition, pending: PendingWrite) -> ErrorCode:
+        """Persist one pending write and complete it; follow-ups are spawned."""
+        services = self._services
+        code = ErrorCode.none
+        try:
+            await services.persister.write_state(pending.params)
+            ok = True
+        except PersisterError as exc:
+            ok = False
+            code = _code(exc.error_code)
+        except Exception:
+            log.exception("share-state write failed for %s", sp.key)
+            ok, code = False, ErrorCode.unknown_server_error
+        if self._partitions.get(sp.key) is not sp:
+            return code  # forgotten meanwhile (topic or group deleted)
+        done = sp.complete(pending.handle, ok, services.now_ms())
+        for follow in done.writes:
+            self.spawn_write(sp, follow)
+        if done.records_released or not ok:
+            self.wake(sp.key)
+        services.schedule_from(sp)
+        return code
+
+    def spawn_write(self, sp: SharePartition, pending: PendingWrite) -> None:
+        self._services.spawn(self.write(sp, pending))
+
+    def release_member(
+        self, member: str, keys: Iterable[SharePartitionKey]
+    ) -> list[asyncio.Future[ErrorCode]]:
+        """Release ``member``'s records on ``keys`` (it left, expired or closed its session)."""
+        now = self._services.now_ms()
+        futures: list[asyncio.Future[ErrorCode]] = []
+        for key in keys:
+            sp = self._partitions.get(key)
+            if sp is None:
+                continue
+            pending = sp.release_member(member, now)
+            if pending is not None:
+                futures.append(asyncio.ensure_future(self.write(sp, pending)))
+        return futures
+
+    # -- timers --------------------------------------------------------------------------------
+
+    def next_deadline(self) -> int | None:
+        deadlines = [d for sp in self._partitions.values() if (d := sp.next_deadline()) is not None]
+        return min(deadlines, default=None)
+
+    def expire(self, now: int) -> None:
+        """Release every lock due at ``now`` (each share-partition's write runs as a task)."""
+        for sp in list(self._partitions.values()):
+            deadline = sp.next_deadline()
+            if deadline is not None and deadline <= now:
+                pending = sp.expire(now)
+                if pending is not None:
+                    self.spawn_write(sp, pending)
+
+    # -- parking -------------------------------------------------------------------------------
+
+    def park(self, keys: Iterable[SharePartitionKey], waiter: asyncio.Future[None]) -> None:
+        for key in keys:
+            self._waiters.setdefault(key, set()).add(waiter)
+
+    def unpark(self, keys: Iterable[SharePartitionKey], waiter: asyncio.Future[None]) -> None:
+        for key in keys:
+            waiters = self._waiters.get(key)
+            if waiters is not None:
+                waiters.discard(waiter)
+                if not waiters:
+                    del self._waiters[key]
+
+    def wake(self, key: SharePartitionKey) -> None:
+        waiters = self._waiters.pop(key, None)
+        if waiters:
+            for waiter in waiters:
+                if not waiter.done():
+                    waiter.set_result(None)
+
+
+def _code(value: int) -> ErrorCode:
+    try:
+        return ErrorCode(value)
+    except ValueError:
+        return ErrorCode.unknown_server_error
+
+
+def slice_batches(
+    records: bytes, batches: Sequence[tuple[int, int]], ranges: Sequence[AcquiredRecords]
+) -> bytes:
+    """The bytes of the batches overlapping any acquired range (both sorted by offset)."""
+    pos = 0
+    start = end = -1
+    pieces: list[tuple[int, int]] = []
+    r = 0
+    n = len(ranges)
+    view = memoryview(records)
+    for first, last in batches:
+        size = _LENGTH.unpack_from(records, pos)[1] + _LOG_OVERHEAD
+        while r < n and ranges[r].last_offset < first:
+            r += 1
+        if r < n and ranges[r].first_offset <= last:
+            if end == pos:
+                end = pos + size
+            else:
+                if start >= 0:
+                    pieces.append((start, end))
+                start, end = pos, pos + size
+        pos += size
+    if start >= 0:
+        pieces.append((start, end))
+    if len(pieces) == 1:
+        a, b = pieces[0]
+        return records if a == 0 and b == len(records) else bytes(view[a:b])
+    return b"".join(view[a:b] for a, b in pieces)

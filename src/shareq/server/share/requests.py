@@ -1,0 +1,106 @@
+"""What ShareFetch and ShareAcknowledge have in common: resolving share-partitions and applying
+acknowledgements (persist, then commit) with per-partition Kafka error codes."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.errors import ErrorCode
+
+from shareq.share import (
+    AcknowledgementBatch,
+    AcknowledgeType,
+    SharePartition,
+    ShareRequestError,
+    parse_acknowledge_types,
+)
+from shareq.share.persister import PersisterError, SharePartitionKey
+from shareq.share.session import ShareSessionError, TopicIdPartition
+
+if TYPE_CHECKING:
+    from .services import ShareServices
+
+
+def session_error_code(error: ShareSessionError) -> ErrorCode:
+    return ErrorCode(error.code.value)
+
+
+def persister_error_code(error: PersisterError) -> ErrorCode:
+    try:
+        return ErrorCode(error.error_code)
+    except ValueError:
+        return ErrorCode.unknown_server_error
+
+
+async def resolve(
+    share: ShareServices, group_id: str, tip: TopicIdPartition
+) -> tuple[SharePartition | None, ErrorCode]:
+    """The share-partition of ``tip`` for ``group_id``, or the error to report for it."""
+    info = share.broker.topics.by_id(tip.topic_id)
+    if info is None or info.internal:
+        return None, ErrorCode.unknown_topic_id
+    if not 0 <= tip.partition < info.partitions:
+        return None, ErrorCode.unknown_topic_or_partition
+    key = SharePartitionKey(group_id=group_id, topic_id=tip.topic_id, partition=tip.partition)
+    sp = share.partitions.cached(key)
+    if sp is not None:
+        return sp, ErrorCode.none
+    try:
+        return await share.partitions.get(key), ErrorCode.none
+    except PersisterError as error:
+        return None, persister_error_code(error)
+
+
+def parse_batches(wire: Sequence[Any], *, renew: bool) -> tuple[AcknowledgementBatch, ...]:
+    """Wire acknowledgement batches to engine ones; raises ``ShareRequestError`` (INVALID_REQUEST)."""
+    out: list[AcknowledgementBatch] = []
+    for batch in wire:
+        types = parse_acknowledge_types(batch.acknowledge_types)
+        if not renew and AcknowledgeType.RENEW in types:
+            from shareq.share import InvalidRequest
+
+            raise InvalidRequest("RENEW needs is_renew_ack")
+        out.append(
+            AcknowledgementBatch(first_offset=batch.first_offset, last_offset=batch.last_offset, types=types)
+        )
+    return tuple(out)
+
+
+async def acknowledge_one(
+    share: ShareServices,
+    group_id: str,
+    member_id: str,
+    tip: TopicIdPartition,
+    wire: Sequence[Any],
+    *,
+    renew: bool,
+) -> ErrorCode:
+    try:
+        batches = parse_batches(wire, renew=renew)
+    except ShareRequestError as error:
+        return error.error_code
+    sp, code = await resolve(share, group_id, tip)
+    if sp is None:
+        return code
+    return await share.partitions.acknowledge(sp, member_id, batches)
+
+
+async def acknowledge_all(
+    share: ShareServices,
+    group_id: str,
+    member_id: str,
+    items: Sequence[tuple[TopicIdPartition, Sequence[Any]]],
+    *,
+    renew: bool = False,
+) -> list[ErrorCode]:
+    """Apply every partition's acknowledgements side by side; each answers after its durable write."""
+    if len(items) == 1:
+        tip, wire = items[0]
+        return [await acknowledge_one(share, group_id, member_id, tip, wire, renew=renew)]
+    return list(
+        await asyncio.gather(
+            *(acknowledge_one(share, group_id, member_id, tip, wire, renew=renew) for tip, wire in items)
+        )
+    )

@@ -1,0 +1,397 @@
+"""``ShareServices`` (``broker.share``): share groups' state on one broker, and its single timer.
+
+Holds the ``ShareGroupCoordinator`` (membership, assignment, group configs), the
+``ShareSessionCache``, the ``BuiltinPersister`` over the internal ``__share_group_state`` topic and
+the ``SharePartitionManager``. Group metadata records go to the internal ``__consumer_offsets``
+topic (one partition) before a heartbeat is answered and are replayed at start, so groups, configs
+and initialized share-partitions survive a restart; members do not (they rejoin).
+
+One ``loop.call_at`` timer covers the earliest acquisition-lock deadline, the earliest member
+session deadline and the persister's housekeeping deadline; it is re-armed only when a new
+deadline is earlier than the armed one, and recomputed after it fires.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections.abc import Coroutine, Iterable
+from typing import TYPE_CHECKING, Any
+
+from shareq.coordinators.group import (
+    CoordinatorRecord,
+    GroupRequestError,
+    HeartbeatRequest,
+    HeartbeatResult,
+    InitializeShareState,
+    MemberRemoved,
+    ShareBrokerConfig,
+    ShareGroupCoordinator,
+    TopicMetadata,
+    TopicPartitions,
+)
+from shareq.coordinators.share.shard import ShareCoordinatorConfig
+from shareq.log.records import Record, decode_batches, encode_batch
+from shareq.persister.builtin import STATE_TOPIC, BuiltinPersister, FlushMode, StateLog
+from shareq.share import SharePartition
+from shareq.share.persister import PersisterError, SharePartitionKey
+from shareq.share.session import ShareSessionCache, TopicIdPartition
+
+from ..partitions import Partition
+from .manager import SharePartitionManager, share_config
+
+if TYPE_CHECKING:
+    from ..broker import Broker
+
+log = logging.getLogger("shareq.share")
+
+GROUP_METADATA_TOPIC = "__consumer_offsets"
+_READ_CHUNK = 1 << 20
+_FAR = float("inf")
+
+
+def _wall_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class ShareServices:
+    """Share groups on this broker; ``await start()`` after the logs are open, ``await stop()``."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        config = broker.config
+        props = {
+            name: str(value)
+            for name, value in config.items()
+            if name.startswith("group.share.") and value != _default(name)
+        }
+        self.broker_config = ShareBrokerConfig.from_properties(props)
+        self.coordinator = ShareGroupCoordinator(self.broker_config)
+        self.sessions = ShareSessionCache(self.broker_config.max_share_sessions)
+        self.state_partitions: int = config["share.coordinator.state.topic.num.partitions"]
+        self.persister = BuiltinPersister(
+            self._state_log,
+            config=ShareCoordinatorConfig(
+                snapshot_update_records_per_snapshot=config[
+                    "share.coordinator.snapshot.update.records.per.snapshot"
+                ],
+                cold_partition_snapshot_interval_ms=config[
+                    "share.coordinator.cold.partition.snapshot.interval.ms"
+                ],
+                state_topic_prune_interval_ms=config["share.coordinator.state.topic.prune.interval.ms"],
+                state_topic_num_partitions=self.state_partitions,
+            ),
+            flush_mode=FlushMode(config["share.coordinator.state.flush.mode"]),
+            clock_ms=_wall_ms,
+        )
+        self.partitions = SharePartitionManager(self)
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at: float = _FAR
+        self._ticking = False
+        self._stopped = False
+        self._initializing: dict[str, asyncio.Future[None]] = {}
+
+    now_ms = staticmethod(_wall_ms)
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        broker = self.broker
+        state = broker.topics.get(STATE_TOPIC)
+        if state is None:
+            broker.create_topic(
+                STATE_TOPIC,
+                self.state_partitions,
+                {"segment.bytes": str(broker.config["share.coordinator.state.topic.segment.bytes"])},
+            )
+        elif state.partitions != self.state_partitions:
+            # The placement of share-partitions depends on the count: keep the one on disk.
+            self.state_partitions = state.partitions
+            self.persister = BuiltinPersister(
+                self._state_log,
+                config=ShareCoordinatorConfig(
+                    snapshot_update_records_per_snapshot=self.persister.config.snapshot_update_records_per_snapshot,
+                    cold_partition_snapshot_interval_ms=self.persister.config.cold_partition_snapshot_interval_ms,
+                    state_topic_prune_interval_ms=self.persister.config.state_topic_prune_interval_ms,
+                    state_topic_num_partitions=state.partitions,
+                ),
+                flush_mode=self.persister.flush_mode,
+                clock_ms=_wall_ms,
+            )
+        if broker.topics.get(GROUP_METADATA_TOPIC) is None:
+            broker.create_topic(GROUP_METADATA_TOPIC, 1)
+        self._replay_group_metadata()
+        await self.persister.load()
+        self.reschedule()
+
+    async def stop(self) -> None:
+        self._stopped = True
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self.persister.close()
+
+    def spawn(self, coroutine: Coroutine[Any, Any, Any]) -> None:
+        task = asyncio.ensure_future(coroutine)
+        self._tasks.add(task)
+        task.add_done_callback(self._task_done)
+
+    def _task_done(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("share background task failed", exc_info=task.exception())
+
+    def _state_log(self, index: int) -> StateLog:
+        partition = self.broker.partition(STATE_TOPIC, index)
+        if partition is None:
+            raise RuntimeError(f"{STATE_TOPIC}-{index} is not open")
+        return partition.log
+
+    # -- topics --------------------------------------------------------------------------------
+
+    def topic_image(self) -> dict[str, TopicMetadata]:
+        return {
+            t.name: TopicMetadata(topic_id=t.topic_id, partitions=t.partitions)
+            for t in self.broker.topics
+            if not t.internal
+        }
+
+    def log_partition(self, topic_id: uuid.UUID, index: int) -> Partition | None:
+        info = self.broker.topics.by_id(topic_id)
+        if info is None:
+            return None
+        return self.broker.partition(info.name, index)
+
+    # -- group metadata log --------------------------------------------------------------------
+
+    def _replay_group_metadata(self) -> None:
+        partition = self.broker.partition(GROUP_METADATA_TOPIC, 0)
+        assert partition is not None
+        plog = partition.log
+        offset = plog.log_start_offset
+        while offset < plog.log_end_offset:
+            data = plog.read(offset, _READ_CHUNK)
+            if not data.batches:
+                break
+            for batch in decode_batches(data.records, verify_crc=False):
+                for record in batch.records:
+                    if record.offset >= offset and record.key is not None:
+                        self.coordinator.replay(record.key, record.value)
+            offset = data.batches[-1][1] + 1
+
+    def persist_group_records(self, records: Iterable[CoordinatorRecord]) -> None:
+        """Append group records to the group-metadata log (page cache: survives a process crash)."""
+        batch = [Record(key=r.key, value=r.value) for r in records]
+        if not batch:
+            return
+        partition = self.broker.partition(GROUP_METADATA_TOPIC, 0)
+        assert partition is not None
+        partition.log.append(encode_batch(batch, base_timestamp=_wall_ms()), now_ms=_wall_ms())
+
+    # -- membership ----------------------------------------------------------------------------
+
+    async def heartbeat(self, request: HeartbeatRequest) -> HeartbeatResult:
+        """One ShareGroupHeartbeat: persist its records, initialize share-partition state if
+        asked and hand out the resulting assignment in the same response.
+
+        Raises ``GroupRequestError`` (nothing changed) for the coordinator's refusals.
+        """
+        now = _wall_ms()
+        result = self.coordinator.heartbeat(request, now_ms=now, topics=self.topic_image())
+        self.persist_group_records(result.records)
+        # A member that leaves (epoch -1) keeps its share session: librdkafka sends its last
+        # acknowledgements with ShareAcknowledge epoch -1 right after the leave heartbeat, and that
+        # request closes the session and releases the rest. Expired members are cleaned up at once.
+        if request.member_epoch == -1:
+            return result
+        assignment = result.assignment
+        for _ in range(3):
+            if result.initialize is not None:
+                if not await self._initialize_for_group(result.initialize):
+                    break
+            elif request.group_id in self._initializing:
+                # Another member's heartbeat is initializing share-partitions this member may
+                # be given: wait, so the assignment reaches it now rather than a heartbeat later.
+                await asyncio.shield(self._initializing[request.group_id])
+            else:
+                break
+            try:
+                result = self.coordinator.heartbeat(
+                    HeartbeatRequest(
+                        group_id=request.group_id,
+                        member_id=result.member_id,
+                        member_epoch=result.member_epoch,
+                        client_id=request.client_id,
+                        client_host=request.client_host,
+                    ),
+                    now_ms=_wall_ms(),
+                    topics=self.topic_image(),
+                )
+            except GroupRequestError:
+                break  # the member was fenced or removed meanwhile: answer with what it had
+            self.persist_group_records(result.records)
+            if result.assignment is not None:
+                assignment = result.assignment
+        else:
+            if result.initialize is not None:  # never drop an initialization the coordinator awaits
+                self.spawn(self._initialize_for_group(result.initialize))
+        result = HeartbeatResult(
+            records=(),
+            member_id=result.member_id,
+            member_epoch=result.member_epoch,
+            heartbeat_interval_ms=result.heartbeat_interval_ms,
+            assignment=assignment,
+        )
+        self.schedule_member_deadline()
+        return result
+
+    async def _initialize_for_group(self, init: InitializeShareState) -> bool:
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._initializing[init.group_id] = future
+        try:
+            return await self.initialize(init)
+        finally:
+            if self._initializing.get(init.group_id) is future:
+                del self._initializing[init.group_id]
+            future.set_result(None)
+
+    async def initialize(self, init: InitializeShareState) -> bool:
+        """InitializeShareGroupState for new share-partitions, then mark them assignable."""
+        try:
+            await asyncio.gather(
+                *(
+                    self.persister.initialize_state(
+                        SharePartitionKey(group_id=init.group_id, topic_id=tp.topic_id, partition=p),
+                        state_epoch=init.state_epoch,
+                        start_offset=-1,
+                    )
+                    for tp in init.topics
+                    for p in tp.partitions
+                )
+            )
+        except PersisterError:
+            log.warning("share state initialization failed for group %s", init.group_id, exc_info=True)
+            self.coordinator.initialize_failed(init.group_id, init.topics)
+            return False
+        self.persist_group_records(self.coordinator.initialize_complete(init.group_id, init.topics))
+        return True
+
+    async def member_removed(self, removed: MemberRemoved) -> None:
+        """A member left or expired: close its share session and release its records."""
+        self.sessions.remove_member(removed.group_id, removed.member_id)
+        keys = set(self.partitions.keys_of_group(removed.group_id))
+        keys.update(_keys(removed.group_id, removed.assignment))
+        futures = self.partitions.release_member(removed.member_id, keys)
+        if futures:
+            await asyncio.gather(*futures)
+
+    def session_closed(
+        self, group_id: str, member_id: str, partitions: Iterable[TopicIdPartition]
+    ) -> list[Any]:
+        keys = [
+            SharePartitionKey(group_id=group_id, topic_id=tp.topic_id, partition=tp.partition)
+            for tp in partitions
+        ]
+        return self.partitions.release_member(member_id, keys)
+
+    def lock_duration_ms(self, group_id: str) -> int:
+        """The group's ``share.record.lock.duration.ms`` (the responses' acquisition_lock_timeout)."""
+        return self.coordinator.group_config(group_id).record_lock_duration_ms
+
+    def group_config_changed(self, group_id: str) -> None:
+        """A group's configs were altered: later acquisitions use the new values."""
+        config = share_config(self.coordinator.group_config(group_id))
+        for key in self.partitions.keys_of_group(group_id):
+            sp = self.partitions.cached(key)
+            if sp is not None:
+                sp.alter_config(config)
+
+    # -- the timer -----------------------------------------------------------------------------
+
+    def schedule(self, deadline_ms: int) -> None:
+        """Make sure the timer fires no later than ``deadline_ms``."""
+        if self._stopped or deadline_ms >= self._timer_at:
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+        loop = asyncio.get_running_loop()
+        self._timer_at = deadline_ms
+        delay = max(deadline_ms - _wall_ms(), 0) / 1000.0
+        self._timer = loop.call_at(loop.time() + delay, self._fire)
+
+    def schedule_from(self, sp: SharePartition) -> None:
+        deadline = sp.next_deadline()
+        if deadline is not None:
+            self.schedule(deadline)
+
+    def schedule_member_deadline(self) -> None:
+        deadline = self.coordinator.next_deadline()
+        if deadline is not None:
+            self.schedule(deadline)
+
+    def reschedule(self) -> None:
+        """Recompute the earliest deadline over everything and arm the timer for it."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._timer_at = _FAR
+        deadlines = [
+            d
+            for d in (
+                self.partitions.next_deadline(),
+                self.coordinator.next_deadline(),
+                None if self._ticking else self.persister.next_deadline(),
+            )
+            if d is not None
+        ]
+        if deadlines:
+            self.schedule(min(deadlines))
+
+    def _fire(self) -> None:
+        self.run_timers(_wall_ms())
+
+    def run_timers(self, now: int) -> None:
+        """Do what is due at ``now``: expire member sessions and acquisition locks, persister
+        housekeeping; then re-arm the timer."""
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer = None
+        self._timer_at = _FAR
+        expired = self.coordinator.expire(now)
+        self.persist_group_records(expired.records)
+        for removed in expired.removed:
+            self.spawn(self.member_removed(removed))
+        self.partitions.expire(now)
+        deadline = self.persister.next_deadline()
+        if deadline is not None and deadline <= now and not self._ticking:
+            self._ticking = True
+            self.spawn(self._tick(now))
+        self.reschedule()
+
+    async def _tick(self, now: int) -> None:
+        try:
+            await self.persister.tick(now)
+        finally:
+            self._ticking = False
+            if not self._stopped:
+                self.reschedule()
+
+
+def _keys(group_id: str, topics: Iterable[TopicPartitions]) -> list[SharePartitionKey]:
+    return [
+        SharePartitionKey(group_id=group_id, topic_id=tp.topic_id, partition=p)
+        for tp in topics
+        for p in tp.partitions
+    ]
+
+
+def _default(name: str) -> Any:
+    from shareq.config import SETTINGS
+
+    return SETTINGS[name].default
