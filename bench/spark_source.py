@@ -173,7 +173,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=200_000)
     parser.add_argument("--batch", type=int, default=20_000, help="maxRecordsPerTrigger")
-    parser.add_argument("--tasks", type=int, default=4, help="read tasks per micro-batch")
+    parser.add_argument("--tasks", type=int, default=6, help="read tasks per micro-batch")
     args = parser.parse_args()
 
     from shareq.client import Admin, Producer

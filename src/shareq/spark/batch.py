@@ -12,7 +12,7 @@ from pyspark.sql.datasource import DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
 from .cluster import Cluster
-from .fetch import read_task
+from .fetch import read_with_worker_cluster
 from .offsets import EARLIEST, LATEST, ReadTask, TopicPartition, batch_ranges, parse_offset_spec, plan_tasks
 from .options import BatchSourceOptions
 
@@ -65,5 +65,4 @@ class BatchReader(DataSourceReader):
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         assert isinstance(partition, TaskPartition)
-        with Cluster(self.options.connect) as cluster:
-            yield from read_task(cluster, partition.task, self.schema)
+        yield from read_with_worker_cluster(self.options.connect, partition.task, self.schema)

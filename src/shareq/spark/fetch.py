@@ -13,9 +13,12 @@ from typing import Any
 
 from pyspark.sql.types import StructType
 
+from shareq.client import ClientError
+
 from .cluster import Cluster
 from .decode import RunCursor, decode_into
 from .offsets import ReadTask
+from .options import ConnectOptions
 from .schema import ArrowBuilder
 
 log = logging.getLogger(__name__)
@@ -23,6 +26,33 @@ log = logging.getLogger(__name__)
 MIN_FETCH_BYTES = 64 * 1024
 MAX_FETCH_BYTES = 8 * 1024 * 1024
 FIRST_GUESS_RECORD_BYTES = 256
+
+
+_WORKER_CLUSTERS: dict[ConnectOptions, Cluster] = {}
+
+
+def read_with_worker_cluster(connect: ConnectOptions, task: ReadTask, schema: StructType) -> Iterator[Any]:
+    """``read_task`` on connections kept for the life of the Python worker.
+
+    Spark reuses Python workers across tasks; reconnecting and refetching metadata per task would
+    cost more than reading a small task. A broken connection drops the cache and the task is
+    retried once if it failed before yielding anything.
+    """
+    for attempt in (1, 2):
+        cluster = _WORKER_CLUSTERS.get(connect)
+        if cluster is None:
+            cluster = _WORKER_CLUSTERS[connect] = Cluster(connect)
+        started = False
+        try:
+            for batch in read_task(cluster, task, schema):
+                started = True
+                yield batch
+            return
+        except ClientError:
+            _WORKER_CLUSTERS.pop(connect, None)
+            cluster.close()
+            if started or attempt == 2:
+                raise
 
 
 def read_task(

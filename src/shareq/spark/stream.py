@@ -42,7 +42,7 @@ from pyspark.sql.types import StructType
 from .acks import AckType, DecisionLog
 from .batch import TaskPartition
 from .cluster import Acquired, Cluster
-from .fetch import read_task
+from .fetch import read_with_worker_cluster
 from .offsets import LATEST, ShareBatchOffset, TopicPartition, coalesce, plan_tasks
 from .options import ShareSourceOptions
 
@@ -264,8 +264,7 @@ class ShareStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         assert isinstance(partition, TaskPartition)
-        with Cluster(self.options.connect) as cluster:
-            yield from read_task(cluster, partition.task, self.schema)
+        yield from read_with_worker_cluster(self.options.connect, partition.task, self.schema)
 
     def commit(self, end: dict[str, Any]) -> None:
         # Arrives one batch late and never while idle; latestOffset already acknowledged.
