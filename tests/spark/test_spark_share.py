@@ -271,3 +271,42 @@ def test_two_queries_in_one_share_group_split_the_work(spark: Any, broker: Any, 
     b = set(_parquet_offsets(spark, tmp_path / "b"))
     assert a and b  # both members got work
     assert len(a & b) <= len(values) // 10  # and mostly different records (overlap only on redelivery)
+
+
+@pytest.mark.timeout(200)
+def test_locks_are_renewed_through_a_micro_batch_slower_than_the_lock(spark: Any, broker: Any) -> None:
+    import threading
+
+    from shareq.client import ShareConsumer
+
+    _create(broker, "slow", 1)
+    _produce(broker, "slow", [f"w{i}".encode() for i in range(100)])
+    slow_batch_started = threading.Event()
+    seen: list[tuple[int, int]] = []
+
+    def process(batch: Any, batch_id: int) -> None:
+        rows = batch.select("offset", "deliveryCount").collect()
+        seen.extend((r.offset, r.deliveryCount) for r in rows)
+        if rows and not slow_batch_started.is_set():
+            slow_batch_started.set()
+            time.sleep(LOCK_MS / 1000 + 8)  # outlive the acquisition lock
+
+    query = (
+        _share_stream(spark, broker, "slow", "g-slow")
+        .writeStream.foreachBatch(process)
+        .trigger(processingTime="500 milliseconds")
+        .start()
+    )
+    try:
+        assert slow_batch_started.wait(120)
+        # Another member of the group polls through the slow batch: renewed locks keep it out.
+        with ShareConsumer(broker.bootstrap, "g-slow", topics=["slow"]) as rival:
+            stolen: list[Any] = []
+            deadline = time.monotonic() + LOCK_MS / 1000 + 5
+            while time.monotonic() < deadline:
+                stolen += rival.poll(1.0)
+        _wait_for(lambda: _drained(broker, "slow", "g-slow") == {}, 60, "the slow batch's acknowledgement")
+    finally:
+        query.stop()
+    assert stolen == []
+    assert sorted(seen) == [(o, 1) for o in range(100)]
