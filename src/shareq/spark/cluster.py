@@ -54,6 +54,9 @@ def _client_kwargs(connect: ConnectOptions) -> dict[str, Any]:
         kwargs["client_id"] = params["client.id"]
     if "request.timeout.ms" in params:
         kwargs["request_timeout"] = int(params["request.timeout.ms"]) / 1000.0
+    ignored = sorted(set(params) - {"client.id", "request.timeout.ms"})
+    if ignored:
+        log.info("kafka.* options not used by the shareq client: %s", ", ".join(ignored))
     return kwargs
 
 
