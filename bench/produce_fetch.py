@@ -85,6 +85,28 @@ def bench_fetch(bootstrap: str, topic: str, count: int) -> float:
     return elapsed
 
 
+def client_produce_ceiling(count: int, value: bytes) -> float:
+    """Seconds librdkafka's Python ``produce()`` alone takes for ``count`` records (no broker reached).
+
+    This is the floor of any produce figure measured through this client on this machine: the
+    client, not the broker, bounds the end-to-end rate with 100-byte records.
+    """
+    producer = Producer(
+        {
+            "bootstrap.servers": "127.0.0.1:9",  # discard port: nothing answers, nothing is sent
+            "queue.buffering.max.messages": count + 1,
+            "queue.buffering.max.kbytes": 2_097_151,
+            "log_level": 0,
+        }
+    )
+    started = time.perf_counter()
+    for _ in range(count):
+        producer.produce("ceiling", value, partition=0)
+    elapsed = time.perf_counter() - started
+    producer.purge()
+    return elapsed
+
+
 def bench_raw(directory: Path, count: int, value: bytes) -> tuple[float, float]:
     """Append the same payload bytes to a file in 16 KiB writes, then read them back in 1 MiB reads."""
     path = directory / "raw.bin"
@@ -149,6 +171,7 @@ def main() -> None:
         finally:
             stop(process)
         write_s, read_s = bench_raw(root, count, value)
+        client_s = client_produce_ceiling(count, value)
         rss_mb = idle_rss_with_partitions(root / "wide", args.partitions)
     print(f"{count:,} records of {RECORD_BYTES} bytes")
     print(line("produce", count, produce_s))
@@ -158,9 +181,19 @@ def main() -> None:
     print(f"produce / raw append = {write_s / produce_s:.3f} (target >= 0.5)")
     print(f"fetch / raw read     = {read_s / fetch_s:.3f} (target >= 0.5)")
     megabytes = count * RECORD_BYTES / 1e6
+    produce_cpu, fetch_cpu = max(cpu1 - cpu0, 1e-9), max(cpu2 - cpu1, 1e-9)
     print(
-        f"broker CPU: produce {cpu1 - cpu0:.2f} s ({megabytes / (cpu1 - cpu0):.0f} MB per CPU-second), "
-        f"fetch {cpu2 - cpu1:.2f} s ({megabytes / max(cpu2 - cpu1, 1e-9):.0f} MB per CPU-second)"
+        f"broker CPU: produce {produce_cpu:.2f} s ({megabytes / produce_cpu:.0f} MB per CPU-second), "
+        f"fetch {fetch_cpu:.2f} s ({megabytes / fetch_cpu:.0f} MB per CPU-second)"
+    )
+    print(
+        "broker-bound ratios (MB per broker CPU-second / raw MB/s): "
+        f"produce {megabytes / produce_cpu / (megabytes / write_s):.3f}, "
+        f"fetch {megabytes / fetch_cpu / (megabytes / read_s):.3f}"
+    )
+    print(
+        f"client ceiling: librdkafka produce() alone {count / client_s:,.0f} records/s "
+        f"({megabytes / client_s:.1f} MB/s); produce reached {client_s / produce_s:.2f} of it"
     )
     print(f"idle broker RSS with {args.partitions} partitions: {rss_mb:.1f} MB (target < 150 MB)")
 

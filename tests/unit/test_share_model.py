@@ -54,6 +54,7 @@ COUNTER = {
     "writes_failed": 0,
     "parked_ok": 0,
     "lapsed": 0,
+    "log_start_moves": 0,
 }
 
 
@@ -463,6 +464,37 @@ class EngineMachine(RuleBasedStateMachine):
         if held:
             self.release(held, ok)
 
+    @rule(cut=st.integers(0, 8), fail=st.integers(0, 3), go=st.integers(0, 2))
+    def log_start_moves(self, cut: int, fail: int, go: int) -> None:
+        """Retention or DeleteRecords moved the log start: records below it are archived and dropped."""
+        if go:
+            return
+        m = self.model
+        log_start = min(m.spso + cut, self.log_end)
+        limit = next((o for o in range(m.spso, log_start) if o in m.recs and m.recs[o].pending), log_start)
+        self.persister.fail_next_writes = 1 if fail == 0 else 0
+        write = self.engine.update_log_start_offset(log_start, self.now)
+        assert (write is None) == (limit <= m.spso)
+        if write is None:
+            self.persister.fail_next_writes = 0
+            return
+        assert write.params.start_offset == limit
+        ok = self.drive(write)
+        self.persister.fail_next_writes = 0
+        if not ok:
+            changes: list[tuple[int, RecordState | int]] = [
+                (o, ARC) for o in range(m.spso, limit) if o in m.recs and m.recs[o].state not in TERMINAL
+            ]
+            self.rolled_back(changes)
+            return
+        COUNTER["log_start_moves"] += 1
+        for o in [o for o in m.recs if o < limit]:
+            del m.recs[o]
+        m.spso = limit
+        m.end = max(m.end, limit)
+        m.advance()
+        m.persisted()
+
     @rule(go=st.integers(0, 5))
     def restart(self, go: int) -> None:
         if go:
@@ -561,8 +593,9 @@ def test_engine_agrees_with_reference_model(record_property: pytest.RecordProper
         f"{COUNTER['acquired']} records acquired, {COUNTER['acks_ok']} acknowledgements applied, "
         f"{COUNTER['acks_refused']} refused, {COUNTER['writes_failed']} failed writes, "
         f"{COUNTER['parked_ok']} acknowledgements committed after other steps, "
-        f"{COUNTER['lapsed']} rolled back after their lock lapsed"
+        f"{COUNTER['lapsed']} rolled back after their lock lapsed, "
+        f"{COUNTER['log_start_moves']} log start moves"
     )
     assert COUNTER["steps"] > 100_000
     assert COUNTER["acks_ok"] > 0 and COUNTER["acks_refused"] > 0 and COUNTER["writes_failed"] > 0
-    assert COUNTER["parked_ok"] > 0 and COUNTER["lapsed"] > 0
+    assert COUNTER["parked_ok"] > 0 and COUNTER["lapsed"] > 0 and COUNTER["log_start_moves"] > 0

@@ -471,3 +471,112 @@ def test_failed_archive_of_vanished_records_leaves_them_available() -> None:
     h.sp.complete(result.write.handle, False, 1)
     assert h.runs()[0] == (0, 4, "AVAILABLE", 1, None)
     assert h.sp.next_fetch_offset() == 0
+
+
+# -- the log start offset moving past the SPSO (retention, DeleteRecords) --------------------
+
+
+def test_move_archives_everything_below_and_persists_the_new_start() -> None:
+    h = Harness(ShareConfig(record_lock_duration_ms=1_000))
+    h.acquire("c1", [(0, 9)], 10)
+    h.ack("c1", 0, 2, A.ACCEPT)  # SPSO 3
+    h.ack("c1", 5, 5, A.RELEASE)  # AVAILABLE below the new start
+    h.ack("c1", 8, 8, A.ACCEPT)
+    assert h.sp.spso == 3
+    write = h.sp.update_log_start_offset(7, now=1)
+    assert write is not None
+    assert write.params.start_offset == 7
+    assert write.params.state_batches == ()
+    assert write.params.delivery_complete_count == 1, "only offset 8 is terminal at or after 7"
+    assert h.sp.spso == 3, "nothing commits before the write completes"
+    assert h.sp.next_fetch_offset() == 10, "released offset 5 is not offered again"
+    with pytest.raises(InvalidRecordState):
+        h.sp.acknowledge("c1", [ab(3, 4, A.ACCEPT)], now=1)
+    h.persist(write, 1)
+    assert (h.sp.spso, h.sp.delivery_complete_count) == (7, 1)
+    assert h.runs() == [
+        (7, 7, "ACQUIRED", 1, "c1"),
+        (8, 8, "ACKNOWLEDGED", 1, None),
+        (9, 9, "ACQUIRED", 1, "c1"),
+    ]
+    with pytest.raises(InvalidRecordState):
+        h.sp.acknowledge("c1", [ab(3, 4, A.ACCEPT)], now=1)
+    h.ack("c1", 7, 7, A.ACCEPT)
+    h.ack("c1", 9, 9, A.ACCEPT)
+    assert (h.sp.spso, h.sp.range_count(), h.sp.next_deadline()) == (10, 0, None)
+    assert h.persister.state(KEY).start_offset == 10
+    rebuilt = h.rebuilt()
+    assert rebuilt.spso == 10
+
+
+def test_move_past_the_end_skips_never_fetched_records() -> None:
+    h = Harness(start=5)
+    h.acquire("c1", [(5, 9)], 10)
+    write = h.sp.update_log_start_offset(20, now=0)
+    assert write is not None and write.params.start_offset == 20
+    h.persist(write, 0)
+    assert (h.sp.spso, h.sp.end_offset, h.sp.next_fetch_offset(), h.sp.range_count()) == (20, 20, 20, 0)
+    assert h.sp.next_deadline() is None or h.sp.expire(10**9) is None, "the lock holds nothing now"
+    assert h.acquire("c2", [(20, 24)], 10) == [(20, 24, 1)]
+    assert h.rebuilt().spso == 20
+
+
+def test_move_that_changes_nothing_is_not_written() -> None:
+    h = Harness(start=10)
+    assert h.sp.update_log_start_offset(10, now=0) is None
+    assert h.sp.update_log_start_offset(3, now=0) is None
+    h.acquire("c1", [(10, 19)], 10)
+    write = h.sp.update_log_start_offset(12, now=0)
+    assert write is not None
+    assert h.sp.update_log_start_offset(15, now=0) is None, "one move at a time"
+    h.persist(write, 0)
+    assert h.sp.spso == 12
+
+
+def test_move_stops_at_a_transition_in_progress() -> None:
+    h = Harness()
+    h.acquire("c1", [(0, 9)], 10)
+    parked = h.sp.acknowledge("c1", [ab(4, 5, A.ACCEPT)], now=0).write
+    assert parked is not None
+    write = h.sp.update_log_start_offset(8, now=0)
+    assert write is not None and write.params.start_offset == 4
+    h.persist(write, 0)
+    assert h.sp.spso == 4
+    assert h.sp.update_log_start_offset(8, now=0) is None, "still waiting for the acknowledgement"
+    h.persist(parked, 0)
+    assert h.sp.spso == 6
+    again = h.sp.update_log_start_offset(8, now=0)
+    assert again is not None
+    h.persist(again, 0)
+    assert h.runs() == [(8, 9, "ACQUIRED", 1, "c1")]
+    assert h.persister.state(KEY).start_offset == 8
+
+
+def test_failed_move_changes_nothing_and_can_be_retried() -> None:
+    h = Harness(ShareConfig(record_lock_duration_ms=100))
+    h.acquire("c1", [(0, 9)], 10, now=0)
+    write = h.sp.update_log_start_offset(5, now=0)
+    assert write is not None
+    expiry = h.sp.expire(200)
+    assert expiry is not None, "records 5..9 are not part of the move"
+    assert [(b.first_offset, b.last_offset) for b in expiry.params.state_batches] == [(5, 9)]
+    h.persist(expiry, 200)
+    h.persist(write, 200, ok=False)  # the lapsed lock is released as an expiry would
+    assert h.runs() == [(0, 9, "AVAILABLE", 1, None)]
+    assert h.sp.next_fetch_offset() == 0
+    retry = h.sp.update_log_start_offset(5, now=201)
+    assert retry is not None
+    h.persist(retry, 201)
+    assert (h.sp.spso, h.sp.next_fetch_offset()) == (5, 5)
+    assert h.acquire("c2", [(5, 9)], 10, now=201) == [(5, 9, 2)]
+
+
+def test_member_release_and_expiry_after_a_move_touch_only_what_is_left() -> None:
+    h = Harness(ShareConfig(record_lock_duration_ms=100))
+    h.acquire("c1", [(0, 9)], 10, now=0)
+    h.persist(h.sp.update_log_start_offset(6, now=0), 0)
+    h.persist(h.sp.release_member("c1", 1), 1)
+    assert h.runs() == [(6, 9, "AVAILABLE", 1, None)]
+    h.acquire("c2", [(6, 9)], 10, now=2)
+    h.persist(h.sp.expire(500), 500)
+    assert h.runs() == [(6, 9, "AVAILABLE", 2, None)]

@@ -132,3 +132,16 @@ def test_member_removal_and_connection_close() -> None:
     closed = cache.connection_closed("c1")
     assert sorted(u.key.member_id for u in closed) == ["a", "c"]
     assert len(cache) == 0
+
+
+def test_session_reopened_on_a_new_connection_survives_the_old_one_closing() -> None:
+    cache = ShareSessionCache()
+    cache.fetch("g", "a", 0, now_ms=0, topics=[P0], connection_id="c1")
+    cache.fetch("g", "a", 0, now_ms=1, topics=[P0], connection_id="c2")  # reconnected, epoch 0 again
+    assert cache.connection_closed("c1") == ()
+    assert cache.get("g", "a") is not None
+    epoch = cache.fetch("g", "a", 1, now_ms=2, connection_id="c3")  # later epochs do not move it
+    assert epoch.next_epoch == 2
+    assert cache.connection_closed("c3") == ()
+    (closed,) = cache.connection_closed("c2")
+    assert closed.partitions == {P0} and len(cache) == 0

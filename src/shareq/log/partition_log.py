@@ -28,11 +28,10 @@ from typing import NamedTuple
 
 from .appender import prepare_append
 from .batch import (
-    CONTROL_MASK,
     HEADER_SIZE,
     LOG_OVERHEAD,
 )
-from .checkpoint import CHECKPOINT_FILE, PRODUCER_SNAPSHOT_FILE, Checkpoint, read_checkpoint, write_checkpoint
+from .checkpoint import CHECKPOINT_FILE, PRODUCER_SNAPSHOT_FILE, Checkpoint, write_checkpoint
 from .config import LogConfig
 from .errors import (
     CorruptRecordError,
@@ -42,12 +41,13 @@ from .errors import (
 )
 from .producer_state import BatchMetadata, ProducerStateManager
 from .reader import TimestampOffset, exact_timestamp, read_batches
+from .recovery import recover
 from .segment import (
     H_BASE_OFFSET,
     H_BATCH_LENGTH,
     H_LAST_OFFSET_DELTA,
     H_MAX_TIMESTAMP,
-    LOG_SUFFIX,
+    MAX_RELATIVE_OFFSET,
     LogSegment,
     scan_batches,
     scan_headers,
@@ -65,8 +65,6 @@ __all__ = [
 
 _MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
 LOADED_INDEXES = 2  # older segments per partition whose indexes stay in memory
-_MAX_RELATIVE_OFFSET = (1 << 31) - 1
-_MAX_SEQUENCE = 0x7FFFFFFF
 _I64 = struct.Struct(">q")
 _I32 = struct.Struct(">i")
 
@@ -139,96 +137,11 @@ class PartitionLog:
         directory.mkdir(parents=True, exist_ok=True)
         log = cls(directory, config)
         try:
-            log._recover(now_ms)
+            recover(log, now_ms)
         except OSError as exc:
             log._close_fds()
             raise LogIOError(f"cannot open log in {directory.name}: {exc}") from exc
         return log
-
-    def _recover(self, now_ms: int) -> None:
-        for stray in self.directory.glob("*.tmp"):
-            stray.unlink()
-        bases = sorted(
-            int(p.stem)
-            for p in self.directory.glob("*" + LOG_SUFFIX)
-            if p.stem.isdigit() and len(p.stem) == 20
-        )
-        checkpoint = read_checkpoint(self.directory)
-        fresh = not bases
-        if fresh:
-            start = max(checkpoint.log_start_offset, checkpoint.recovery_offset) if checkpoint else 0
-            bases = [start]
-            LogSegment(self.directory, start).log_path.touch()
-        for base in bases:
-            seg = LogSegment(self.directory, base, created_ms=now_ms)
-            seg.size = seg.log_path.stat().st_size
-            self._segments.append(seg)
-        for seg, nxt in zip(self._segments, bases[1:], strict=False):
-            seg.next_offset = nxt
-        self._bases = list(bases)
-
-        # Segments from the recovery point on are checked batch by batch, CRC included; in the
-        # segment holding the recovery point only from its last index entry below that point.
-        first_dirty, resume_size = 0, -1
-        if checkpoint is not None and checkpoint.recovery_base in bases:
-            first_dirty = bases.index(checkpoint.recovery_base)
-            resume_size = checkpoint.recovery_size
-            self._recovery = (checkpoint.recovery_base, checkpoint.recovery_size, checkpoint.recovery_offset)
-        clean = fresh
-        for i in range(first_dirty, len(self._segments)):
-            seg = self._segments[i]
-            file_size = seg.size
-            position = 0
-            if i == first_dirty and 0 < resume_size <= file_size and seg.load_indexes(_MAX_RELATIVE_OFFSET):
-                position, _ = seg.resume_point(resume_size)
-            else:
-                seg.reset_indexes()
-                seg.size, seg.next_offset = 0, seg.base_offset
-            clean = fresh or (i == first_dirty == len(self._segments) - 1 and resume_size == file_size)
-            self._scan_segment(seg, position, file_size)
-            if seg.size < file_size:
-                self._truncate_tail(i, seg)
-                clean = False
-                break
-        for seg in self._segments[:-1]:
-            if seg.indexes_loaded:
-                seg.seal_time_index()
-                seg.write_indexes()
-                self._loaded.append(seg)
-        self._unload_surplus_indexes()
-        active = self._segments[-1]
-        active.created_ms = now_ms
-        active.open(writable=True)
-
-        leo = active.next_offset
-        start = self._segments[0].base_offset
-        if checkpoint is not None:
-            start = max(start, checkpoint.log_start_offset)
-        self._log_start = min(start, leo)
-        self._rebuild_producer_state()
-        if not clean:
-            self.flush()  # record the recovered state so the next open starts from here
-
-    def _scan_segment(self, seg: LogSegment, position: int, file_size: int) -> None:
-        """Track every valid batch from ``position``; ``seg.size`` ends at the last valid one."""
-        fd = seg.open(writable=False)
-        try:
-            for pos, header in scan_batches(fd, position, file_size, verify_crc=True):
-                if header[H_BASE_OFFSET] < seg.next_offset:
-                    break  # offsets went backwards: not something this log wrote
-                seg.track_header(pos, header, self.config.index_interval_bytes)
-        finally:
-            seg.close()
-
-    def _truncate_tail(self, index: int, seg: LogSegment) -> None:
-        """Cut segment ``index`` at its last valid batch and drop every later segment."""
-        with open(seg.log_path, "r+b") as f:
-            f.truncate(seg.size)
-            os.fsync(f.fileno())
-        for later in self._segments[index + 1 :]:
-            later.delete_files()
-        del self._segments[index + 1 :]
-        del self._bases[index + 1 :]
 
     def _rebuild_indexes(self, seg: LogSegment) -> None:
         """Rebuild a segment's indexes from its batch headers (data below the recovery point)."""
@@ -277,43 +190,6 @@ class PartitionLog:
     def _unload_surplus_indexes(self) -> None:
         while len(self._loaded) > LOADED_INDEXES:
             self._loaded.pop(0).unload_indexes()
-
-    def _rebuild_producer_state(self) -> None:
-        """Producer state at the log end: the snapshot, then the headers of the batches after it."""
-        leo = self.log_end_offset
-        start = self._segments[0].base_offset
-        snapshot = self.directory / PRODUCER_SNAPSHOT_FILE
-        try:
-            offset, state = ProducerStateManager.from_json(snapshot.read_text())
-            if start <= offset <= leo:
-                self._producers, start = state, offset
-            else:
-                snapshot.unlink()  # describes data that is gone; never let it match again
-        except FileNotFoundError:
-            pass
-        except (OSError, ValueError, KeyError, TypeError):
-            snapshot.unlink(missing_ok=True)
-        if start >= leo:
-            return
-        for seg in self._segments[max(0, bisect_right(self._bases, start) - 1) :]:
-            self._ensure_indexes(seg)
-            _, pos = seg.index.lookup(start - seg.base_offset)
-            fd = self._read_fd(seg)
-            for _, h in scan_headers(fd, pos, seg.size):
-                base = h[H_BASE_OFFSET]
-                if base >= start:
-                    self._observe_producer(h[9], h[10], h[11], h[5], base, base + h[H_LAST_OFFSET_DELTA])
-
-    def _observe_producer(
-        self, producer_id: int, epoch: int, base_seq: int, attributes: int, first: int, last: int
-    ) -> None:
-        if producer_id < 0:
-            return
-        if attributes & CONTROL_MASK or base_seq < 0:
-            self._producers.update(producer_id, epoch, None)
-        else:
-            last_seq = (base_seq + last - first) % (_MAX_SEQUENCE + 1)
-            self._producers.update(producer_id, epoch, BatchMetadata(base_seq, last_seq, first, last))
 
     # -- properties ---------------------------------------------------------------------------------
 
@@ -402,7 +278,7 @@ class PartitionLog:
         return (
             active.size + incoming > config.segment_bytes
             or (config.segment_ms is not None and now_ms - active.created_ms >= config.segment_ms)
-            or next_offset - active.base_offset > _MAX_RELATIVE_OFFSET
+            or next_offset - active.base_offset > MAX_RELATIVE_OFFSET
         )
 
     def _write(self, seg: LogSegment, data: memoryview) -> None:

@@ -23,6 +23,8 @@ SCAN_CHUNK = 1 << 20
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIMEINDEX_SUFFIX = ".timeindex"
+MAX_RELATIVE_OFFSET = (1 << 31) - 1
+"""The largest offset delta a segment's index can hold (relative offsets are i32)."""
 _MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
 
 # Fields of the unpacked header tuple (HEADER.unpack_from) used on hot paths.

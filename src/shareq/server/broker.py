@@ -114,13 +114,16 @@ class Broker:
 
     async def _on_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self._next_connection_id += 1
+        connection_id = self._next_connection_id
         task = asyncio.current_task()
         assert task is not None
         self._connections.add(task)
         try:
-            await serve_connection(self, reader, writer, self._next_connection_id)
+            await serve_connection(self, reader, writer, connection_id)
         finally:
             self._connections.discard(task)
+            if self.share is not None and not self.stopping:
+                self.share.connection_closed(connection_id)
 
     # -- timers ----------------------------------------------------------------------------------
 
@@ -134,9 +137,12 @@ class Broker:
         now = now_ms()
         for partition in list(self.partitions.values()):
             try:
-                partition.log.enforce_retention(now)
+                deleted = partition.log.enforce_retention(now)
             except Exception:
                 log.exception("retention failed on %s-%d", partition.topic, partition.index)
+                continue
+            if deleted and self.share is not None:
+                self.share.log_start_moved(partition.topic, partition.index)
 
     # -- topics ----------------------------------------------------------------------------------
 

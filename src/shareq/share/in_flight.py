@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from sortedcontainers import SortedDict, SortedSet
 
 from shareq.share.record_state import RecordState
+from shareq.share.types import RunView
 
 if TYPE_CHECKING:
     from shareq.share.acquisition_lock import AcquisitionLock
@@ -125,6 +126,37 @@ class InFlightMap:
         acq = self._acquirable
         i = acq.bisect_left(at_or_after)
         return acq[i] if i < len(acq) else None
+
+    def views(self) -> tuple[RunView, ...]:
+        """Every run as a ``RunView``, adjacent equal (state, count, member) runs merged."""
+        out: list[RunView] = []
+        for run in self._runs.values():
+            if out:
+                prev = out[-1]
+                if (
+                    prev.last_offset + 1 == run.first
+                    and prev.state is run.state
+                    and prev.delivery_count == run.count
+                    and prev.member == run.member
+                ):
+                    out[-1] = RunView(
+                        first_offset=prev.first_offset,
+                        last_offset=run.last,
+                        state=run.state,
+                        delivery_count=run.count,
+                        member=run.member,
+                    )
+                    continue
+            out.append(
+                RunView(
+                    first_offset=run.first,
+                    last_offset=run.last,
+                    state=run.state,
+                    delivery_count=run.count,
+                    member=run.member,
+                )
+            )
+        return tuple(out)
 
     # --- mutation ----------------------------------------------------------------------------------
     def reindex(self, run: InFlightBatch) -> None:

@@ -14,6 +14,7 @@ import itertools
 from collections.abc import Iterable, Sequence
 
 from shareq.share import acquisition as _acq
+from shareq.share import log_start as _log_start
 from shareq.share.acknowledgement import segments, validate_acknowledgements
 from shareq.share.acquisition_lock import AcquisitionLock, DeadlineIndex
 from shareq.share.errors import ShareEngineBug
@@ -73,6 +74,7 @@ class SharePartition:
         self._gap_cursor = 0
         self._gap_end = 0
         self._dcc = 0
+        self._log_start_floor = -1  # the start offset a pending log-start move goes to
 
     # ------------------------------------------------------------------ initialization
     def initialize(
@@ -187,34 +189,7 @@ class SharePartition:
 
     def runs(self) -> tuple[RunView, ...]:
         """Every in-flight run at or above the SPSO, adjacent equal (state, count, member) merged."""
-        out: list[RunView] = []
-        for run in self._runs:
-            if out:
-                prev = out[-1]
-                if (
-                    prev.last_offset + 1 == run.first
-                    and prev.state is run.state
-                    and prev.delivery_count == run.count
-                    and prev.member == run.member
-                ):
-                    out[-1] = RunView(
-                        first_offset=prev.first_offset,
-                        last_offset=run.last,
-                        state=run.state,
-                        delivery_count=run.count,
-                        member=run.member,
-                    )
-                    continue
-            out.append(
-                RunView(
-                    first_offset=run.first,
-                    last_offset=run.last,
-                    state=run.state,
-                    delivery_count=run.count,
-                    member=run.member,
-                )
-            )
-        return tuple(out)
+        return self._runs.views()
 
     def next_deadline(self) -> int | None:
         """The earliest acquisition-lock deadline still holding records (ms), or None."""
@@ -231,7 +206,7 @@ class SharePartition:
         hole = self._first_gap_hole()
         if hole is not None and hole < best:
             best = hole
-        return best
+        return best if best >= self._log_start_floor else self._log_start_floor
 
     def alter_config(self, config: ShareConfig) -> None:
         """Replace the group configuration; it applies to later acquisitions and releases."""
@@ -349,6 +324,16 @@ class SharePartition:
                 taken += run.last - run.first + 1
         return taken
 
+    def update_log_start_offset(self, offset: int, now: int) -> PendingWrite | None:
+        """The log now starts at ``offset`` (retention, DeleteRecords): move the SPSO up to it.
+
+        Records below it are archived and dropped once the write commits, ACQUIRED ones included.
+        None when there is nothing to move (or a move or a transition below ``offset`` is pending:
+        ask again later).
+        """
+        self._require_initialized()
+        return _log_start.start_move(self, next(self._handles), offset)
+
     # ------------------------------------------------------------------ dead-letter hand-off
     def archiving_runs(self) -> tuple[RunView, ...]:
         """Runs waiting for the dead-letter queue (ARCHIVING, no transition in progress)."""
@@ -408,7 +393,8 @@ class SharePartition:
             )
         spso, dropped, _ = self._terminal_prefix(txn, targets)
         self._pending[txn.handle] = txn
-        txn.start_offset = spso if spso != self._durable_spso else NO_START_OFFSET
+        moved = spso != self._durable_spso and spso > self._log_start_floor  # never move it back
+        txn.start_offset = spso if moved else NO_START_OFFSET
         params = WriteStateParams(
             key=self.key,
             state_epoch=self._state_epoch,
@@ -433,10 +419,15 @@ class SharePartition:
             if txn.kind is TransitionKind.INITIALIZE:
                 self._durable_spso = self._spso
                 return CompleteResult(committed=True, spso=self._spso, records_released=False)
+            if txn.kind is TransitionKind.LOG_START:
+                _log_start.commit_move(self, txn)
+                return CompleteResult(committed=True, spso=self._spso, records_released=False)
             released = self._commit(txn, now)
             if txn.start_offset != NO_START_OFFSET:
                 self._durable_spso = max(self._durable_spso, txn.start_offset)
             return CompleteResult(committed=True, spso=self._spso, records_released=released)
+        if txn.kind is TransitionKind.LOG_START:
+            self._log_start_floor = -1
         follow_ups = self._rollback(txn, now)
         return CompleteResult(committed=False, spso=self._spso, records_released=False, writes=follow_ups)
 
@@ -480,7 +471,7 @@ class SharePartition:
             run.txn = None
             runs.reindex(run)
         follow_ups: tuple[PendingWrite, ...] = ()
-        if txn.kind is TransitionKind.ACKNOWLEDGE:
+        if txn.kind in (TransitionKind.ACKNOWLEDGE, TransitionKind.LOG_START):
             lapsed = [
                 run
                 for run, _ in txn.pieces

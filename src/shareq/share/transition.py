@@ -21,6 +21,7 @@ class TransitionKind(enum.Enum):
     ARCHIVE = "archive"
     DEAD_LETTER = "dead_letter"
     INITIALIZE = "initialize"
+    LOG_START = "log_start"
 
 
 class StateTransition:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import enum
 import struct
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from shareq.coordinators.group.errors import GroupStateError
@@ -186,4 +187,16 @@ def make_record(record_type: RecordType, group_id: str, value: RecordValue | Non
     """Encode one record (``value=None`` is a tombstone)."""
     return CoordinatorRecord(
         key=encode_key(record_type, group_id), value=None if value is None else encode_value(value)
+    )
+
+
+def partition_metadata_value(
+    initialized: Mapping[uuid.UUID, tuple[str, frozenset[int]]],
+) -> PartitionMetadataValue:
+    """The PartitionMetadata record value for a group's initialized share-partitions."""
+    return PartitionMetadataValue(
+        initialized=tuple(
+            InitializedTopic(topic_id=t, topic_name=name, partitions=tuple(sorted(ps)))
+            for t, (name, ps) in sorted(initialized.items(), key=lambda kv: str(kv[0]))
+        )
     )

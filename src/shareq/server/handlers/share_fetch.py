@@ -81,6 +81,7 @@ async def handle_share_fetch(request: Any, ctx: RequestContext) -> Any:
             topics=[tip for tip in listed if tip not in forgotten] if forgotten else listed,
             forgotten=forgotten,
             has_acknowledgements=bool(acks),
+            connection_id=str(ctx.connection_id),
         )
     except ShareSessionError as error:
         return _error(ctx, session_error_code(error), error.message)

@@ -12,13 +12,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import struct
+import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode
 
 from shareq.coordinators.group import ShareGroupConfig
-from shareq.log.errors import LogError
+from shareq.log.errors import LogError, OffsetOutOfRangeError
 from shareq.share import (
     AcknowledgementBatch,
     AcquiredRecords,
@@ -109,6 +110,9 @@ class SharePartitionManager:
             self._loading.pop(key, None)
         self._partitions[key] = sp
         future.set_result(sp)
+        partition = self._services.log_partition(key.topic_id, key.partition)
+        if partition is not None:  # the log may have moved on while the group was away
+            self.update_log_start(sp, partition.log.log_start_offset)
         return sp
 
     async def _load(self, key: SharePartitionKey) -> SharePartition:
@@ -155,11 +159,16 @@ class SharePartitionManager:
             return NOTHING
         plog = partition.log
         offset = sp.next_fetch_offset()
+        if offset < plog.log_start_offset:  # retention or DeleteRecords passed the SPSO
+            self.update_log_start(sp, plog.log_start_offset)
+            offset = max(sp.next_fetch_offset(), plog.log_start_offset)
         if offset >= plog.log_end_offset:
             return NOTHING
-        offset = max(offset, plog.log_start_offset)
         try:
             data = plog.read(offset, max(max_bytes, 1))
+        except OffsetOutOfRangeError:
+            self.update_log_start(sp, plog.log_start_offset)
+            return NOTHING
         except LogError:
             log.exception("share fetch read failed on %s", sp.key)
             return NOTHING
@@ -177,6 +186,18 @@ class SharePartitionManager:
         return Acquired(
             result.records, slice_batches(data.records, data.batches, result.records), result.acquired_count
         )
+
+    def update_log_start(self, sp: SharePartition, log_start: int) -> None:
+        """The log of ``sp`` starts at ``log_start``: move its SPSO past records that are gone."""
+        pending = sp.update_log_start_offset(log_start, self._services.now_ms())
+        if pending is not None:
+            self.spawn_write(sp, pending)
+
+    def log_start_moved(self, topic_id: uuid.UUID, partition: int, log_start: int) -> None:
+        """Retention deleted segments of a partition: every share group on it moves along."""
+        for key, sp in list(self._partitions.items()):
+            if key.topic_id == topic_id and key.partition == partition:
+                self.update_log_start(sp, log_start)
 
     # -- acknowledge / writes ------------------------------------------------------------------
 

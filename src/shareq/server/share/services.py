@@ -300,6 +300,20 @@ class ShareServices:
         ]
         return self.partitions.release_member(member_id, keys)
 
+    def log_start_moved(self, topic: str, index: int) -> None:
+        """Retention moved the start of ``topic``-``index``: share-partitions on it follow."""
+        info = self.broker.topics.get(topic)
+        partition = self.broker.partition(topic, index)
+        if info is not None and partition is not None and not info.internal:
+            self.partitions.log_start_moved(info.topic_id, index, partition.log.log_start_offset)
+
+    def connection_closed(self, connection_id: int) -> None:
+        """A client connection went away: as in Kafka, the share sessions it opened (ShareFetch
+        epoch 0) are closed and their members' records released at once, not at lock expiry.
+        Group membership is untouched (it ends by leave or heartbeat timeout)."""
+        for update in self.sessions.connection_closed(str(connection_id)):
+            self.session_closed(update.key.group_id, update.key.member_id, update.partitions)
+
     def lock_duration_ms(self, group_id: str) -> int:
         """The group's ``share.record.lock.duration.ms`` (the responses' acquisition_lock_timeout)."""
         return self.coordinator.group_config(group_id).record_lock_duration_ms
