@@ -6,6 +6,7 @@ import click
 
 from shareq.cli.configs import configs
 from shareq.cli.consume import consume
+from shareq.cli.demo import demo
 from shareq.cli.groups import groups
 from shareq.cli.offsets import offsets
 from shareq.cli.produce import produce
@@ -13,4 +14,4 @@ from shareq.cli.scenario import scenario
 from shareq.cli.serve import serve
 from shareq.cli.topics import topics
 
-ALL: list[click.Command] = [serve, scenario, groups, offsets, configs, topics, produce, consume]
+ALL: list[click.Command] = [serve, scenario, groups, offsets, configs, topics, produce, consume, demo]

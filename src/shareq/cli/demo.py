@@ -1,0 +1,266 @@
+"""``shareq demo``: a Spark Structured Streaming pipeline on a share group, end to end on a laptop.
+
+An embedded broker, an ``orders`` topic with 3 partitions, a producer streaming synthetic orders
+(a few of them malformed), and a streaming query that consumes the share group with more tasks than
+partitions, parses and enriches the orders, writes good ones to a Parquet table and an output topic,
+and rejects the malformed ones. It prints a live progress line and a summary, then exits.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import click
+
+GROUP = "order-pipeline"
+SOURCE_TOPIC = "orders"
+OUTPUT_TOPIC = "orders-enriched"
+PRODUCTS = {
+    "espresso": ("coffee", 2.5),
+    "croissant": ("bakery", 3.1),
+    "beans-1kg": ("coffee", 24.0),
+    "grinder": ("equipment", 189.0),
+    "mug": ("merch", 12.0),
+}
+ORDER_SCHEMA = "order_id long, customer string, product string, quantity int"
+
+
+@dataclass
+class Tally:
+    """What the pipeline's foreachBatch saw (it runs in this process, on the driver)."""
+
+    accepted: int = 0
+    rejected: int = 0
+    redelivered: int = 0
+    batches: int = 0
+    latencies_ms: list[float] = field(default_factory=list)
+    produce_started_at: float | None = None
+    last_batch_at: float | None = None
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def done(self) -> int:
+        return self.accepted + self.rejected
+
+
+def order_events(count: int, malformed_every: int, seed: int = 7) -> list[tuple[bytes, bytes]]:
+    """Synthetic (key, value) order events; every ``malformed_every``-th one is broken."""
+    rng = random.Random(seed)
+    out = []
+    for i in range(count):
+        customer = f"c{rng.randrange(200):03d}"
+        if malformed_every and i % malformed_every == malformed_every - 1:
+            value = rng.choice([b"{truncated", b"\x00\x01garbage", b'{"order_id": "x"}'])
+        else:
+            order = {
+                "order_id": i,
+                "customer": customer,
+                "product": rng.choice(sorted(PRODUCTS)),
+                "quantity": rng.randint(1, 5),
+            }
+            value = json.dumps(order).encode()
+        out.append((customer.encode(), value))
+    return out
+
+
+def _produce(
+    bootstrap: str, events: list[tuple[bytes, bytes]], duration_s: float, stop: threading.Event
+) -> None:
+    from shareq.client import Producer
+
+    chunks = max(1, int(duration_s / 0.1))
+    per_chunk = max(1, -(-len(events) // chunks))
+    with Producer(bootstrap) as producer:
+        for start in range(0, len(events), per_chunk):
+            if stop.is_set():
+                return
+            now_ms = int(time.time() * 1000)
+            for key, value in events[start : start + per_chunk]:
+                producer.send(SOURCE_TOPIC, value, key=key, timestamp_ms=now_ms)
+            producer.flush()
+            time.sleep(0.1)
+
+
+def _pipeline(spark: Any, bootstrap: str, table: Path, tally: Tally) -> Any:
+    from pyspark.sql import functions as F
+
+    from shareq.spark import acknowledge_failed
+
+    products = spark.createDataFrame(
+        [(name, cat, price) for name, (cat, price) in PRODUCTS.items()],
+        "product string, category string, price double",
+    )
+
+    def process(batch: Any, batch_id: int) -> None:
+        parsed = batch.withColumn("order", F.from_json(F.col("value").cast("string"), ORDER_SCHEMA))
+        valid = F.col("order.customer").isNotNull() & F.col("order.product").isin(*PRODUCTS)
+        parsed = parsed.withColumn("ok", F.coalesce(valid, F.lit(False))).persist()
+        good = (
+            parsed.where("ok")
+            .select("topic", "partition", "offset", "timestamp", "deliveryCount", "order.*")
+            .join(F.broadcast(products), "product")
+            .withColumn("amount", F.round(F.col("quantity") * F.col("price"), 2))
+            .withColumn("tier", F.when(F.col("amount") >= 100, "gold").otherwise("standard"))
+        )
+        # Idempotent by batch id: a replayed batch overwrites its own directory.
+        good.write.mode("overwrite").parquet(str(table / f"batch_id={batch_id}"))
+        (
+            good.select(
+                F.col("customer").cast("binary").alias("key"),
+                F.to_json(F.struct("order_id", "customer", "product", "category", "amount", "tier"))
+                .cast("binary")
+                .alias("value"),
+            )
+            .write.format("shareq")
+            .option("kafka.bootstrap.servers", bootstrap)
+            .option("topic", OUTPUT_TOPIC)
+            .mode("append")
+            .save()
+        )
+        bad_row = F.struct("topic", "partition", "offset", "deliveryCount")
+        stats = parsed.agg(
+            F.count("*").alias("n"),
+            F.sum(F.when(F.col("deliveryCount") > 1, 1).otherwise(0)).alias("redelivered"),
+            F.collect_list(F.when(~F.col("ok"), bad_row)).alias("bad"),
+            F.collect_list(F.unix_millis("timestamp")).alias("stamps"),
+        ).first()
+        parsed.unpersist()
+        rejected = acknowledge_failed(
+            stats.bad, bootstrap_servers=bootstrap, group_id=GROUP, ack_type="reject"
+        )
+        finished_ms = time.time() * 1000
+        if not stats.n:
+            return  # the query's first micro-batch: nothing acquired yet
+        with tally.lock:
+            tally.batches += 1
+            tally.rejected += rejected
+            tally.accepted += int(stats.n) - rejected
+            tally.redelivered += int(stats.redelivered or 0)
+            tally.latencies_ms += [finished_ms - ts for ts in stats.stamps]
+            tally.last_batch_at = finished_ms / 1000
+
+    return (
+        spark.readStream.format("shareq")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", SOURCE_TOPIC)
+        .option("group.id", GROUP)
+        .option("startingOffsets", "earliest")
+        .option("minPartitions", "6")
+        .option("maxRecordsPerTrigger", "5000")
+        .load()
+        .writeStream.foreachBatch(process)
+        .option("checkpointLocation", str(table.parent / "checkpoint"))
+        .trigger(processingTime="500 milliseconds")
+        .start()
+    )
+
+
+def _wait_for_first_batch(query: Any, deadline: float) -> None:
+    """Wait until the query has run its first (empty) micro-batch: the source is in the group."""
+    while time.monotonic() < deadline and query.exception() is None and query.lastProgress is None:
+        time.sleep(0.2)
+
+
+def _summary(tally: Tally, produced: int, malformed: int, table_rows: int, elapsed: float) -> str:
+    span = (tally.last_batch_at or 0) - (tally.produce_started_at or 0)
+    lat = sorted(tally.latencies_ms)
+    p50 = statistics.median(lat) if lat else 0.0
+    p99 = lat[min(len(lat) - 1, int(len(lat) * 0.99))] if lat else 0.0
+    rate = tally.done / span if span > 0 else float(tally.done)
+    return "\n".join(
+        [
+            "",
+            "summary",
+            f"  records in       {produced} ({malformed} malformed)",
+            f"  accepted         {tally.accepted}  (Parquet table rows: {table_rows})",
+            f"  rejected         {tally.rejected}",
+            f"  redelivered      {tally.redelivered}",
+            f"  micro-batches    {tally.batches}",
+            f"  throughput       {rate:,.0f} records/s (first record produced to last batch committed)",
+            f"  end-to-end       p50 {p50:,.0f} ms, p99 {p99:,.0f} ms (produce to sink commit)",
+            f"  wall time        {elapsed:.1f} s",
+        ]
+    )
+
+
+@click.command()
+@click.option("--records", default=2000, show_default=True, help="Order events to produce.")
+@click.option("--malformed-every", default=97, show_default=True, help="Every n-th event is malformed.")
+@click.option("--produce-seconds", default=4.0, show_default=True, help="Spread production over this long.")
+@click.option(
+    "--data-dir", type=click.Path(path_type=Path), default=None, help="Keep broker data and output here."
+)
+@click.option("--timeout", default=600.0, show_default=True, help="Give up after this many seconds.")
+def demo(
+    records: int, malformed_every: int, produce_seconds: float, data_dir: Path | None, timeout: float
+) -> None:
+    """Run a Spark streaming pipeline on a share group against an embedded broker, then exit."""
+    from shareq.client import Admin
+    from shareq.server import EmbeddedBroker
+    from shareq.spark.local import local_spark
+
+    started = time.monotonic()
+    root = data_dir or Path(tempfile.mkdtemp(prefix="shareq-demo-"))
+    root.mkdir(parents=True, exist_ok=True)
+    events = order_events(records, malformed_every)
+    malformed = records // malformed_every if malformed_every else 0
+    tally = Tally()
+    stop = threading.Event()
+    try:
+        with EmbeddedBroker(root / "broker") as broker:
+            click.echo(f"broker on {broker.bootstrap}; data in {root}")
+            with Admin(broker.bootstrap) as admin:
+                admin.create_topic(SOURCE_TOPIC, 3)
+                admin.create_topic(OUTPUT_TOPIC, 3)
+            click.echo("starting Spark (local[2]) ...")
+            spark = local_spark("shareq-demo")
+            try:
+                table = root / "orders_table"
+                query = _pipeline(spark, broker.bootstrap, table, tally)
+                # Produce once the query is up, so latency measures the pipeline, not Spark's start.
+                _wait_for_first_batch(query, deadline=time.monotonic() + timeout)
+                producer = threading.Thread(
+                    target=_produce, args=(broker.bootstrap, events, produce_seconds, stop), daemon=True
+                )
+                tally.produce_started_at = time.time()
+                producer.start()
+                deadline = time.monotonic() + timeout
+                tty = sys.stdout.isatty()
+                shown = ""
+                while tally.done < records:
+                    if query.exception() is not None:
+                        raise click.ClickException(f"the streaming query failed: {query.exception()}")
+                    if time.monotonic() > deadline:
+                        raise click.ClickException(f"timed out with {tally.done}/{records} records processed")
+                    with tally.lock:
+                        line = (
+                            f"  batches {tally.batches:4d}  in {tally.done:7d}/{records}  "
+                            f"accepted {tally.accepted:7d}  rejected {tally.rejected:4d}  "
+                            f"redelivered {tally.redelivered:4d}"
+                        )
+                    if line != shown:
+                        click.echo("\r" + line if tty else line, nl=not tty)
+                        shown = line
+                    time.sleep(0.25)
+                if tty:
+                    click.echo("")
+                query.stop()
+                table_rows = spark.read.parquet(str(table)).count()
+            finally:
+                stop.set()
+                spark.stop()
+            click.echo(_summary(tally, records, malformed, table_rows, time.monotonic() - started))
+    finally:
+        if data_dir is None:
+            shutil.rmtree(root, ignore_errors=True)
+    sys.stdout.flush()

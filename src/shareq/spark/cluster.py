@@ -1,0 +1,201 @@
+"""The connector's narrow view of a cluster, on shareq's own client.
+
+Everything the connector does over the wire goes through here: metadata, ListOffsets, plain
+Fetch (executors), Produce (sinks, side channel), topic creation, group configs, and the share
+session (driver). Keeping it in one module keeps the Spark code independent of client details.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any
+
+from shareq.client import Admin, ConfigResource, Consumer, KafkaError, Producer, ResourceType
+
+from .offsets import EARLIEST, TopicPartition
+from .options import ConnectOptions
+from .schema import FetchedRecord
+
+log = logging.getLogger(__name__)
+
+TOPIC_ALREADY_EXISTS = 36
+FETCH = 1
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OutRecord:
+    """A record to produce; ``partition=None`` lets the producer choose (key hash, else sticky)."""
+
+    topic: str
+    value: bytes | None
+    key: bytes | None = None
+    headers: tuple[tuple[str, bytes | None], ...] = ()
+    partition: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Acquired:
+    """One record acquired through the share group (its bytes are read later, by executors)."""
+
+    topic: str
+    partition: int
+    offset: int
+    delivery_count: int
+
+
+def _client_kwargs(connect: ConnectOptions) -> dict[str, Any]:
+    params = dict(connect.client_params)
+    kwargs: dict[str, Any] = {}
+    if "client.id" in params:
+        kwargs["client_id"] = params["client.id"]
+    if "request.timeout.ms" in params:
+        kwargs["request_timeout"] = int(params["request.timeout.ms"]) / 1000.0
+    ignored = sorted(set(params) - {"client.id", "request.timeout.ms"})
+    if ignored:
+        log.info("kafka.* options not used by the shareq client: %s", ", ".join(ignored))
+    return kwargs
+
+
+class Cluster:
+    """Short-lived connections for one planning step or one task (opened lazily, closed on exit)."""
+
+    def __init__(self, connect: ConnectOptions) -> None:
+        self._connect = connect
+        self._kwargs = _client_kwargs(connect)
+        self._consumer: Consumer | None = None
+        self._producer: Producer | None = None
+        self._admin: Admin | None = None
+
+    def __enter__(self) -> Cluster:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        for part in (self._producer, self._consumer, self._admin):
+            if part is not None:
+                part.close()
+        self._producer = self._consumer = self._admin = None
+
+    @property
+    def consumer(self) -> Consumer:
+        if self._consumer is None:
+            self._consumer = Consumer(self._connect.bootstrap, **self._kwargs)
+        return self._consumer
+
+    @property
+    def admin(self) -> Admin:
+        if self._admin is None:
+            self._admin = Admin(self._connect.bootstrap, **self._kwargs)
+        return self._admin
+
+    # -- metadata and offsets ------------------------------------------------------------------
+
+    def partition_counts(self, topics: Iterable[str]) -> dict[str, int]:
+        return {t: len(self.consumer.cluster.topic(t, refresh=True).partitions) for t in topics}
+
+    def list_offsets(self, tps: Sequence[TopicPartition], which: int) -> dict[TopicPartition, int]:
+        """EARLIEST (-2) or LATEST (-1, the high watermark) offsets of the given partitions."""
+        by_topic: dict[str, list[int]] = {}
+        for topic, partition in tps:
+            by_topic.setdefault(topic, []).append(partition)
+        out: dict[TopicPartition, int] = {}
+        for topic, partitions in by_topic.items():
+            spec = -2 if which == EARLIEST else -1
+            for partition, info in self.consumer.offsets(topic, spec, partitions).items():
+                out[(topic, partition)] = info.offset
+        return out
+
+    def fetch(
+        self, topic: str, partition: int, offset: int, *, max_bytes: int
+    ) -> tuple[list[FetchedRecord], int]:
+        """Records at or after ``offset`` and the offset to fetch next (== ``offset`` at the end)."""
+        result = self.consumer.fetch(topic, partition, offset, max_wait_ms=0, max_bytes=max_bytes)
+        if int(result.error) != 0:
+            raise KafkaError(result.error, context=f"Fetch({topic}-{partition}@{offset})")
+        records = [
+            FetchedRecord(
+                offset=r.offset,
+                timestamp_ms=r.timestamp,
+                timestamp_type=0,
+                key=r.key,
+                value=r.value,
+                headers=tuple(r.headers),
+            )
+            for r in result.records
+        ]
+        return records, result.next_offset
+
+    def fetch_raw(self, topic: str, partition: int, offset: int, *, max_bytes: int) -> bytes:
+        """The records blob of one Fetch from ``offset`` (whole batches; possibly a truncated tail)."""
+        cluster = self.consumer.cluster
+        info = cluster.topic(topic)
+        conn = cluster.connection(info.partition(partition).leader)
+        _v, m = conn.module(FETCH)
+        request = m.FetchRequest(
+            max_wait=datetime.timedelta(0),
+            min_bytes=1,
+            max_bytes=max_bytes,
+            isolation_level=0,
+            session_id=0,
+            session_epoch=-1,
+            topics=(
+                m.FetchTopic(
+                    topic_id=info.topic_id,
+                    partitions=(
+                        m.FetchPartition(
+                            partition=partition, fetch_offset=offset, partition_max_bytes=max_bytes
+                        ),
+                    ),
+                ),
+            ),
+            forgotten_topics_data=(),
+            rack_id="",
+        )
+        response = conn.send(request)
+        if int(response.error_code) != 0:
+            raise KafkaError(response.error_code, context="Fetch")
+        for t in response.responses:
+            for p in t.partitions:
+                if int(p.error_code) != 0:
+                    raise KafkaError(p.error_code, context=f"Fetch({topic}-{partition}@{offset})")
+                return bytes(p.records or b"")
+        return b""
+
+    # -- writes and admin ----------------------------------------------------------------------
+
+    def produce(self, records: Iterable[OutRecord]) -> int:
+        """Produce and wait for the broker's acknowledgement of every record."""
+        if self._producer is None:
+            self._producer = Producer(self._connect.bootstrap, idempotent=False, **self._kwargs)
+        n = 0
+        for r in records:
+            self._producer.send(r.topic, r.value, key=r.key, headers=r.headers, partition=r.partition)
+            n += 1
+        self._producer.flush()
+        return n
+
+    def ensure_topic(self, name: str, *, partitions: int, configs: dict[str, str] | None = None) -> None:
+        """Create ``name`` unless it exists."""
+        try:
+            self.admin.create_topic(name, partitions, configs=configs)
+        except KafkaError as exc:
+            if int(exc.code) != TOPIC_ALREADY_EXISTS:
+                raise
+
+    def set_group_configs(self, group_id: str, configs: dict[str, str]) -> None:
+        """IncrementalAlterConfigs SET on the GROUP resource."""
+        self.admin.alter_configs(ConfigResource(ResourceType.GROUP, group_id), configs)
+
+    def group_config(self, group_id: str, name: str) -> str | None:
+        resource = ConfigResource(ResourceType.GROUP, group_id)
+        entries = self.admin.describe_configs([resource], keys=[name]).get(resource, {})
+        entry = entries.get(name)
+        return None if entry is None else entry.value

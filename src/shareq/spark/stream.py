@@ -1,0 +1,277 @@
+"""The streaming share-group source: ``spark.readStream.format("shareq")``.
+
+Spark calls ``initialOffset``/``latestOffset``/``partitions``/``commit`` in one long-lived Python
+process per query; ``read`` runs on executors on a freshly unpickled reader per task. So the reader
+holds its share-group membership lazily in that long-lived process (:class:`ShareDriver`, never
+pickled) and carries only options across the wire.
+
+One micro-batch:
+
+1. ``latestOffset(start, limit)``: every batch up to ``start`` has been committed by the sink, so
+   its records are acknowledged first (ACCEPT, except deliveries the pipeline marked failed, see
+   :mod:`shareq.spark.acks`). Then records are acquired with ShareFetch, and the exact acquired
+   runs become the batch's end offset (:class:`ShareBatchOffset`), which Spark logs before running it.
+2. ``partitions(start, end)`` splits the acquired runs into tasks, more tasks than topic partitions
+   when there is enough data.
+3. ``read(task)`` fetches the runs' bytes with a plain Fetch: a pure function of the task, so a
+   replay after a crash reads the same records.
+
+While a batch is in flight its acquisition locks are renewed (RENEW) when the broker supports it;
+otherwise a warning says when the group's lock duration looks too short. A killed driver or
+executor loses nothing: leases lapse and the broker redelivers. Delivery is at least once.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
+from pyspark.sql.types import StructType
+
+from .acks import AckType, DecisionLog
+from .batch import TaskPartition
+from .cluster import Acquired, Cluster
+from .fetch import read_with_worker_cluster
+from .offsets import LATEST, ShareBatchOffset, TopicPartition, coalesce, plan_tasks
+from .options import ShareSourceOptions
+
+log = logging.getLogger(__name__)
+
+LOCK_DURATION_CONFIG = "share.record.lock.duration.ms"
+DEFAULT_LOCK_DURATION_MS = 30_000
+LOCK_MARGIN_MS = 10_000
+ASSIGNMENT_TIMEOUT_S = 30.0
+
+
+class ShareDriver:
+    """The query's share-group membership and its in-flight micro-batches (driver side only)."""
+
+    def __init__(self, options: ShareSourceOptions) -> None:
+        self.options = options
+        self.session_id = uuid.uuid4().hex[:12]
+        from .session import ShareSession  # the share consumer is needed on the driver only
+
+        self.cluster = Cluster(options.connect)
+        if options.group_configs:
+            # Before joining: share.auto.offset.reset only matters for a group without state.
+            self.cluster.set_group_configs(options.group_id, dict(options.group_configs))
+        self.session = ShareSession(options.connect, group_id=options.group_id, topics=options.topics)
+        self.decisions = DecisionLog(self.cluster, topic=options.ack_topic, group_id=options.group_id)
+        self.pending: dict[int, ShareBatchOffset] = {}
+        self.target: dict[TopicPartition, int] | None = None
+        self._lock = threading.Lock()
+        self._closed = threading.Event()
+        self.lock_duration_ms = self._lock_duration()
+        self._check_lock_duration()
+        self._renewer: threading.Thread | None = None
+        if options.renew_locks and self.session.supports_renew:
+            self._renewer = threading.Thread(target=self._renew_loop, name="shareq-renew", daemon=True)
+            self._renewer.start()
+
+    # -- configuration -------------------------------------------------------------------------
+
+    def _lock_duration(self) -> int:
+        try:
+            value = self.cluster.group_config(self.options.group_id, LOCK_DURATION_CONFIG)
+        except Exception as exc:  # the check is advisory; a broker without the API still works
+            log.info("could not read %s of group %s: %s", LOCK_DURATION_CONFIG, self.options.group_id, exc)
+            value = None
+        return int(value) if value else DEFAULT_LOCK_DURATION_MS
+
+    def _check_lock_duration(self) -> None:
+        needed = self.options.trigger_interval_ms + LOCK_MARGIN_MS
+        if self.lock_duration_ms < needed and not (self.options.renew_locks and self.session.supports_renew):
+            log.warning(
+                "share group %s holds record locks for %d ms, less than the trigger interval plus %d ms; "
+                "a slow micro-batch will see its records redelivered to other consumers. Raise the group's "
+                "%s or shorten the trigger.",
+                self.options.group_id,
+                self.lock_duration_ms,
+                LOCK_MARGIN_MS,
+                LOCK_DURATION_CONFIG,
+            )
+
+    # -- acknowledgement -----------------------------------------------------------------------
+
+    def acknowledge_through(self, done: ShareBatchOffset) -> None:
+        """Acknowledge every pending batch up to ``done`` (the sink has committed them)."""
+        if done.session and done.session != self.session_id and done.acquired:
+            log.info(
+                "batch %d was acquired by an earlier run of the query (%d records); its records are "
+                "redelivered once their locks lapse",
+                done.seq,
+                done.record_count,
+            )
+        with self._lock:
+            batches = [self.pending.pop(seq) for seq in sorted(self.pending) if seq <= done.seq]
+            if not batches:
+                return
+            self.decisions.poll()
+            acks = [ack for batch in batches for ack in self.decisions.split(batch.acquired)]
+            errors = self.session.acknowledge(acks)
+        for error in errors:
+            log.warning("acknowledgement failed (records will be redelivered): %s", error)
+
+    def _renew_interval(self) -> float:
+        # The lock timeout the broker reports on ShareFetch beats the configured one.
+        lock_ms = self.session.lock_duration_ms or self.lock_duration_ms
+        return max(0.5, lock_ms / 2000.0)
+
+    def _renew_loop(self) -> None:
+        while not self._closed.wait(self._renew_interval()) and self.session.supports_renew:
+            with self._lock:
+                ranges = [
+                    (topic, partition, first, last, AckType.RENEW)
+                    for batch in self.pending.values()
+                    for (topic, partition), runs in batch.acquired.items()
+                    for first, last, _ in runs
+                ]
+                errors = self.session.acknowledge(ranges) if ranges else []
+            for error in errors:
+                log.warning("lock renewal failed: %s", error)
+
+    # -- acquisition ---------------------------------------------------------------------------
+
+    def prepare_available_now(self) -> None:
+        """Fix the target: records appended after this moment are not part of the run."""
+        counts = self.cluster.partition_counts(self.options.topics)
+        tps = [(t, p) for t, n in counts.items() for p in range(n)]
+        self.target = self.cluster.list_offsets(tps, LATEST)
+
+    def _beyond_target(self, record: Acquired) -> bool:
+        if self.target is None:
+            return False
+        return record.offset >= self.target.get((record.topic, record.partition), 0)
+
+    def acquire(self, max_rows: int | None) -> dict[TopicPartition, list[tuple[int, int]]]:
+        """ShareFetch until the limit, an empty poll or the time budget; returns (offset, count)s."""
+        self.session.wait_for_assignment(ASSIGNMENT_TIMEOUT_S)
+        got: dict[TopicPartition, list[tuple[int, int]]] = {}
+        count = 0
+        deadline = time.monotonic() + self.options.acquire_time_budget_ms / 1000.0
+        wait_ms = self.options.poll_timeout_ms
+        while True:
+            remaining = None if max_rows is None else max_rows - count
+            with self._lock:
+                records = self.session.acquire(max_records=remaining, wait_ms=wait_ms)
+                beyond = [r for r in records if self._beyond_target(r)]
+                if beyond:
+                    self.session.acknowledge(_release(beyond))
+            kept = [r for r in records if not self._beyond_target(r)]
+            for r in kept:
+                got.setdefault((r.topic, r.partition), []).append((r.offset, r.delivery_count))
+            count += len(kept)
+            if not kept:
+                break
+            if (max_rows is not None and count >= max_rows) or time.monotonic() >= deadline:
+                break
+            wait_ms = 0
+        return got
+
+    def next_batch(self, start: ShareBatchOffset, max_rows: int | None) -> ShareBatchOffset | None:
+        got = self.acquire(max_rows)
+        if not got:
+            return None
+        end = ShareBatchOffset(
+            seq=start.seq + 1,
+            session=self.session_id,
+            acquired={tp: coalesce(records) for tp, records in got.items()},
+        )
+        with self._lock:
+            self.pending[end.seq] = end
+        return end
+
+    def close(self) -> None:
+        self._closed.set()
+        self.session.close()
+        self.cluster.close()
+
+
+def _release(records: Sequence[Acquired]) -> list[tuple[str, int, int, int, AckType]]:
+    by_tp: dict[TopicPartition, list[tuple[int, int]]] = {}
+    for r in records:
+        by_tp.setdefault((r.topic, r.partition), []).append((r.offset, r.delivery_count))
+    return [
+        (topic, partition, first, last, AckType.RELEASE)
+        for (topic, partition), offs in by_tp.items()
+        for first, last, _ in coalesce(offs)
+    ]
+
+
+class ShareStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Spark's view of the share source; see the module docstring for the protocol."""
+
+    def __init__(self, options: ShareSourceOptions, schema: StructType) -> None:
+        self.options = options
+        self.schema = schema
+        self._driver: ShareDriver | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Executors get options and schema only; the membership stays in the driver's process.
+        return {"options": self.options, "schema": self.schema}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.options = state["options"]
+        self.schema = state["schema"]
+        self._driver = None
+
+    @property
+    def driver(self) -> ShareDriver:
+        if self._driver is None:
+            self._driver = ShareDriver(self.options)
+        return self._driver
+
+    def initialOffset(self) -> dict[str, Any]:
+        return ShareBatchOffset(seq=0).to_json()
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        if self.options.max_records_per_trigger is not None:
+            return ReadMaxRows(self.options.max_records_per_trigger)
+        return ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self.driver.prepare_available_now()
+
+    def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+        begin = ShareBatchOffset.from_json(start)
+        driver = self.driver
+        driver.acknowledge_through(begin)
+        max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else None
+        end = driver.next_batch(begin, max_rows)
+        return start if end is None else end.to_json()
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
+        if start == end:
+            return []
+        batch = ShareBatchOffset.from_json(end)
+        tasks = plan_tasks(
+            batch.acquired,
+            min_tasks=self.options.min_partitions,
+            max_records_per_task=self.options.max_records_per_partition,
+        )
+        return [TaskPartition(task) for task in tasks]
+
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        assert isinstance(partition, TaskPartition)
+        yield from read_with_worker_cluster(self.options.connect, partition.task, self.schema)
+
+    def commit(self, end: dict[str, Any]) -> None:
+        # Arrives one batch late and never while idle; latestOffset already acknowledged.
+        if self._driver is not None:
+            self._driver.acknowledge_through(ShareBatchOffset.from_json(end))
+
+    def stop(self) -> None:
+        if self._driver is not None:
+            self._driver.close()
+            self._driver = None

@@ -1,0 +1,312 @@
+"""The streaming share-group source against a real broker: drain, failed rows, crash and restart,
+two queries in one group."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = [pytest.mark.spark, pytest.mark.integration, pytest.mark.xdist_group("spark")]
+
+LOCK_MS = 15_000  # the broker accepts 15 s to 60 s
+DELIVERY_LIMIT = 3
+
+
+def _create(broker: Any, topic: str, partitions: int) -> None:
+    from shareq.client import Admin
+
+    with Admin(broker.bootstrap) as admin:
+        admin.create_topic(topic, partitions)
+
+
+def _produce(broker: Any, topic: str, values: list[bytes], *, batch: int = 1000) -> None:
+    """Produce in batches of ``batch`` records (a share group hands out whole batches)."""
+    from shareq.client import Producer
+
+    with Producer(broker.bootstrap) as producer:
+        for i, value in enumerate(values):
+            producer.send(topic, value, key=str(i).encode())
+            if i % batch == batch - 1:
+                producer.flush()
+        producer.flush()
+
+
+def _share_stream(spark: Any, broker: Any, topic: str, group: str, **options: str) -> Any:
+    reader = (
+        spark.readStream.format("shareq")
+        .option("kafka.bootstrap.servers", broker.bootstrap)
+        .option("subscribe", topic)
+        .option("group.id", group)
+        .option("startingOffsets", "earliest")
+        .option("share.record.lock.duration.ms", str(LOCK_MS))
+        .option("share.delivery.count.limit", str(DELIVERY_LIMIT))
+    )
+    for key, value in options.items():
+        reader = reader.option(key, value)
+    return reader.load()
+
+
+def _drained(broker: Any, topic: str, group: str) -> dict[int, tuple[int, int]]:
+    """Partitions whose share-partition start offset is still behind the log end: (SPSO, end).
+
+    Empty when every record was acknowledged or archived: nothing is left to deliver."""
+    from shareq.client import Admin
+
+    with Admin(broker.bootstrap) as admin:
+        ends = admin.list_offsets(topic)
+        starts = admin.describe_share_group_offsets(group, {topic: sorted(ends)})
+        return {
+            p: (starts[(topic, p)].start_offset, info.offset)
+            for p, info in ends.items()
+            if starts[(topic, p)].start_offset < info.offset
+        }
+
+
+def _assert_drained(broker: Any, topic: str, group: str) -> None:
+    deadline = time.monotonic() + 20
+    while (left := _drained(broker, topic, group)) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert left == {}, f"records still deliverable (partition: (start offset, end)): {left}"
+
+
+def _wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.5)
+
+
+def _parquet_offsets(spark: Any, path: Path) -> list[tuple[int, int]]:
+    """(partition, offset) of every row a file sink has committed under ``path`` so far."""
+    from pyspark.errors import AnalysisException
+
+    if not path.exists() or not any(path.rglob("*.parquet")):
+        return []
+    try:
+        rows = spark.read.parquet(str(path)).select("partition", "offset").collect()
+    except AnalysisException:
+        return []  # files written, but no batch committed to the sink's log yet
+    return [(r.partition, r.offset) for r in rows]
+
+
+@pytest.mark.timeout(240)
+def test_available_now_drains_the_group_into_parquet(spark: Any, broker: Any, tmp_path: Path) -> None:
+    _create(broker, "drain", 3)
+    values = [f"order-{i}".encode() for i in range(600)]
+    _produce(broker, "drain", values, batch=20)
+    df = _share_stream(spark, broker, "drain", "g-drain", maxRecordsPerTrigger="250", minPartitions="6")
+    query = (
+        df.writeStream.format("parquet")
+        .option("path", str(tmp_path / "out"))
+        .option("checkpointLocation", str(tmp_path / "ckpt"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    assert query.awaitTermination(180)
+    assert query.exception() is None
+    sizes = [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]]
+    # The limit split the drain into micro-batches (a share group hands out whole producer
+    # batches, so a micro-batch may overshoot by less than one producer batch per partition).
+    assert len(sizes) >= 3 and max(sizes) < 250 + 3 * 20, sizes
+
+    rows = spark.read.parquet(str(tmp_path / "out")).collect()
+    assert sorted(bytes(r.value) for r in rows) == sorted(values)  # every record, once
+    assert all(r.deliveryCount == 1 and r.topic == "drain" for r in rows)
+    _assert_drained(broker, "drain", "g-drain")
+
+
+@pytest.mark.timeout(240)
+def test_failed_rows_are_rejected_or_archived_after_the_delivery_limit(
+    spark: Any, broker: Any, tmp_path: Path
+) -> None:
+    from pyspark.sql import functions as F
+
+    from shareq.spark import acknowledge_failed
+
+    _create(broker, "orders-in", 2)
+    good = [json.dumps({"id": i, "amount": i * 10}).encode() for i in range(200)]
+    malformed = [b"{not json", b"\xff\xfe", b"[]"]
+    poison = [json.dumps({"id": -1, "poison": True}).encode()]
+    _produce(broker, "orders-in", good[:100] + malformed + poison + good[100:])
+    seen_poison = tmp_path / "poison-deliveries"
+    seen_poison.mkdir()
+    bootstrap = broker.bootstrap
+
+    def process(batch: Any, batch_id: int) -> None:
+        parsed = batch.withColumn("order", F.from_json(F.col("value").cast("string"), "id long, amount long"))
+        ok = parsed.where(F.col("order.amount").isNotNull())
+        bad = parsed.where(F.col("order.id").isNull())
+        flaky = parsed.where(F.col("order.id") == -1)  # fails transiently every time: released
+        ok.select("topic", "partition", "offset", "order.*").write.mode("overwrite").parquet(
+            str(tmp_path / "good" / f"batch={batch_id}")
+        )
+        acknowledge_failed(bad, bootstrap_servers=bootstrap, group_id="g-orders", ack_type="reject")
+        for r in flaky.select("deliveryCount").collect():
+            (seen_poison / f"{batch_id}-{r.deliveryCount}").touch()
+        acknowledge_failed(flaky, bootstrap_servers=bootstrap, group_id="g-orders", ack_type="release")
+
+    query = (
+        _share_stream(spark, broker, "orders-in", "g-orders")
+        .writeStream.foreachBatch(process)
+        .option("checkpointLocation", str(tmp_path / "ckpt"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    assert query.awaitTermination(180)
+    assert query.exception() is None
+
+    written = spark.read.parquet(str(tmp_path / "good")).collect()
+    assert sorted(r.id for r in written) == list(range(200))  # malformed rows never reach the sink
+    # The released record came back until the delivery limit, then the broker archived it.
+    counts = sorted(int(p.name.split("-")[1]) for p in seen_poison.iterdir())
+    assert counts == list(range(1, DELIVERY_LIMIT + 1))
+    _assert_drained(broker, "orders-in", "g-orders")
+
+
+_CRASHING_QUERY = textwrap.dedent(
+    """
+    import sys
+    from shareq.spark.local import local_spark
+    bootstrap, out, ckpt, lock_ms = sys.argv[1:5]
+    spark = local_spark("shareq-crash")
+    query = (
+        spark.readStream.format("shareq")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", "crash")
+        .option("group.id", "g-crash")
+        .option("startingOffsets", "earliest")
+        .option("share.record.lock.duration.ms", lock_ms)
+        .option("maxRecordsPerTrigger", "50")
+        .load()
+        .writeStream.format("parquet")
+        .option("path", out)
+        .option("checkpointLocation", ckpt)
+        .trigger(processingTime="200 milliseconds")
+        .start()
+    )
+    query.awaitTermination()
+    """
+)
+
+
+@pytest.mark.timeout(280)
+def test_a_killed_query_restarted_from_its_checkpoint_loses_nothing(
+    spark: Any, broker: Any, tmp_path: Path
+) -> None:
+    _create(broker, "crash", 3)
+    values = [f"c{i}".encode() for i in range(1000)]
+    _produce(broker, "crash", values, batch=50)
+    out, ckpt = tmp_path / "out", tmp_path / "ckpt"
+    script = tmp_path / "crashing_query.py"
+    script.write_text(_CRASHING_QUERY)
+    child = subprocess.Popen(
+        [sys.executable, str(script), broker.bootstrap, str(out), str(ckpt), str(LOCK_MS)],
+        env=dict(os.environ),
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        # Kill it (driver, JVM and workers) once it has written something but not everything.
+        _wait_for(lambda: len(_parquet_offsets(spark, out)) >= 100, 150, "the first query's output")
+    finally:
+        os.killpg(child.pid, signal.SIGKILL)
+        child.wait(30)
+    assert len(set(_parquet_offsets(spark, out))) < len(values)
+
+    query = (
+        _share_stream(spark, broker, "crash", "g-crash", maxRecordsPerTrigger="400")
+        .writeStream.format("parquet")
+        .option("path", str(out))
+        .option("checkpointLocation", str(ckpt))
+        .trigger(processingTime="500 milliseconds")
+        .start()
+    )
+    try:
+        # Records the dead query held come back when their locks lapse.
+        _wait_for(lambda: len(set(_parquet_offsets(spark, out))) == len(values), 150, "every record")
+    finally:
+        query.stop()
+    got = spark.read.parquet(str(out)).collect()
+    assert {bytes(r.value) for r in got} == set(values)  # at least once: nothing lost
+
+
+@pytest.mark.timeout(240)
+def test_two_queries_in_one_share_group_split_the_work(spark: Any, broker: Any, tmp_path: Path) -> None:
+    _create(broker, "split", 1)  # one partition, two consumers: only a share group can do this
+    values = [f"s{i}".encode() for i in range(1500)]
+    queries = []
+    for name in ("a", "b"):
+        queries.append(
+            _share_stream(spark, broker, "split", "g-split", maxRecordsPerTrigger="100")
+            .writeStream.format("parquet")
+            .option("path", str(tmp_path / name))
+            .option("checkpointLocation", str(tmp_path / f"ckpt-{name}"))
+            .trigger(processingTime="300 milliseconds")
+            .start()
+        )
+    try:
+        _wait_for(lambda: all(q.lastProgress is not None for q in queries), 120, "both queries to run")
+        _produce(broker, "split", values, batch=50)
+
+        def union() -> set[tuple[int, int]]:
+            return set(_parquet_offsets(spark, tmp_path / "a")) | set(_parquet_offsets(spark, tmp_path / "b"))
+
+        _wait_for(lambda: len(union()) == len(values), 150, "every record in one of the outputs")
+    finally:
+        for q in queries:
+            q.stop()
+    a = set(_parquet_offsets(spark, tmp_path / "a"))
+    b = set(_parquet_offsets(spark, tmp_path / "b"))
+    assert a and b  # both members got work
+    assert len(a & b) <= len(values) // 10  # and mostly different records (overlap only on redelivery)
+
+
+@pytest.mark.timeout(200)
+def test_locks_are_renewed_through_a_micro_batch_slower_than_the_lock(spark: Any, broker: Any) -> None:
+    import threading
+
+    from shareq.client import ShareConsumer
+
+    _create(broker, "slow", 1)
+    _produce(broker, "slow", [f"w{i}".encode() for i in range(100)])
+    slow_batch_started = threading.Event()
+    seen: list[tuple[int, int]] = []
+
+    def process(batch: Any, batch_id: int) -> None:
+        rows = batch.select("offset", "deliveryCount").collect()
+        seen.extend((r.offset, r.deliveryCount) for r in rows)
+        if rows and not slow_batch_started.is_set():
+            slow_batch_started.set()
+            time.sleep(LOCK_MS / 1000 + 8)  # outlive the acquisition lock
+
+    query = (
+        _share_stream(spark, broker, "slow", "g-slow")
+        .writeStream.foreachBatch(process)
+        .trigger(processingTime="500 milliseconds")
+        .start()
+    )
+    try:
+        assert slow_batch_started.wait(120)
+        # Another member of the group polls through the slow batch: renewed locks keep it out.
+        with ShareConsumer(broker.bootstrap, "g-slow", topics=["slow"]) as rival:
+            stolen: list[Any] = []
+            deadline = time.monotonic() + LOCK_MS / 1000 + 5
+            while time.monotonic() < deadline:
+                stolen += rival.poll(1.0)
+        _wait_for(lambda: _drained(broker, "slow", "g-slow") == {}, 60, "the slow batch's acknowledgement")
+    finally:
+        query.stop()
+    assert stolen == []
+    assert sorted(seen) == [(o, 1) for o in range(100)]

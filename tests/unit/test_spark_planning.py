@@ -1,0 +1,116 @@
+"""The share source's pure parts: micro-batch offsets, task planning, acknowledgement decisions."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+pytest.importorskip("pyspark")
+
+from shareq.spark.acks import AckType, decode_decision, encode_decisions
+from shareq.spark.offsets import (
+    EARLIEST,
+    LATEST,
+    ShareBatchOffset,
+    batch_ranges,
+    coalesce,
+    parse_offset_spec,
+    plan_tasks,
+)
+from shareq.spark.options import OptionError, ShareSourceOptions
+
+
+def test_offset_json_round_trips_through_spark_json() -> None:
+    offset = ShareBatchOffset(
+        seq=4, session="abc", acquired={("orders", 2): ((5, 9, 1), (11, 11, 3)), ("orders", 0): ((0, 0, 1),)}
+    )
+    # Spark stores the dict as JSON text and hands it back parsed.
+    back = ShareBatchOffset.from_json(json.loads(json.dumps(offset.to_json())))
+    assert back == offset
+    assert back.record_count == 7
+    assert list(offset.to_json()["acquired"]["orders"]) == ["0", "2"]
+
+
+def test_coalesce_joins_consecutive_offsets_with_equal_counts() -> None:
+    assert coalesce([(3, 1), (1, 1), (2, 1), (4, 2), (5, 2), (7, 2)]) == ((1, 3, 1), (4, 5, 2), (7, 7, 2))
+
+
+@given(
+    st.dictionaries(
+        st.tuples(st.sampled_from(["a", "b"]), st.integers(0, 3)),
+        st.sets(st.integers(0, 200), min_size=1, max_size=60),
+        max_size=5,
+    ),
+    st.one_of(st.none(), st.integers(1, 12)),
+    st.integers(1, 50),
+)
+def test_plan_tasks_covers_every_offset_once_within_limits(
+    acquired: dict[tuple[str, int], set[int]], min_tasks: int | None, max_per_task: int
+) -> None:
+    runs = {tp: coalesce((o, 1) for o in offs) for tp, offs in acquired.items()}
+    tasks = plan_tasks(runs, min_tasks=min_tasks, max_records_per_task=max_per_task)
+    seen: dict[tuple[str, int], list[int]] = {}
+    for task in tasks:
+        assert 0 < task.record_count <= max_per_task
+        seen.setdefault((task.topic, task.partition), []).extend(
+            o for first, last, _ in task.runs for o in range(first, last + 1)
+        )
+    assert {tp: sorted(v) for tp, v in seen.items()} == {tp: sorted(v) for tp, v in acquired.items()}
+    total = sum(len(v) for v in acquired.values())
+    if min_tasks is not None:
+        assert len(tasks) >= min(min_tasks, total)
+
+
+def test_plan_tasks_splits_one_partition_into_several_tasks() -> None:
+    tasks = plan_tasks({("t", 0): ((0, 99, 1),)}, min_tasks=4, max_records_per_task=10_000)
+    assert [(t.first_offset, t.last_offset) for t in tasks] == [(0, 24), (25, 49), (50, 74), (75, 99)]
+
+
+def test_batch_ranges_and_offset_specs() -> None:
+    counts = {"t": 2}
+    assert parse_offset_spec("earliest", counts, default=LATEST) == {("t", 0): EARLIEST, ("t", 1): EARLIEST}
+    assert parse_offset_spec('{"t": {"1": 7}}', counts, default=LATEST) == {("t", 0): LATEST, ("t", 1): 7}
+    with pytest.raises(ValueError):
+        parse_offset_spec('{"u": {"0": 1}}', counts, default=LATEST)
+    assert batch_ranges({("t", 0): 3, ("t", 1): 5}, {("t", 0): 10, ("t", 1): 5}) == {("t", 0): ((3, 9, 0),)}
+
+
+def test_decisions_round_trip_and_split_a_batch() -> None:
+    from shareq.spark.acks import DecisionLog
+
+    [message] = encode_decisions("g", AckType.REJECT, [("t", 0, 7, 1), ("t", 0, 5, 1)], topic="acks")
+    assert message.key == b"g" and message.topic == "acks"
+    kind, keys = decode_decision(message.value or b"")
+    assert kind is AckType.REJECT and keys == [("t", 0, 5, 1), ("t", 0, 7, 1)]
+
+    log = DecisionLog.__new__(DecisionLog)  # the pure half: no topic behind it
+    log._decisions = {key: (kind, 0.0) for key in keys}
+    log._decisions[("t", 0, 8, 2)] = (AckType.RELEASE, 0.0)  # another delivery: not this batch's
+    acks = log.split({("t", 0): ((3, 9, 1),)})
+    assert acks == [
+        ("t", 0, 3, 4, AckType.ACCEPT),
+        ("t", 0, 5, 5, AckType.REJECT),
+        ("t", 0, 6, 6, AckType.ACCEPT),
+        ("t", 0, 7, 7, AckType.REJECT),
+        ("t", 0, 8, 9, AckType.ACCEPT),
+    ]
+    assert list(log._decisions) == [("t", 0, 8, 2)]
+
+
+def test_source_options_follow_the_kafka_source_names() -> None:
+    opts = ShareSourceOptions.parse(
+        {
+            "kafka.bootstrap.servers": "h:1",
+            "subscribe": "a, b,a",
+            "group.id": "g",
+            "maxRecordsPerTrigger": "100",
+            "kafka.client.id": "x",
+        }
+    )
+    assert opts.topics == ("a", "b") and opts.max_records_per_trigger == 100
+    assert opts.connect.client_params == (("client.id", "x"),)
+    with pytest.raises(OptionError):
+        ShareSourceOptions.parse({"kafka.bootstrap.servers": "h:1", "subscribe": "a"})
