@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml
 setup: $(STAMP)
 
 demo: $(STAMP)
-	$(VENV)/bin/shareq serve --data-dir data --port 9092
+	$(VENV)/bin/shareq demo
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests bench
