@@ -8,7 +8,8 @@ shared 2-core box, so only ratios taken in one run mean anything.
     PYTHONPATH=src python bench/peers.py [--records 200000] [--consumers 4]
 
 Environment:
-  SHAREQ_BENCH_PEERS   the bench-peers directory (default: ``shared/bench-peers`` beside the project)
+  SHAREQ_BENCH_PEERS   the bench-peers directory (default: the first ``shared/bench-peers`` found
+                       beside the project's directory or one of its ancestors)
   SHAREQ_PEER_PYTHON   a Python that has redis-py, hiredis and pika (see bench/README.md); the
                        current interpreter is used when it has them
 """
@@ -61,10 +62,16 @@ class PeerFigure:
 
 
 def peers_dir() -> Path:
+    """SHAREQ_BENCH_PEERS, else the first ``shared/bench-peers`` beside the project or an ancestor."""
     override = os.environ.get("SHAREQ_BENCH_PEERS")
     if override:
         return Path(override)
-    return Path(__file__).resolve().parents[1].parent / "shared" / "bench-peers"
+    root = Path(__file__).resolve().parents[1]
+    for ancestor in root.parents:
+        candidate = ancestor / "shared" / "bench-peers"
+        if candidate.is_dir():
+            return candidate
+    return root.parent / "shared" / "bench-peers"
 
 
 def peer_python() -> str | None:
@@ -85,9 +92,13 @@ def missing() -> list[str]:
     """What prevents measuring the peers here (empty when they can be measured)."""
     gaps: list[str] = []
     scripts = peers_dir()
-    for name in ("servers.sh", "redis_streams.py", "rabbitmq_queue.py", "quiet_gate.py"):
-        if not (scripts / name).is_file():
-            gaps.append(f"{name} not found in {scripts} (set SHAREQ_BENCH_PEERS)")
+    lacking = [
+        name
+        for name in ("servers.sh", "redis_streams.py", "rabbitmq_queue.py", "quiet_gate.py")
+        if not (scripts / name).is_file()
+    ]
+    if lacking:
+        gaps.append(f"{', '.join(lacking)} not found in {scripts} (set SHAREQ_BENCH_PEERS)")
     for binary in ("redis-server", "redis-cli", "epmd", "runuser"):
         if shutil.which(binary) is None:
             gaps.append(f"{binary} not installed")
