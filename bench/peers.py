@@ -168,19 +168,21 @@ class Servers:
 
 
 def run_script(python: str, script: str, args: list[str]) -> dict[str, Any]:
-    """Run one peer script, return its final JSON line."""
+    """Run one peer script, return its final JSON line (the last run's own line under "last_run")."""
     done = subprocess.run(
         [python, str(peers_dir() / script), *args],
         capture_output=True,
         text=True,
         timeout=STEP_TIMEOUT,
     )
-    for line in reversed(done.stdout.splitlines()):
-        if line.startswith("{"):
-            final: dict[str, Any] = json.loads(line)
-            if final.get("final"):
-                return final
-    raise RuntimeError(f"{script} gave no final line (rc {done.returncode}): {done.stderr[-400:]}")
+    lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    finals = [line for line in lines if line.get("final")]
+    if not finals:
+        raise RuntimeError(f"{script} gave no final line (rc {done.returncode}): {done.stderr[-400:]}")
+    runs = [line for line in lines if not line.get("final")]
+    final: dict[str, Any] = finals[-1]
+    final["last_run"] = runs[-1] if runs else {}
+    return final
 
 
 def describe(final: dict[str, Any]) -> str:
