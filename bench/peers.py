@@ -20,6 +20,7 @@ import argparse
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -48,6 +49,7 @@ to measure the peers in this run (see bench/README.md):
   export SHAREQ_PEER_PYTHON=<dir>/bin/python"""
 
 RABBIT_BIN = "/usr/lib/rabbitmq/bin/rabbitmq-server"  # where servers.sh runs it from
+PORTS = (6390, 5672, 4369, 25672)  # servers.sh: Redis; RabbitMQ AMQP, epmd, distribution
 STEP_TIMEOUT = 180.0  # each peer script; servers.sh steps get 90 s
 
 
@@ -104,6 +106,11 @@ def missing() -> list[str]:
             gaps.append(f"{binary} not installed")
     if not Path(RABBIT_BIN).is_file():
         gaps.append("rabbitmq-server not installed")
+    for port in PORTS:
+        with socket.socket() as probe:
+            probe.settimeout(1.0)
+            if probe.connect_ex(("127.0.0.1", port)) == 0:
+                gaps.append(f"127.0.0.1:{port} is already in use (a system service or another run?)")
     if peer_python() is None:
         gaps.append("no Python with redis-py + hiredis + pika (set SHAREQ_PEER_PYTHON)")
     return gaps
@@ -138,14 +145,18 @@ class Servers:
         self.script = str(peers_dir() / "servers.sh")
 
     def run(self, *args: str) -> None:
-        subprocess.run(
+        done = subprocess.run(
             ["bash", self.script, *args],
             env=self.env,
-            check=True,
             timeout=90,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
+            text=True,
         )
+        if done.returncode != 0:
+            raise RuntimeError(
+                f"servers.sh {' '.join(args)}: rc {done.returncode}: {done.stderr.strip()[-300:]}"
+            )
 
     @contextmanager
     def redis(self, mode: str) -> Iterator[None]:
@@ -249,7 +260,8 @@ def peer_figures(mode: str, records: int, consumers: int, gate_max_wait: float) 
         if mode == "measure":
             raise RuntimeError("cannot measure the peers: " + "; ".join(gaps))
         print("peers not measured here: " + "; ".join(gaps))
-        print(INSTALL_HINT)
+        if any("in use" not in gap for gap in gaps):
+            print(INSTALL_HINT)
         return recorded()
     try:
         return measure(records, consumers, gate_max_wait)
