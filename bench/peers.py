@@ -20,6 +20,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -179,21 +180,26 @@ class Servers:
 
 
 def run_script(python: str, script: str, args: list[str]) -> dict[str, Any]:
-    """Run one peer script, return its final JSON line (the last run's own line under "last_run")."""
-    done = subprocess.run(
+    """Run one peer script in its own process group (its consumers are forked), return its final line."""
+    proc = subprocess.Popen(
         [python, str(peers_dir() / script), *args],
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=STEP_TIMEOUT,
+        start_new_session=True,
     )
-    lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
-    finals = [line for line in lines if line.get("final")]
-    if not finals:
-        raise RuntimeError(f"{script} gave no final line (rc {done.returncode}): {done.stderr[-400:]}")
-    runs = [line for line in lines if not line.get("final")]
-    final: dict[str, Any] = finals[-1]
-    final["last_run"] = runs[-1] if runs else {}
-    return final
+    try:
+        out, err = proc.communicate(timeout=STEP_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)  # the script and the consumers it forked, nothing else
+        proc.communicate()
+        raise RuntimeError(f"{script} did not finish within {STEP_TIMEOUT:.0f} s") from None
+    for line in reversed(out.splitlines()):
+        if line.startswith("{"):
+            final: dict[str, Any] = json.loads(line)
+            if final.get("final"):
+                return final
+    raise RuntimeError(f"{script} gave no final line (rc {proc.returncode}): {err[-400:]}")
 
 
 def describe(final: dict[str, Any]) -> str:
