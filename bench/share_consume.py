@@ -9,8 +9,14 @@ everything. The clock starts when every consumer has been created and stops when
 acknowledged its last records (implicit acknowledgements flushed with ``commit_sync``, which
 returns once the broker has made them durable). Acknowledgement latency is our own
 client's ``commit()`` round trip (ShareAcknowledge of one fetched batch, persisted before the
-reply). The peers' figures (Redis Streams, RabbitMQ; same workload: 200k x 100 B, 4 consumer
-processes) are measured if their servers and clients are installed, else printed as recorded.
+reply).
+
+Then, in the same invocation and once the broker has stopped, the peers run the same workload (N
+records of 100 B, 4 consumer processes): Redis Streams with AOF everysec and the hiredis parser
+(batch XACK) and a RabbitMQ quorum queue (multi-ack), via bench/peers.py. When their servers or
+clients are missing the recorded figures are printed instead, labelled RECORDED, with how to
+install them. The run ends with a side-by-side table and shareq's ratios against the targets
+(4 ShareConsumers >= 1x Redis Streams+hiredis, >= 3x RabbitMQ quorum).
 """
 
 from __future__ import annotations
@@ -28,22 +34,12 @@ from multiprocessing.sharedctypes import Synchronized
 from pathlib import Path
 from typing import Any
 
+import peers
+
 READY = "shareq listening on "
 TOPIC = "bench"
 PARTITIONS = 4
-
-# Recorded in the peers' RESULTS.md (2026-11-21, this kind of machine; N=200,000 x 100 B, C=4).
-RECORDED_PEERS = {
-    "Redis Streams AOF everysec +hiredis, batch XACK": 297_358,
-    "Redis Streams in-memory +hiredis, batch XACK": 471_759,
-    "Redis Streams AOF everysec (redis-py), batch XACK": 135_470,
-    "RabbitMQ quorum, multi-ack every 500": 84_160,
-    "RabbitMQ classic durable, multi-ack every 500": 34_593,
-}
-TARGETS = {
-    "Redis Streams AOF everysec +hiredis, batch XACK": 1.0,
-    "RabbitMQ quorum, multi-ack every 500": 3.0,
-}
+PEER_CONSUMERS = 4  # the peers' consumer processes; shareq's 4-consumer figure is compared with them
 
 
 def start_broker(data_dir: Path, port: int, profile: str | None) -> subprocess.Popen[str]:
@@ -153,7 +149,7 @@ def run_consumers(bootstrap: str, n: int, count: int) -> float:
     stop.set()
     for _ in procs:
         ready.acquire(timeout=60)  # every consumer's last acknowledgements are durable
-    elapsed = finished.value - started
+    elapsed = float(finished.value) - started
     for p in procs:
         p.join(timeout=60)
     if consumed.value < n:
@@ -194,15 +190,6 @@ def ack_latency(bootstrap: str, samples: int) -> tuple[float, float]:
     return statistics.median(latencies), latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))]
 
 
-def peers_available() -> bool:
-    try:
-        import pika  # noqa: F401
-        import redis  # noqa: F401
-    except ImportError:
-        return False
-    return shutil.which("redis-server") is not None and shutil.which("rabbitmq-server") is not None
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -211,6 +198,18 @@ def main() -> None:
     parser.add_argument("--consumers", default="1,4,8")
     parser.add_argument("--latency-samples", type=int, default=300)
     parser.add_argument("--profile", metavar="FILE", help="run the broker under cProfile, stats to FILE")
+    parser.add_argument(
+        "--peers",
+        choices=["auto", "measure", "recorded"],
+        default="auto",
+        help="auto: measure the peers when installed, else print RECORDED figures",
+    )
+    parser.add_argument(
+        "--gate-max-wait",
+        type=float,
+        default=20.0,
+        help="before each measurement wait up to this many s for an idle box (0: no wait)",
+    )
     args = parser.parse_args()
     counts = [int(c) for c in args.consumers.split(",")]
     data_dir = Path(tempfile.mkdtemp(prefix="shareq-bench-"))
@@ -222,11 +221,11 @@ def main() -> None:
         print(f"produce: {args.records} x 100 B on {PARTITIONS} partitions at {rate:,.0f} rec/s")
         results: dict[int, float] = {}
         for count in counts:
+            gate = peers.quiet_gate(sys.executable, args.gate_max_wait)
             results[count] = run_consumers(bootstrap, args.records, count)
             label = f"{count} librdkafka ShareConsumer process(es)"
-            print(f"share consume+ack, {label}: {results[count]:,.0f} rec/s")
+            print(f"share consume+ack, {label}: {results[count]:,.0f} rec/s ({gate})")
         p50, p99 = ack_latency(bootstrap, args.latency_samples)
-        print(f"acknowledgement latency (commit() round trip, durable): p50 {p50:.2f} ms, p99 {p99:.2f} ms")
     finally:
         broker.terminate()
         try:
@@ -234,21 +233,9 @@ def main() -> None:
         except subprocess.TimeoutExpired:
             broker.kill()
         shutil.rmtree(data_dir, ignore_errors=True)
-    if peers_available():
-        print(
-            "peers: servers and clients are installed here; run bench-peers' run_all.sh for same-run figures"
-        )
-    print("peers (RECORDED in bench-peers RESULTS.md, not measured in this run; 200k x 100 B, 4 consumers):")
-    reference = results.get(4)
-    for name, figure in RECORDED_PEERS.items():
-        ratio = f"{reference / figure:.2f}x" if reference else "n/a"
-        target = TARGETS.get(name)
-        verdict = (
-            ""
-            if target is None or reference is None
-            else f" (target >= {target:.0f}x: {'met' if reference / figure >= target else 'NOT met'})"
-        )
-        print(f"  {name}: {figure:,} rec/s -> shareq 4 consumers = {ratio}{verdict}")
+    figures = peers.peer_figures(args.peers, args.records, PEER_CONSUMERS, args.gate_max_wait)
+    peers.print_comparison(results, figures)
+    print(f"acknowledgement latency (commit() round trip, durable): p50 {p50:.2f} ms, p99 {p99:.2f} ms")
 
 
 if __name__ == "__main__":
