@@ -7,7 +7,8 @@ import uuid
 
 import pytest
 
-from shareq.persister.memory import MemoryPersister, merge_state_batches
+from shareq.coordinators.share.combiner import combine_state_batches
+from shareq.persister.memory import MemoryPersister
 from shareq.share.persister import (
     NO_START_OFFSET,
     PersisterError,
@@ -24,18 +25,18 @@ def sb(first: int, last: int, state: int, count: int) -> StateBatch:
 
 
 def test_delta_replaces_overlap_and_coalesces() -> None:
-    merged = merge_state_batches([sb(0, 9, 0, 1)], [sb(3, 5, 2, 1)], 0)
+    merged = combine_state_batches([sb(0, 9, 0, 1)], [sb(3, 5, 2, 1)], 0)
     assert merged == (sb(0, 2, 0, 1), sb(3, 5, 2, 1), sb(6, 9, 0, 1))
-    merged = merge_state_batches(merged, [sb(3, 5, 0, 1)], 0)
+    merged = combine_state_batches(merged, [sb(3, 5, 0, 1)], 0)
     assert merged == (sb(0, 9, 0, 1),)
 
 
 def test_prune_below_start_offset() -> None:
-    assert merge_state_batches([sb(0, 9, 2, 1), sb(10, 12, 0, 2)], [], 5) == (
+    assert combine_state_batches([sb(0, 9, 2, 1), sb(10, 12, 0, 2)], [], 5) == (
         sb(5, 9, 2, 1),
         sb(10, 12, 0, 2),
     )
-    assert merge_state_batches([sb(0, 9, 2, 1)], [], 10) == ()
+    assert combine_state_batches([sb(0, 9, 2, 1)], [], 10) == ()
 
 
 def params(start: int, batches: tuple[StateBatch, ...], epoch: int = 0) -> WriteStateParams:

@@ -82,22 +82,29 @@ def write_varint(out: bytearray, n: int) -> None:
 
 
 def read_varint(buf: bytes | bytearray | memoryview, pos: int) -> tuple[int, int]:
-    """Read a zigzag varint at ``pos``; return ``(value, next position)``."""
-    result = 0
-    shift = 0
-    end = len(buf)
-    while True:
-        if pos >= end:
-            raise CorruptRecordError("truncated varint")
+    """Read a zigzag varint at ``pos``; return ``(value, next position)``.
+
+    The one-byte case returns at once: it is nearly every length and delta in a batch, and this
+    reader serves the state-log replay and the Spark decoder's hot loops too.
+    """
+    try:
         b = buf[pos]
+        if b < 0x80:
+            return (b >> 1) ^ -(b & 1), pos + 1
+        result = b & 0x7F
+        shift = 7
         pos += 1
-        result |= (b & 0x7F) << shift
-        if not b & 0x80:
-            break
-        shift += 7
-        if shift > 63:
-            raise CorruptRecordError("varint longer than 10 bytes")
-    return (result >> 1) ^ -(result & 1), pos
+        while True:
+            b = buf[pos]
+            pos += 1
+            result |= (b & 0x7F) << shift
+            if b < 0x80:
+                return (result >> 1) ^ -(result & 1), pos
+            shift += 7
+            if shift > 63:
+                raise CorruptRecordError("varint longer than 10 bytes")
+    except IndexError:
+        raise CorruptRecordError("truncated varint") from None
 
 
 def _write_bytes(out: bytearray, data: bytes | None) -> None:

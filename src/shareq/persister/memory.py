@@ -1,71 +1,24 @@
 """An in-memory Persister: the whole state per share-partition, kept by merging write deltas.
 
-It merges ``WriteStateParams`` the way the share coordinator does (a delta replaces the runs it
-overlaps, runs below the start offset are pruned, equal neighbours coalesce), so a share-partition
+It merges ``WriteStateParams`` with the share coordinator's own combiner (a delta replaces the runs
+it overlaps, runs below the start offset are pruned, equal neighbours coalesce), so a share-partition
 rebuilt from it sees exactly what a durable persister would hand back. ``fail_next_writes`` makes the
 next writes fail, for tests of rollback.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 from kio.schema.errors import ErrorCode
 
+from shareq.coordinators.share.combiner import combine_state_batches
 from shareq.share.persister import (
     NO_START_OFFSET,
     PersisterError,
     SharePartitionKey,
     ShareState,
     ShareStateSummary,
-    StateBatch,
     WriteStateParams,
 )
-
-
-def merge_state_batches(
-    existing: Iterable[StateBatch], delta: Iterable[StateBatch], start_offset: int
-) -> tuple[StateBatch, ...]:
-    """``existing`` with every run of ``delta`` laid over it, pruned below ``start_offset``."""
-    runs = sorted(existing, key=lambda b: b.first_offset)
-    for new in sorted(delta, key=lambda b: b.first_offset):
-        kept: list[StateBatch] = []
-        for old in runs:
-            if old.last_offset < new.first_offset or old.first_offset > new.last_offset:
-                kept.append(old)
-                continue
-            if old.first_offset < new.first_offset:
-                kept.append(_clip(old, old.first_offset, new.first_offset - 1))
-            if old.last_offset > new.last_offset:
-                kept.append(_clip(old, new.last_offset + 1, old.last_offset))
-        kept.append(new)
-        runs = sorted(kept, key=lambda b: b.first_offset)
-    out: list[StateBatch] = []
-    for run in runs:
-        if run.last_offset < start_offset:
-            continue
-        if run.first_offset < start_offset:
-            run = _clip(run, start_offset, run.last_offset)
-        if out:
-            prev = out[-1]
-            if (
-                prev.last_offset + 1 == run.first_offset
-                and prev.delivery_state == run.delivery_state
-                and prev.delivery_count == run.delivery_count
-            ):
-                out[-1] = _clip(prev, prev.first_offset, run.last_offset)
-                continue
-        out.append(run)
-    return tuple(out)
-
-
-def _clip(batch: StateBatch, first: int, last: int) -> StateBatch:
-    return StateBatch(
-        first_offset=first,
-        last_offset=last,
-        delivery_state=batch.delivery_state,
-        delivery_count=batch.delivery_count,
-    )
 
 
 class MemoryPersister:
@@ -102,7 +55,7 @@ class MemoryPersister:
         start = old.start_offset if old is not None else NO_START_OFFSET
         if params.start_offset != NO_START_OFFSET:
             start = max(start, params.start_offset)
-        batches = merge_state_batches(
+        batches = combine_state_batches(
             old.state_batches if old is not None else (), params.state_batches, start
         )
         self._states[params.key] = ShareState(

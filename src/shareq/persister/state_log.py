@@ -15,6 +15,7 @@ from crc32c import crc32c
 
 from shareq.log.batch import ATTRIBUTES_OFFSET, CRC_OFFSET, HEADER, HEADER_SIZE, LOG_OVERHEAD
 from shareq.log.errors import CorruptRecordError
+from shareq.log.records import read_varint
 
 KeyValue = tuple[bytes, bytes | None]
 MAX_BATCH_BYTES = 512 * 1024
@@ -85,24 +86,6 @@ def encode_batches(
     return out
 
 
-def _read_varint(buf: bytes, pos: int) -> tuple[int, int]:
-    b = buf[pos]
-    if b < 0x80:
-        return (b >> 1) ^ -(b & 1), pos + 1
-    result = b & 0x7F
-    shift = 7
-    pos += 1
-    while True:
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if b < 0x80:
-            return (result >> 1) ^ -(result & 1), pos
-        shift += 7
-        if shift > 63:
-            raise CorruptRecordError("varint longer than 10 bytes")
-
-
 def iter_records(buf: bytes, *, min_offset: int = 0) -> Iterator[tuple[int, bytes, bytes | None]]:
     """``(offset, key, value)`` of every record at or above ``min_offset`` in whole batches ``buf``."""
     pos = 0
@@ -129,13 +112,13 @@ def iter_records(buf: bytes, *, min_offset: int = 0) -> Iterator[tuple[int, byte
                     limit = p + 2 + (((b & 0x7F) | (buf[p + 1] << 7)) >> 1)
                     p += 2
                 else:
-                    length_r, p = _read_varint(buf, p)
+                    length_r, p = read_varint(buf, p)
                     limit = p + length_r
                 p += 1  # attributes
                 if buf[p] < 0x80:  # timestamp delta, unused
                     p += 1
                 else:
-                    _, p = _read_varint(buf, p)
+                    _, p = read_varint(buf, p)
                 b = buf[p]
                 if b < 0x80:
                     delta = (b >> 1) ^ -(b & 1)
@@ -145,13 +128,13 @@ def iter_records(buf: bytes, *, min_offset: int = 0) -> Iterator[tuple[int, byte
                     delta = (z >> 1) ^ -(z & 1)
                     p += 2
                 else:
-                    delta, p = _read_varint(buf, p)
+                    delta, p = read_varint(buf, p)
                 b = buf[p]
                 if b < 0x80 and not b & 1:
                     klen = b >> 1
                     p += 1
                 else:
-                    klen, p = _read_varint(buf, p)
+                    klen, p = read_varint(buf, p)
                     if klen < 0:
                         raise CorruptRecordError("state record without a key")
                 key = buf[p : p + klen]
@@ -161,7 +144,7 @@ def iter_records(buf: bytes, *, min_offset: int = 0) -> Iterator[tuple[int, byte
                     vlen = (b >> 1) ^ -(b & 1)
                     p += 1
                 else:
-                    vlen, p = _read_varint(buf, p)
+                    vlen, p = read_varint(buf, p)
                 value = None
                 if vlen >= 0:
                     value = buf[p : p + vlen]

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 from shareq.log.batch import HEADER_SIZE, LOG_OVERHEAD, BatchHeader, Compression, crc_ok, read_batch_header
 from shareq.log.errors import CorruptRecordError
+from shareq.log.records import read_varint
 
 from .offsets import Run
 from .schema import ArrowBuilder
@@ -21,21 +22,6 @@ from .schema import ArrowBuilder
 _LENGTH = struct.Struct(">qi")
 _CONTROL = 0x20
 _LOG_APPEND_TIME = 0x08
-
-
-def _varint(buf: bytes, pos: int) -> tuple[int, int]:
-    """A zigzag varint at ``pos`` (the multi-byte case; callers inline the one-byte case)."""
-    result = 0
-    shift = 0
-    while True:
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if b < 0x80:
-            return (result >> 1) ^ -(result & 1), pos
-        shift += 7
-        if shift > 63:
-            raise CorruptRecordError("varint longer than 10 bytes")
 
 
 def _inflate(buf: bytes, pos: int, size: int, codec: int) -> bytes:
@@ -124,7 +110,7 @@ def _records(
         if b < 0x80:
             length, p = (b >> 1) ^ -(b & 1), p + 1
         else:
-            length, p = _varint(buf, p)
+            length, p = read_varint(buf, p)
         limit = p + length
         if length < 0 or limit > end:
             raise CorruptRecordError("record length runs past the end of its batch")
@@ -133,12 +119,12 @@ def _records(
         if b < 0x80:
             ts_delta, p = (b >> 1) ^ -(b & 1), p + 1
         else:
-            ts_delta, p = _varint(buf, p)
+            ts_delta, p = read_varint(buf, p)
         b = buf[p]
         if b < 0x80:
             offset_delta, p = (b >> 1) ^ -(b & 1), p + 1
         else:
-            offset_delta, p = _varint(buf, p)
+            offset_delta, p = read_varint(buf, p)
         offset = base_offset + offset_delta
         count = cursor.count_for(offset)
         if count is None:
@@ -150,7 +136,7 @@ def _records(
         if b < 0x80:
             n, p = (b >> 1) ^ -(b & 1), p + 1
         else:
-            n, p = _varint(buf, p)
+            n, p = read_varint(buf, p)
         if n < 0:
             key = None
         else:
@@ -159,7 +145,7 @@ def _records(
         if b < 0x80:
             n, p = (b >> 1) ^ -(b & 1), p + 1
         else:
-            n, p = _varint(buf, p)
+            n, p = read_varint(buf, p)
         if n < 0:
             value = None
         else:
@@ -169,12 +155,12 @@ def _records(
         if b < 0x80:
             n_headers, p = (b >> 1) ^ -(b & 1), p + 1
         else:
-            n_headers, p = _varint(buf, p)
+            n_headers, p = read_varint(buf, p)
         for _ in range(n_headers):
-            n, p = _varint(buf, p)
+            n, p = read_varint(buf, p)
             name = buf[p : p + n].decode()
             p += n
-            n, p = _varint(buf, p)
+            n, p = read_varint(buf, p)
             if n < 0:
                 headers.append((name, None))
             else:
