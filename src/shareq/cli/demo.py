@@ -237,21 +237,24 @@ def demo(
                 deadline = time.monotonic() + timeout
                 tty = sys.stdout.isatty()
                 shown = ""
-                while tally.done < records:
-                    if query.exception() is not None:
-                        raise click.ClickException(f"the streaming query failed: {query.exception()}")
-                    if time.monotonic() > deadline:
-                        raise click.ClickException(f"timed out with {tally.done}/{records} records processed")
+                while True:
                     with tally.lock:
+                        finished = tally.done >= records
                         line = (
                             f"  batches {tally.batches:4d}  in {tally.done:7d}/{records}  "
                             f"accepted {tally.accepted:7d}  rejected {tally.rejected:4d}  "
                             f"redelivered {tally.redelivered:4d}"
                         )
-                    if line != shown:
+                    if line != shown:  # the last line shown is the final tally
                         click.echo("\r" + line if tty else line, nl=not tty)
                         shown = line
-                    time.sleep(0.25)
+                    if finished:
+                        break
+                    if query.exception() is not None:
+                        raise click.ClickException(f"the streaming query failed: {query.exception()}")
+                    if time.monotonic() > deadline:
+                        raise click.ClickException(f"timed out with {tally.done}/{records} records processed")
+                    time.sleep(0.25)  # the refresh rate of a progress line, not a synchronisation
                 if tty:
                     click.echo("")
                 query.stop()
