@@ -108,9 +108,6 @@ class Membership:
             raise self.error
         return self.assignment
 
-    def rejoin_soon(self) -> None:
-        self._wake.set()
-
     # -- the loop ----------------------------------------------------------------------------------
 
     def _run(self) -> None:

@@ -5,7 +5,7 @@ epochs per partition leader, and which fetched offsets were actually acquired.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum
 
@@ -146,13 +146,6 @@ class ShareSession:
 
 def _key(tp: TopicIdPartition) -> tuple[str, int]:
     return (str(tp[0]), tp[1])
-
-
-def acquired_offsets(ranges: Iterable[tuple[int, int, int]]) -> Iterator[tuple[int, int]]:
-    """(offset, delivery_count) for every offset of the (first, last, delivery_count) ranges."""
-    for first, last, count in ranges:
-        for offset in range(first, last + 1):
-            yield offset, count
 
 
 def member_id_from_uuid(u: uuid.UUID) -> str:

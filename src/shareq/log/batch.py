@@ -49,7 +49,6 @@ NO_SEQUENCE = -1
 _I64 = struct.Struct(">q")
 _I32 = struct.Struct(">i")
 _LENGTH = struct.Struct(">qi")  # baseOffset, batchLength
-_PREFIX = struct.Struct(">qiib")  # baseOffset, batchLength, leaderEpoch, magic
 
 
 class Compression(IntEnum):
@@ -121,10 +120,6 @@ class BatchHeader:
         return bool(self.attributes & CONTROL_MASK)
 
     @property
-    def has_producer_id(self) -> bool:
-        return self.producer_id >= 0
-
-    @property
     def last_sequence(self) -> int:
         """The sequence of the batch's last record (sequences wrap at 2**31 like Kafka's)."""
         if self.base_sequence < 0:
@@ -173,11 +168,6 @@ def crc_ok(buf: bytes | bytearray | memoryview, pos: int, header: BatchHeader) -
     """Whether the CRC32C over attributes..end of the batch at ``pos`` matches the header's."""
     view = memoryview(buf)
     return crc32c(view[pos + ATTRIBUTES_OFFSET : pos + header.size]) == header.crc
-
-
-def compute_crc(buf: bytes | bytearray | memoryview, pos: int, size: int) -> int:
-    """The CRC32C a batch of ``size`` bytes at ``pos`` should carry."""
-    return int(crc32c(memoryview(buf)[pos + ATTRIBUTES_OFFSET : pos + size]))
 
 
 def patch_base_offset(buf: bytearray | memoryview, pos: int, offset: int) -> None:

@@ -79,16 +79,6 @@ class FlushMode(StrEnum):
     NONE = "none"
 
 
-class _Appended(Protocol):
-    @property
-    def first_offset(self) -> int: ...
-
-
-class _Fetched(Protocol):
-    @property
-    def records(self) -> bytes: ...
-
-
 class StateLog(Protocol):
     """What the persister needs of a partition log (``shareq.log.partition_log.PartitionLog``)."""
 

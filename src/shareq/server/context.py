@@ -36,12 +36,6 @@ class RequestContext:
         cls = self.codec.response_class if name is None else getattr(self.codec.response_module, name)
         return build(cls, **values)
 
-    def has_field(self, name: str, field: str) -> bool:
-        from shareq.protocol.codec import field_names
-
-        cls = self.codec.response_class if name == "" else getattr(self.codec.response_module, name)
-        return field in field_names(cls)
-
 
 Handler = Callable[[Any, RequestContext], "Awaitable[Any] | Any"]
 """Takes the decoded request and its context, returns the response entity (``None``: no reply),

@@ -88,10 +88,6 @@ class InFlightMap:
         runs = self._runs
         return runs.peekitem(0)[1] if runs else None
 
-    def last_run(self) -> InFlightBatch | None:
-        runs = self._runs
-        return runs.peekitem(-1)[1] if runs else None
-
     def get(self, first: int) -> InFlightBatch | None:
         return self._runs.get(first)  # type: ignore[no-any-return]
 

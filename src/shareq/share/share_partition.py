@@ -175,10 +175,6 @@ class SharePartition:
     def initialized(self) -> bool:
         return self._initialized
 
-    def in_flight_count(self) -> int:
-        """Records held in the in-flight map (terminal ones included until the SPSO passes them)."""
-        return sum(run.size for run in self._runs)
-
     def range_count(self) -> int:
         """Runs in the in-flight map (what memory and cost scale with)."""
         return len(self._runs)

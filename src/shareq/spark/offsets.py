@@ -64,17 +64,6 @@ def coalesce(records: Iterable[tuple[int, int]]) -> tuple[Run, ...]:
     return tuple((first, last, count) for first, last, count in runs)
 
 
-def merge_runs(runs: Iterable[Run]) -> tuple[Run, ...]:
-    """Sort and join adjacent runs with equal delivery counts."""
-    out: list[list[int]] = []
-    for first, last, count in sorted(runs):
-        if out and out[-1][1] + 1 == first and out[-1][2] == count:
-            out[-1][1] = last
-        else:
-            out.append([first, last, count])
-    return tuple((a, b, c) for a, b, c in out)
-
-
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ReadTask:
     """One Spark task's worth of one partition: offset runs to fetch with a plain Fetch.

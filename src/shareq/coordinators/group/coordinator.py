@@ -82,9 +82,6 @@ class ShareGroupCoordinator(ShareGroupAdmin):
             raise _err(GroupErrorCode.INCONSISTENT_GROUP_PROTOCOL, f"group {group_id} is a share group")
         self._foreign[group_id] = group_type
 
-    def unregister_group_type(self, group_id: str) -> None:
-        self._foreign.pop(group_id, None)
-
     def group_type(self, group_id: str) -> str | None:
         """``"share"`` for share groups, the registered type for others, ``None`` if unused."""
         if group_id in self._groups:
