@@ -14,6 +14,7 @@ deadline is earlier than the armed one, and recomputed after it fires.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 import uuid
@@ -112,11 +113,8 @@ class ShareServices:
             self.state_partitions = state.partitions
             self.persister = BuiltinPersister(
                 self._state_log,
-                config=ShareCoordinatorConfig(
-                    snapshot_update_records_per_snapshot=self.persister.config.snapshot_update_records_per_snapshot,
-                    cold_partition_snapshot_interval_ms=self.persister.config.cold_partition_snapshot_interval_ms,
-                    state_topic_prune_interval_ms=self.persister.config.state_topic_prune_interval_ms,
-                    state_topic_num_partitions=state.partitions,
+                config=dataclasses.replace(
+                    self.persister.config, state_topic_num_partitions=state.partitions
                 ),
                 flush_mode=self.persister.flush_mode,
                 clock_ms=_wall_ms,
