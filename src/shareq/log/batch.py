@@ -48,7 +48,6 @@ NO_SEQUENCE = -1
 
 _I64 = struct.Struct(">q")
 _I32 = struct.Struct(">i")
-_LENGTH = struct.Struct(">qi")  # baseOffset, batchLength
 
 
 class Compression(IntEnum):

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from kio.schema.errors import ErrorCode
 
 from shareq.coordinators.group import ShareGroupConfig
+from shareq.log.batch import LOG_OVERHEAD
 from shareq.log.errors import LogError, OffsetOutOfRangeError
 from shareq.share import (
     AcknowledgementBatch,
@@ -38,7 +39,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("shareq.share")
 
 _LENGTH = struct.Struct(">qi")  # baseOffset, batchLength
-_LOG_OVERHEAD = 12
 
 
 def share_config(group: ShareGroupConfig) -> ShareConfig:
@@ -315,7 +315,7 @@ def slice_batches(
     n = len(ranges)
     view = memoryview(records)
     for first, last in batches:
-        size = _LENGTH.unpack_from(records, pos)[1] + _LOG_OVERHEAD
+        size = _LENGTH.unpack_from(records, pos)[1] + LOG_OVERHEAD
         while r < n and ranges[r].last_offset < first:
             r += 1
         if r < n and ranges[r].first_offset <= last:
