@@ -13,12 +13,11 @@ from typing import NamedTuple
 
 from crc32c import crc32c
 
-from .batch import ATTRIBUTES_OFFSET, CONTROL_MASK, HEADER, HEADER_SIZE, LOG_OVERHEAD, MAGIC
+from .batch import ATTRIBUTES_OFFSET, CONTROL_MASK, HEADER, HEADER_SIZE, LOG_OVERHEAD, MAGIC, MIN_BATCH_LENGTH
 from .batch import PARTITION_LEADER_EPOCH_OFFSET as _EPOCH_AT
 from .errors import CorruptRecordError, OutOfOrderSequenceError
 from .producer_state import BatchMetadata, ProducerStateManager
 
-_MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
 _SEQUENCE_MODULUS = 0x80000000
 _I64 = struct.Struct(">q")
 _I32 = struct.Struct(">i")
@@ -62,7 +61,7 @@ def prepare_append(
         size = length + LOG_OVERHEAD
         if magic != MAGIC:
             raise CorruptRecordError(f"batch at byte {pos} has magic {magic}, only v2 is accepted")
-        if length < _MIN_BATCH_LENGTH or pos + size > total:
+        if length < MIN_BATCH_LENGTH or pos + size > total:
             raise CorruptRecordError(f"batch at byte {pos} has bad batchLength {length}")
         if delta < 0 or count != delta + 1:
             raise CorruptRecordError(f"batch at byte {pos}: {count} records but lastOffsetDelta {delta}")

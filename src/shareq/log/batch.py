@@ -29,6 +29,7 @@ from .errors import CorruptRecordError
 HEADER = struct.Struct(">qiibIhiqqqhii")
 HEADER_SIZE = HEADER.size  # 61
 LOG_OVERHEAD = 12  # baseOffset + batchLength: the bytes batchLength does not count
+MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD  # a batchLength too short to hold the header
 MAGIC = 2
 MAGIC_OFFSET = 16
 CRC_OFFSET = 17
@@ -140,7 +141,7 @@ def read_batch_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> Batc
         raise CorruptRecordError(
             f"batch at byte {pos} has magic {header.magic}, only v2 (magic 2) is supported"
         )
-    if header.batch_length < HEADER_SIZE - LOG_OVERHEAD:
+    if header.batch_length < MIN_BATCH_LENGTH:
         raise CorruptRecordError(f"batch at byte {pos} has impossible batchLength {header.batch_length}")
     if header.last_offset_delta < 0:
         raise CorruptRecordError(

@@ -63,7 +63,6 @@ __all__ = [
     "TimestampOffset",
 ]
 
-_MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
 LOADED_INDEXES = 2  # older segments per partition whose indexes stay in memory
 _I64 = struct.Struct(">q")
 _I32 = struct.Struct(">i")

@@ -12,12 +12,19 @@ from array import array
 from bisect import bisect_right
 from typing import NamedTuple
 
-from .batch import HEADER, HEADER_SIZE, LOG_OVERHEAD, MAGIC, Compression, TimestampType, read_batch_header
+from .batch import (
+    HEADER,
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    MAGIC,
+    MIN_BATCH_LENGTH,
+    Compression,
+    TimestampType,
+    read_batch_header,
+)
 from .errors import CorruptRecordError
 from .records import decode_batch
 from .segment import H_BASE_OFFSET, H_BATCH_LENGTH, H_LAST_OFFSET_DELTA, H_MAGIC, LogSegment
-
-_MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
 
 
 class TimestampOffset(NamedTuple):
@@ -51,7 +58,7 @@ def read_batches(
         if rel + HEADER_SIZE > len(head):
             head, head_pos, rel = os.pread(fd, min(interval + HEADER_SIZE, end - pos), pos), pos, 0
         h = unpack(head, rel)
-        if h[H_MAGIC] != MAGIC or h[H_BATCH_LENGTH] < _MIN_BATCH_LENGTH:
+        if h[H_MAGIC] != MAGIC or h[H_BATCH_LENGTH] < MIN_BATCH_LENGTH:
             raise CorruptRecordError(f"segment {seg.base_offset} is damaged at byte {pos}")
         if h[H_BASE_OFFSET] + h[H_LAST_OFFSET_DELTA] >= offset:
             break
@@ -85,7 +92,7 @@ def _batch_ranges(chunk: bytes, segment_base: int) -> tuple[tuple[int, int], ...
     limit = len(chunk)
     while off < limit:
         h = unpack(chunk, off)
-        if h[H_MAGIC] != MAGIC or h[H_BATCH_LENGTH] < _MIN_BATCH_LENGTH:
+        if h[H_MAGIC] != MAGIC or h[H_BATCH_LENGTH] < MIN_BATCH_LENGTH:
             raise CorruptRecordError(f"segment {segment_base} is damaged in a batch at offset {h[0]}")
         base = h[H_BASE_OFFSET]
         ranges.append((base, base + h[H_LAST_OFFSET_DELTA]))

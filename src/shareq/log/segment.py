@@ -15,7 +15,7 @@ from typing import Any
 
 from crc32c import crc32c
 
-from .batch import ATTRIBUTES_OFFSET, HEADER, HEADER_SIZE, LOG_OVERHEAD, MAGIC
+from .batch import ATTRIBUTES_OFFSET, HEADER, HEADER_SIZE, LOG_OVERHEAD, MAGIC, MIN_BATCH_LENGTH
 from .errors import LogIOError
 from .index import OffsetIndex, TimeIndex
 
@@ -25,7 +25,6 @@ INDEX_SUFFIX = ".index"
 TIMEINDEX_SUFFIX = ".timeindex"
 MAX_RELATIVE_OFFSET = (1 << 31) - 1
 """The largest offset delta a segment's index can hold (relative offsets are i32)."""
-_MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
 
 # Fields of the unpacked header tuple (HEADER.unpack_from) used on hot paths.
 H_BASE_OFFSET = 0
@@ -67,7 +66,7 @@ def scan_batches(fd: int, start: int, end: int, *, verify_crc: bool) -> Iterator
         size = h[H_BATCH_LENGTH] + LOG_OVERHEAD
         if (
             h[H_MAGIC] != MAGIC
-            or h[H_BATCH_LENGTH] < _MIN_BATCH_LENGTH
+            or h[H_BATCH_LENGTH] < MIN_BATCH_LENGTH
             or h[H_LAST_OFFSET_DELTA] < 0
             or pos + size > end
         ):
@@ -93,7 +92,7 @@ def scan_headers(fd: int, start: int, end: int) -> Iterator[tuple[int, RawHeader
             return
         h = HEADER.unpack(raw)
         size = h[H_BATCH_LENGTH] + LOG_OVERHEAD
-        if h[H_MAGIC] != MAGIC or h[H_BATCH_LENGTH] < _MIN_BATCH_LENGTH or pos + size > end:
+        if h[H_MAGIC] != MAGIC or h[H_BATCH_LENGTH] < MIN_BATCH_LENGTH or pos + size > end:
             return
         yield pos, h
         pos += size

@@ -13,7 +13,14 @@ from collections.abc import Iterator, Sequence
 
 from crc32c import crc32c
 
-from shareq.log.batch import ATTRIBUTES_OFFSET, CRC_OFFSET, HEADER, HEADER_SIZE, LOG_OVERHEAD
+from shareq.log.batch import (
+    ATTRIBUTES_OFFSET,
+    CRC_OFFSET,
+    HEADER,
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    MIN_BATCH_LENGTH,
+)
 from shareq.log.errors import CorruptRecordError
 from shareq.log.records import read_varint
 
@@ -94,7 +101,7 @@ def iter_records(buf: bytes, *, min_offset: int = 0) -> Iterator[tuple[int, byte
         while pos < end:
             (base, length, _, magic, crc, attributes, _, _, _, _, _, _, count) = HEADER.unpack_from(buf, pos)
             batch_end = pos + LOG_OVERHEAD + length
-            if magic != 2 or batch_end > end or length < HEADER_SIZE - LOG_OVERHEAD:
+            if magic != 2 or batch_end > end or length < MIN_BATCH_LENGTH:
                 raise CorruptRecordError(f"bad state batch at byte {pos}")
             if attributes & 0x07:
                 raise CorruptRecordError("state batches are never compressed")
