@@ -33,6 +33,8 @@ from shareq.share import (
 )
 from shareq.share.persister import PersisterError, SharePartitionKey
 
+from .requests import persister_error_code
+
 if TYPE_CHECKING:
     from .services import ShareServices
 
@@ -224,7 +226,7 @@ class SharePartitionManager:
             ok = True
         except PersisterError as exc:
             ok = False
-            code = _code(exc.error_code)
+            code = persister_error_code(exc)
         except Exception:
             log.exception("share-state write failed for %s", sp.key)
             ok, code = False, ErrorCode.unknown_server_error
@@ -295,13 +297,6 @@ class SharePartitionManager:
             for waiter in waiters:
                 if not waiter.done():
                     waiter.set_result(None)
-
-
-def _code(value: int) -> ErrorCode:
-    try:
-        return ErrorCode(value)
-    except ValueError:
-        return ErrorCode.unknown_server_error
 
 
 def slice_batches(
