@@ -250,7 +250,6 @@ class SharePartition:
         self._require_initialized()
         validate_acknowledgements(self._runs, member, batches, spso=self._spso, end=self._end)
         txn = StateTransition(next(self._handles), TransitionKind.ACKNOWLEDGE)
-        cfg = self._config
         runs = self._runs
         durable = False
         for batch in batches:
@@ -260,9 +259,7 @@ class SharePartition:
                     if ack is _RENEW:
                         target = _ACQUIRED
                     elif ack is _RELEASE:
-                        target = release_target(
-                            run.count, cfg.delivery_count_limit, dlq_enabled=cfg.dlq_enabled
-                        )
+                        target = self._release_target(run)
                         durable = True
                     else:
                         target = ACK_TARGET[ack]
@@ -308,17 +305,20 @@ class SharePartition:
 
     def _collect_release(self, txn: StateTransition, lock: AcquisitionLock, member: str | None) -> int:
         """Add ``lock``'s idle ACQUIRED runs to ``txn``; returns how many records that took."""
-        cfg = self._config
         taken = 0
         for run in list(self._runs.overlapping(lock.first, lock.last)):
             if run.lock is lock and run.txn is None and run.state is _ACQUIRED:
                 if member is not None and run.member != member:
                     continue
-                target = release_target(run.count, cfg.delivery_count_limit, dlq_enabled=cfg.dlq_enabled)
                 run.txn = txn
-                txn.pieces.append((run, target))
+                txn.pieces.append((run, self._release_target(run)))
                 taken += run.last - run.first + 1
         return taken
+
+    def _release_target(self, run: InFlightBatch) -> RecordState:
+        """Where a released run goes: AVAILABLE, or archived once out of deliveries."""
+        cfg = self._config
+        return release_target(run.count, cfg.delivery_count_limit, dlq_enabled=cfg.dlq_enabled)
 
     def update_log_start_offset(self, offset: int, now: int) -> PendingWrite | None:
         """The log now starts at ``offset`` (retention, DeleteRecords): move the SPSO up to it.
@@ -475,11 +475,9 @@ class SharePartition:
             ]
             if lapsed:
                 expiry = StateTransition(next(self._handles), TransitionKind.EXPIRE)
-                cfg = self._config
                 for run in lapsed:
-                    target = release_target(run.count, cfg.delivery_count_limit, dlq_enabled=cfg.dlq_enabled)
                     run.txn = expiry
-                    expiry.pieces.append((run, target))
+                    expiry.pieces.append((run, self._release_target(run)))
                 follow_ups = (self._start_write(expiry),)
         elif txn.kind in (TransitionKind.EXPIRE, TransitionKind.RELEASE_MEMBER):
             retry: dict[int, AcquisitionLock] = {}
