@@ -8,7 +8,6 @@ acknowledgements, then closes the session and releases the member's remaining re
 from __future__ import annotations
 
 import asyncio
-import datetime
 from typing import Any
 
 from shareq.protocol import VersionRange
@@ -16,11 +15,9 @@ from shareq.share.session import SessionAction, ShareSessionError, TopicIdPartit
 
 from ..context import RequestContext
 from ..share.requests import acknowledge_all, session_error_code
-from .api_versions import NO_THROTTLE
-from .share_response import current_leader, share_response
+from .share_response import current_leader, error_response, share_response
 
 SHARE_ACKNOWLEDGE = 79
-ZERO = datetime.timedelta(0)
 
 
 async def handle_share_acknowledge(request: Any, ctx: RequestContext) -> Any:
@@ -34,14 +31,7 @@ async def handle_share_acknowledge(request: Any, ctx: RequestContext) -> Any:
             group_id, member_id, request.share_session_epoch, now_ms=share.now_ms()
         )
     except ShareSessionError as error:
-        return build(
-            throttle_time=NO_THROTTLE,
-            error_code=session_error_code(error),
-            error_message=error.message,
-            acquisition_lock_timeout=ZERO,
-            responses=(),
-            node_endpoints=(),
-        )
+        return error_response(ctx, session_error_code(error), error.message)
     items = [
         (TopicIdPartition(topic_id=t.topic_id, partition=p.partition_index), p.acknowledgement_batches)
         for t in request.topics

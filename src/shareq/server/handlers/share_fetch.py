@@ -12,7 +12,6 @@ member's records.
 from __future__ import annotations
 
 import asyncio
-import datetime
 import itertools
 from typing import Any
 
@@ -28,23 +27,10 @@ from ..partitions import Partition
 from ..share import ShareServices
 from ..share.manager import Acquired
 from ..share.requests import acknowledge_all, resolve, session_error_code
-from .api_versions import NO_THROTTLE
-from .share_response import current_leader, share_response
+from .share_response import current_leader, error_response, share_response
 
 SHARE_FETCH = 78
-ZERO = datetime.timedelta(0)
 _rotation = itertools.count()
-
-
-def _error(ctx: RequestContext, code: ErrorCode, message: str | None = None) -> Any:
-    return ctx.build(
-        throttle_time=NO_THROTTLE,
-        error_code=code,
-        error_message=message,
-        acquisition_lock_timeout=ZERO,
-        responses=(),
-        node_endpoints=(),
-    )
 
 
 async def handle_share_fetch(request: Any, ctx: RequestContext) -> Any:
@@ -67,7 +53,7 @@ async def handle_share_fetch(request: Any, ctx: RequestContext) -> Any:
         for p in f.partitions
     ]
     if epoch == 0 and share.coordinator.member_assignment(group_id, member_id) is None:
-        return _error(
+        return error_response(
             ctx, ErrorCode.unknown_member_id, f"member {member_id} is not in share group {group_id}"
         )
     now = share.now_ms()
@@ -85,7 +71,7 @@ async def handle_share_fetch(request: Any, ctx: RequestContext) -> Any:
             connection_id=str(ctx.connection_id),
         )
     except ShareSessionError as error:
-        return _error(ctx, session_error_code(error), error.message)
+        return error_response(ctx, session_error_code(error), error.message)
     if update.released:
         share.session_closed(group_id, member_id, update.released)
     ack_codes: dict[TopicIdPartition, ErrorCode] = {}

@@ -18,6 +18,18 @@ if TYPE_CHECKING:
     from ..share.services import ShareServices
 
 
+def error_response(ctx: RequestContext, code: ErrorCode, message: str | None = None) -> Any:
+    """A whole-request failure: no partitions, no lock timeout, no endpoints."""
+    return ctx.build(
+        throttle_time=NO_THROTTLE,
+        error_code=code,
+        error_message=message,
+        acquisition_lock_timeout=datetime.timedelta(0),
+        responses=(),
+        node_endpoints=(),
+    )
+
+
 def current_leader(ctx: RequestContext) -> Any:
     return ctx.build("LeaderIdAndEpoch", leader_id=ctx.broker.node_id, leader_epoch=0)
 
