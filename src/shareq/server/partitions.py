@@ -32,10 +32,17 @@ class Partition:
         self.waiters.clear()
 
 
-async def wait_for_data(partitions: Iterable[Partition], timeout_s: float) -> None:
-    """Return when any of ``partitions`` is appended to, or after ``timeout_s``."""
+async def wait_for_data(
+    partitions: Iterable[Partition], timeout_s: float, waiter: asyncio.Future[None] | None = None
+) -> None:
+    """Return when any of ``partitions`` is appended to, or after ``timeout_s``.
+
+    A caller may pass its own ``waiter`` to be woken by other events as well (a share fetch also
+    parks it on share-partitions, for releases and lock expiries).
+    """
     loop = asyncio.get_running_loop()
-    waiter: asyncio.Future[None] = loop.create_future()
+    if waiter is None:
+        waiter = loop.create_future()
     watched = list(partitions)
     for partition in watched:
         partition.waiters.add(waiter)

@@ -23,7 +23,7 @@ from shareq.share.persister import SharePartitionKey
 from shareq.share.session import SessionAction, ShareSessionError, TopicIdPartition
 
 from ..context import RequestContext
-from ..partitions import Partition
+from ..partitions import wait_for_data
 from ..share import ShareServices
 from ..share.manager import Acquired
 from ..share.requests import acknowledge_all, resolve, session_error_code
@@ -150,28 +150,13 @@ async def _acquire(
 
 async def _park(share: ShareServices, keys: list[SharePartitionKey], timeout_s: float) -> None:
     """Wait until a produce, a release or an expiry touches one of ``keys``, or the timeout."""
-    loop = asyncio.get_running_loop()
-    waiter: asyncio.Future[None] = loop.create_future()
-    logs: list[Partition] = []
-    for key in keys:
-        partition = share.log_partition(key.topic_id, key.partition)
-        if partition is not None:
-            partition.waiters.add(waiter)
-            logs.append(partition)
+    waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    logs = [p for key in keys if (p := share.log_partition(key.topic_id, key.partition)) is not None]
     share.partitions.park(keys, waiter)
-    handle = loop.call_later(timeout_s, _resolve, waiter)
     try:
-        await waiter
+        await wait_for_data(logs, timeout_s, waiter)
     finally:
-        handle.cancel()
-        for partition in logs:
-            partition.waiters.discard(waiter)
         share.partitions.unpark(keys, waiter)
-
-
-def _resolve(waiter: asyncio.Future[None]) -> None:
-    if not waiter.done():
-        waiter.set_result(None)
 
 
 def _response(
