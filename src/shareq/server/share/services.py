@@ -264,13 +264,8 @@ class ShareServices:
         try:
             await asyncio.gather(
                 *(
-                    self.persister.initialize_state(
-                        SharePartitionKey(group_id=init.group_id, topic_id=tp.topic_id, partition=p),
-                        state_epoch=init.state_epoch,
-                        start_offset=-1,
-                    )
-                    for tp in init.topics
-                    for p in tp.partitions
+                    self.persister.initialize_state(key, state_epoch=init.state_epoch, start_offset=-1)
+                    for key in _keys(init.group_id, init.topics)
                 )
             )
         except PersisterError:
