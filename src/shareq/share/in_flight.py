@@ -13,6 +13,7 @@ the next fetch offset is found without a scan.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from sortedcontainers import SortedDict, SortedSet
@@ -135,13 +136,7 @@ class InFlightMap:
                     and prev.delivery_count == run.count
                     and prev.member == run.member
                 ):
-                    out[-1] = RunView(
-                        first_offset=prev.first_offset,
-                        last_offset=run.last,
-                        state=run.state,
-                        delivery_count=run.count,
-                        member=run.member,
-                    )
+                    out[-1] = replace(prev, last_offset=run.last)
                     continue
             out.append(
                 RunView(
