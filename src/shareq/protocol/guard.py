@@ -28,6 +28,7 @@ from kio.serial._introspect import (
 
 from .errors import MalformedRequestError
 from .header import read_uvarint
+from .varint import write_uvarint
 
 Edits = list[tuple[int, int, bytes]]
 """``(start, end, replacement)`` spans: tagged-field sections rewritten without unknown tags."""
@@ -79,10 +80,7 @@ def check_body(cls: type[Any], buf: bytes, pos: int) -> bytes:
 
 def _uvarint(value: int) -> bytes:
     out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
+    write_uvarint(out, value)
     return bytes(out)
 
 

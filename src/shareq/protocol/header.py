@@ -10,6 +10,7 @@ import struct
 from dataclasses import dataclass
 
 from .errors import MalformedRequestError
+from .varint import read_uvarint as _read_uvarint
 
 _FIXED = struct.Struct(">hhih")  # api key, api version, correlation id, client id length
 _I32 = struct.Struct(">i")
@@ -55,19 +56,7 @@ def parse_request_header(payload: bytes) -> RequestHeader:
 
 
 def read_uvarint(payload: bytes, offset: int) -> tuple[int, int]:
-    result = 0
-    shift = 0
-    while True:
-        if offset >= len(payload):
-            raise MalformedRequestError("unsigned varint runs past the end of the frame")
-        byte = payload[offset]
-        offset += 1
-        result |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return result, offset
-        shift += 7
-        if shift > 28:
-            raise MalformedRequestError("unsigned varint is too long")
+    return _read_uvarint(payload, offset, MalformedRequestError)
 
 
 def skip_tagged_fields(payload: bytes, offset: int) -> int:

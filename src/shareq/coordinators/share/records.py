@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import cast
 
+from shareq.protocol.varint import read_uvarint, write_uvarint
 from shareq.share.persister import (
     UNINITIALIZED_DELIVERY_COMPLETE_COUNT,
     SharePartitionKey,
@@ -103,27 +104,8 @@ _UPDATE_ONE_NO_DCC = struct.Struct(">hiiqBqqbhBB")
 _DCC_TAG = b"\x01\x00\x04"
 
 
-def _write_uvarint(out: bytearray, n: int) -> None:
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-
-
 def _read_uvarint(buf: bytes, pos: int) -> tuple[int, int]:
-    result = 0
-    shift = 0
-    while True:
-        if pos >= len(buf):
-            raise StateRecordError("truncated varint")
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return result, pos
-        shift += 7
-        if shift > 35:
-            raise StateRecordError("varint too long")
+    return read_uvarint(buf, pos, StateRecordError)
 
 
 def encode_key(record_type: RecordType, key: SharePartitionKey) -> bytes:
@@ -150,7 +132,7 @@ def decode_key(data: bytes) -> tuple[RecordType, SharePartitionKey]:
 
 
 def _encode_batches_and_tags(out: bytearray, batches: tuple[StateBatch, ...], dcc: int) -> None:
-    _write_uvarint(out, len(batches) + 1)
+    write_uvarint(out, len(batches) + 1)
     pack = _BATCH.pack
     for b in batches:
         out += pack(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count, 0)
