@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import signal
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from shareq.config import BrokerConfig, ConfigError
+
+if TYPE_CHECKING:
+    from shareq.server import Broker
 
 
 @click.command()
@@ -33,6 +38,10 @@ def serve(data_dir: Path, port: int, host: str, pairs: tuple[str, ...], log_leve
     asyncio.run(_serve(data_dir, host, port, config))
 
 
+def _io_line(broker: Broker) -> str:
+    return "io " + json.dumps({str(api): io for api, io in broker.io.snapshot().items()})
+
+
 async def _serve(data_dir: Path, host: str, port: int, config: BrokerConfig) -> None:
     from shareq.server import Broker
 
@@ -42,6 +51,8 @@ async def _serve(data_dir: Path, host: str, port: int, config: BrokerConfig) -> 
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
+    # SIGUSR1 prints the per-api I/O counters as one JSON line (benchmarks and operators read it)
+    loop.add_signal_handler(signal.SIGUSR1, lambda: print(_io_line(broker), flush=True))
     print(f"shareq listening on {broker.host}:{broker.port}", flush=True)
     await stop.wait()
     logging.getLogger("shareq.server").info("shutting down")

@@ -18,6 +18,7 @@ from shareq.log import LogConfig, PartitionLog
 
 from .connection import serve_connection
 from .handlers import HandlerTable, default_handlers
+from .io_stats import IoStats
 from .partitions import Partition
 from .share import ShareServices
 from .topic_configs import effective_topic_configs, validate_topic_configs
@@ -57,6 +58,7 @@ class Broker:
         self.static_config = self.config
         self.stopping = False
         self.share: ShareServices | None = None
+        self.io = IoStats()
 
     # -- lifecycle -------------------------------------------------------------------------------
 

@@ -29,9 +29,12 @@ async def handle_fetch(request: Any, ctx: RequestContext) -> Any:
     deadline = loop.time() + request.max_wait.total_seconds()
     wanted = _resolve(request, ctx)
     while True:
-        responses, total, failed = _collect(request, ctx, wanted)
+        responses, total, failed, count = _collect(request, ctx, wanted)
         remaining = deadline - loop.time()
         if total >= request.min_bytes or failed or remaining <= 0 or ctx.broker.stopping:
+            io = ctx.broker.io.api(FETCH)
+            io.bytes_delivered += total
+            io.records_delivered += count
             return ctx.build(
                 throttle_time=NO_THROTTLE, error_code=ErrorCode.none, session_id=0, responses=responses
             )
@@ -55,10 +58,15 @@ def _resolve(request: Any, ctx: RequestContext) -> list[Wanted]:
     return wanted
 
 
-def _collect(request: Any, ctx: RequestContext, wanted: list[Wanted]) -> tuple[tuple[Any, ...], int, bool]:
+def _collect(
+    request: Any, ctx: RequestContext, wanted: list[Wanted]
+) -> tuple[tuple[Any, ...], int, bool, int]:
+    """The response entries, their record bytes, whether a partition failed, and their records."""
     budget = request.max_bytes
     total = 0
     failed = False
+    count = 0
+    io = ctx.broker.io.api(FETCH)
     by_topic: dict[int, tuple[Any, list[Any]]] = {}
     no_leader = ctx.build("LeaderIdAndEpoch") if ctx.version >= 12 else None
     no_divergence = ctx.build("EpochEndOffset") if ctx.version >= 12 else None
@@ -83,6 +91,8 @@ def _collect(request: Any, ctx: RequestContext, wanted: list[Wanted]) -> tuple[t
                     code = error_code(error)
                 else:
                     records = data.records
+                    io.bytes_read += len(records)
+                    count += sum(last - first + 1 for first, last in data.batches)
         if code is not ErrorCode.none:
             failed = True
         total += len(records)
@@ -110,7 +120,7 @@ def _collect(request: Any, ctx: RequestContext, wanted: list[Wanted]) -> tuple[t
         )
         for topic, entries in by_topic.values()
     )
-    return responses, total, failed
+    return responses, total, failed, count
 
 
 HANDLERS = {FETCH: (VersionRange(4, 17), handle_fetch)}

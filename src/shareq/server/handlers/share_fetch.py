@@ -118,10 +118,11 @@ async def _acquire(
     batch_size = request.batch_size if request.batch_size > 0 else request.max_records
     loop = asyncio.get_running_loop()
     deadline = loop.time() + request.max_wait.total_seconds()
+    io = ctx.broker.io.api(SHARE_FETCH)
     while True:
         now = share.now_ms()
         records_left = request.max_records if request.max_records > 0 else 500
-        bytes_left = request.max_bytes if request.max_bytes > 0 else 1 << 20
+        bytes_left = request.max_bytes  # 0 asks for no records, as Kafka answers it
         got = False
         for tip, sp in live:
             if records_left <= 0 or bytes_left <= 0:
@@ -135,8 +136,11 @@ async def _acquire(
                 max_bytes=bytes_left,
                 now=now,
             )
+            io.bytes_read += acquired.bytes_read
             if acquired.count:
                 got = True
+                io.records_delivered += acquired.count
+                io.bytes_delivered += len(acquired.records)
                 records_left -= acquired.count
                 bytes_left -= len(acquired.records)
                 results[tip] = (ErrorCode.none, acquired)
