@@ -108,9 +108,7 @@ class LogMachine(RuleBasedStateMachine):
         assert got.records == unbounded.records[: len(got.records)]
         if got.batches[-1][1] < end_offset:
             assert got.batches == unbounded.batches  # only max_bytes (or a segment end) stopped it
-        beyond = sum(
-            len(b[2]) for b in self.batches if b[0] > end_offset and b[1] <= got.batches[-1][1]
-        )
+        beyond = sum(len(b[2]) for b in self.batches if b[0] > end_offset and b[1] <= got.batches[-1][1])
         biggest = max(len(b[2]) for b in self.batches)
         assert beyond < self.config.index_interval_bytes + biggest
 

@@ -74,17 +74,24 @@ async def handle_share_fetch(request: Any, ctx: RequestContext) -> Any:
         return error_response(ctx, session_error_code(error), error.message)
     if update.released:
         share.session_closed(group_id, member_id, update.released)
-    ack_codes: dict[TopicIdPartition, ErrorCode] = {}
-    if acks:
-        codes = await acknowledge_all(share, group_id, member_id, acks)
-        ack_codes = {tip: code for (tip, _), code in zip(acks, codes, strict=True)}
+    # The acknowledgements' durable write runs while the next records are acquired (they touch
+    # other records: acknowledged ones stay ACQUIRED by this member until their write commits);
+    # the response waits for it, so an acknowledgement still takes effect only once durable.
+    writing = asyncio.ensure_future(acknowledge_all(share, group_id, member_id, acks)) if acks else None
     results: dict[TopicIdPartition, tuple[ErrorCode, Acquired | None]] = {}
-    if update.action is SessionAction.CLOSED:
-        released = share.session_closed(group_id, member_id, update.partitions)
-        if released:
-            await asyncio.gather(*released)
-    else:
-        results = await _acquire(share, ctx, request, member_id, sorted(update.partitions))
+    try:
+        if update.action is SessionAction.CLOSED:
+            if writing is not None:
+                await asyncio.shield(writing)
+            released = share.session_closed(group_id, member_id, update.partitions)
+            if released:
+                await asyncio.gather(*released)
+        else:
+            partitions = sorted(update.partitions)
+            results = await _acquire(share, ctx, request, member_id, partitions, writing)
+    finally:
+        codes = await writing if writing is not None else []
+    ack_codes = {tip: code for (tip, _), code in zip(acks, codes, strict=True)}
     return _response(share, ctx, group_id, results, ack_codes)
 
 
@@ -94,7 +101,12 @@ async def _acquire(
     request: Any,
     member_id: str,
     partitions: list[TopicIdPartition],
+    writing: asyncio.Future[list[ErrorCode]] | None,
 ) -> dict[TopicIdPartition, tuple[ErrorCode, Acquired | None]]:
+    """Acquire within the request's limits, parking until ``max_wait`` while nothing is acquirable.
+
+    While the request's own acknowledgements are being written nothing parks: if the window is
+    full the write's commit is what frees it, so the fetch waits for the write and tries again."""
     group_id = request.group_id
     results: dict[TopicIdPartition, tuple[ErrorCode, Acquired | None]] = {}
     live: list[tuple[TopicIdPartition, Any]] = []
@@ -147,6 +159,9 @@ async def _acquire(
         remaining = deadline - loop.time()
         if got or remaining <= 0 or ctx.broker.stopping:
             return results
+        if writing is not None and not writing.done():
+            await asyncio.shield(writing)
+            continue
         await _park(share, [sp.key for _, sp in live], remaining)
         if share.sessions.get(group_id, member_id) is None:
             return results  # the session closed while parked (member left or expired)
