@@ -38,8 +38,9 @@ from multiprocessing.sharedctypes import Synchronized
 from pathlib import Path
 from typing import Any
 
-import peers
 import psutil
+
+import peers
 
 READY = "shareq listening on "
 TOPIC = "bench"
@@ -244,7 +245,8 @@ def describe(phase: Phase, ceiling: float) -> str:
     return (
         f"{phase.name:<15} {phase.rate:>11,.0f} rec/s  {phase.rate / ceiling:>5.2f}x  "
         f"{phase.cpu_us:>5.2f} us/rec  read {io.get('bytes_read', 0) / delivered:>5.2f}x  "
-        f"sent {io.get('bytes_sent', 0) / delivered:>5.2f}x  buffered {io.get('bytes_buffered', 0) / delivered:>4.2f}x"
+        f"sent {io.get('bytes_sent', 0) / delivered:>5.2f}x  "
+        f"buffered {io.get('bytes_buffered', 0) / delivered:>4.2f}x"
         f"  {trips:>7,} fetches  {io.get('records_delivered', 0) / trips:>7,.0f} rec/fetch"
         + (f"  {acks:,} ShareAcknowledge" if acks else "")
     )
