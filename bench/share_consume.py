@@ -84,7 +84,7 @@ def free_port() -> int:
         return port
 
 
-def produce(bootstrap: str, n: int) -> float:
+def produce(bootstrap: str, n: int, linger_ms: int) -> float:
     from confluent_kafka import Producer
 
     from shareq.client import Admin
@@ -92,7 +92,7 @@ def produce(bootstrap: str, n: int) -> float:
     with Admin(bootstrap) as admin:
         admin.create_topic(TOPIC, PARTITIONS)
     producer = Producer(
-        {"bootstrap.servers": bootstrap, "linger.ms": 5, "batch.num.messages": 10_000, "acks": "all"}
+        {"bootstrap.servers": bootstrap, "linger.ms": linger_ms, "batch.num.messages": 10_000, "acks": "all"}
     )
     payload = os.urandom(100)
     started = time.perf_counter()
@@ -252,14 +252,14 @@ def describe(phase: Phase, ceiling: float) -> str:
     )
 
 
-def run_size(n: int, phases_wanted: list[str], profile: str | None) -> dict[str, Phase]:
+def run_size(n: int, phases_wanted: list[str], profile: str | None, linger_ms: int) -> dict[str, Phase]:
     data_dir = Path(tempfile.mkdtemp(prefix="shareq-bench-"))
     port = free_port()
     bootstrap = f"127.0.0.1:{port}"
     broker = start_broker(data_dir, port, profile)
     phases: dict[str, Phase] = {}
     try:
-        rate = produce(bootstrap, n)
+        rate = produce(bootstrap, n, linger_ms)
         print(f"\n{n:,} x 100 B on {PARTITIONS} partitions, produced at {rate:,.0f} rec/s", flush=True)
         plan = [
             ("assign", PARTITIONS, "assign"),
@@ -296,13 +296,16 @@ def main() -> None:
     )
     parser.add_argument("--gate-max-wait", type=float, default=20.0)
     parser.add_argument("--phases", default="share,share explicit,share x16", help="besides assign")
+    parser.add_argument(
+        "--linger-ms", type=int, default=5, help="producer linger.ms (sets the log's batch sizes)"
+    )
     parser.add_argument("--profile", metavar="FILE", help="run the broker under cProfile, stats to FILE")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     results: dict[int, dict[str, Phase]] = {}
     for n in sizes:
         peers.quiet_gate(sys.executable, args.gate_max_wait)
-        results[n] = run_size(n, args.phases.split(","), args.profile)
+        results[n] = run_size(n, args.phases.split(","), args.profile, args.linger_ms)
     print("\nshare rate against the smallest size (flat in N means ~1.0):")
     base = results[sizes[0]]
     for n in sizes:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import heapq
 import uuid
 from collections.abc import Iterable, Mapping
+from types import MappingProxyType
 
 from shareq.coordinators.group.admin import ShareGroupAdmin
 from shareq.coordinators.group.assignor import assign
@@ -64,6 +65,9 @@ def _err(code: GroupErrorCode, message: str) -> GroupRequestError:
     return GroupRequestError(code, message)
 
 
+_NO_OVERRIDES: Mapping[str, str] = MappingProxyType({})
+
+
 class ShareGroupCoordinator(ShareGroupAdmin):
     """All share groups of this broker, keyed by group id."""
 
@@ -71,6 +75,7 @@ class ShareGroupCoordinator(ShareGroupAdmin):
         self.broker = broker or ShareBrokerConfig()
         self._groups: dict[str, ShareGroup] = {}
         self._configs: dict[str, dict[str, str]] = {}
+        self._resolved: dict[str, tuple[Mapping[str, str], ShareBrokerConfig, ShareGroupConfig]] = {}
         self._foreign: dict[str, str] = {}
         self._deadlines: list[tuple[int, str, str]] = []
 
@@ -385,10 +390,18 @@ class ShareGroupCoordinator(ShareGroupAdmin):
         Overrides that no longer fit the broker's bounds (the operator narrowed them after they
         were set) are ignored as a whole rather than failing heartbeats and fetches.
         """
+        overrides = self._configs.get(group_id, _NO_OVERRIDES)
+        cached = self._resolved.get(group_id)
+        # every fetch asks; an override dict is replaced, never changed in place, so identity
+        # of (overrides, broker config) says whether the resolved config still holds
+        if cached is not None and cached[0] is overrides and cached[1] is self.broker:
+            return cached[2]
         try:
-            return resolve_group_config(self._configs.get(group_id, {}), self.broker)
+            resolved = resolve_group_config(overrides, self.broker)
         except GroupRequestError:
-            return resolve_group_config({}, self.broker)
+            resolved = resolve_group_config(_NO_OVERRIDES, self.broker)
+        self._resolved[group_id] = (overrides, self.broker, resolved)
+        return resolved
 
     def describe_configs(self, group_id: str) -> tuple[ConfigEntry, ...]:
         return describe_group_config(self._configs.get(group_id, {}), self.broker)
