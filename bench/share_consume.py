@@ -33,6 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.sharedctypes import Synchronized
 from pathlib import Path
@@ -109,6 +110,7 @@ def produce(bootstrap: str, n: int, linger_ms: int) -> float:
 
 def share_main(
     bootstrap: str,
+    topic: str,
     group: str,
     explicit: bool,
     consumed: Synchronized[int],
@@ -123,7 +125,7 @@ def share_main(
     if explicit:
         config["share.acknowledgement.mode"] = "explicit"
     consumer = ShareConsumer(config)
-    consumer.subscribe([TOPIC])
+    consumer.subscribe([topic])
     ready.release()
     go.wait()
     while not stop.is_set():
@@ -144,6 +146,7 @@ def share_main(
 
 def assign_main(
     bootstrap: str,
+    topic: str,
     partition: int,
     want: int,
     consumed: Synchronized[int],
@@ -155,7 +158,7 @@ def assign_main(
     from confluent_kafka import Consumer, TopicPartition
 
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "assign", "enable.auto.commit": False})
-    consumer.assign([TopicPartition(TOPIC, partition, 0)])
+    consumer.assign([TopicPartition(topic, partition, 0)])
     ready.release()
     go.wait()
     seen = 0
@@ -180,8 +183,17 @@ class Phase:
 
 
 def run_phase(
-    name: str, bootstrap: str, broker: subprocess.Popen[str], n: int, procs: int, kind: str
+    name: str,
+    bootstrap: str,
+    pid: int,
+    n: int,
+    procs: int,
+    kind: str,
+    counters: Callable[[], dict[str, dict[str, int]]] = dict,
+    topic: str = TOPIC,
 ) -> Phase:
+    """Consume ``n`` records with ``procs`` processes (kind: assign, implicit or explicit); the
+    rate, the CPU of process ``pid`` per record and the change in ``counters()`` over the phase."""
     ctx = mp.get_context("spawn")
     consumed = ctx.Value("q", 0)
     finished = ctx.Value("d", 0.0)
@@ -192,17 +204,17 @@ def run_phase(
     for i in range(procs):
         if kind == "assign":
             share = n // PARTITIONS + (1 if i < n % PARTITIONS else 0)
-            args: tuple[Any, ...] = (bootstrap, i, share, consumed, finished, ready, go, stop)
+            args: tuple[Any, ...] = (bootstrap, topic, i, share, consumed, finished, ready, go, stop)
             processes.append(ctx.Process(target=assign_main, args=args))
         else:
-            args = (bootstrap, group, kind == "explicit", consumed, finished, ready, go, stop)
+            args = (bootstrap, topic, group, kind == "explicit", consumed, finished, ready, go, stop)
             processes.append(ctx.Process(target=share_main, args=args))
     for p in processes:
         p.start()
     for _ in processes:
         ready.acquire(timeout=60)
-    proc = psutil.Process(broker.pid)
-    before_io = io_counters(broker)
+    proc = psutil.Process(pid)
+    before_io = counters()
     cpu_before = sum(proc.cpu_times()[:2])
     started = time.time()
     go.set()
@@ -215,7 +227,7 @@ def run_phase(
         ready.acquire(timeout=900)
     elapsed = float(finished.value) - started
     cpu = sum(proc.cpu_times()[:2]) - cpu_before
-    after_io = io_counters(broker)
+    after_io = counters()
     stop.set()
     for p in processes:
         p.join(timeout=60)
@@ -270,7 +282,7 @@ def run_size(n: int, phases_wanted: list[str], profile: str | None, linger_ms: i
         for name, procs, kind in plan:
             if name not in phases_wanted and name != "assign":
                 continue
-            phases[name] = run_phase(name, bootstrap, broker, n, procs, kind)
+            phases[name] = run_phase(name, bootstrap, broker.pid, n, procs, kind, lambda: io_counters(broker))
             print(describe(phases[name], phases["assign"].rate), flush=True)
         print(f"broker peak RSS {peak_rss_mb(broker.pid):,.0f} MB")
     finally:
