@@ -92,6 +92,7 @@ def test_list_describe_lag_alter_and_resume(admin: Admin, broker: EmbeddedBroker
         described = admin.describe_share_group("g1")
         assert described.state == "Stable" and len(described.members) == 1
         assert described.members[0].assignment == {"orders": (0, 1)}
+        assert described.members[0].client_host == "/127.0.0.1"  # Kafka's InetAddress form, no port
         with pytest.raises(KafkaError) as refused:
             admin.alter_share_group_offsets("g1", {("orders", 0): 0})
         assert refused.value.code == ErrorCode.non_empty_group

@@ -14,13 +14,14 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from . import _admin_share as share
-from . import _offsets
+from . import _codec, _offsets
 from .admin_types import (
     AlterOp,
     ConfigEntry,
     ConfigResource,
     ConfigSource,
     CreatedTopic,
+    FeatureMetadata,
     GroupListing,
     NewTopic,
     OffsetInfo,
@@ -30,7 +31,7 @@ from .admin_types import (
     ShareGroupOffset,
 )
 from .cluster import Cluster, TopicInfo
-from .connection import BrokerConnection
+from .connection import API_VERSIONS, BrokerConnection
 from .errors import KafkaError, raise_for
 
 LIST_GROUPS = 16
@@ -148,6 +149,32 @@ class Admin:
 
     def describe_topic(self, name: str) -> TopicInfo:
         return self.cluster.topic(name, refresh=True)
+
+    # -- features ----------------------------------------------------------------------------------
+
+    def describe_features(self) -> FeatureMetadata:
+        """Supported and finalized features, from ApiVersions at the highest version both speak (up to
+        v4: v3 leaves out features whose minimum level is 0), as Kafka's ``Admin.describeFeatures``."""
+        conn = self.cluster.any_connection()
+        conn.connect()
+        version = min(4, conn.broker_versions.get(API_VERSIONS, (0, 0))[1])
+        if version < 3:
+            return FeatureMetadata(supported={}, finalized={}, finalized_epoch=None)
+        m = _codec.request_module(API_VERSIONS, version)
+        response = conn.send(
+            m.ApiVersionsRequest(client_software_name="shareq", client_software_version="0.1.0"),
+            idempotent=True,
+        )
+        raise_for(response.error_code, None, context="ApiVersions")
+        epoch = int(response.finalized_features_epoch)
+        return FeatureMetadata(
+            supported={f.name: (int(f.min_version), int(f.max_version)) for f in response.supported_features},
+            finalized={
+                f.name: (int(f.min_version_level), int(f.max_version_level))
+                for f in response.finalized_features
+            },
+            finalized_epoch=epoch if epoch >= 0 else None,
+        )
 
     # -- configs -----------------------------------------------------------------------------------
 

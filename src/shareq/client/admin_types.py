@@ -82,6 +82,16 @@ class ConfigEntry:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class FeatureMetadata:
+    """Feature levels from ApiVersions v3+: ``supported`` and ``finalized`` map a feature name to its
+    ``(min, max)`` levels; ``finalized_epoch`` is None when the broker reports none."""
+
+    supported: Mapping[str, tuple[int, int]]
+    finalized: Mapping[str, tuple[int, int]]
+    finalized_epoch: int | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class OffsetInfo:
     """A ListOffsets answer for one partition."""
 
