@@ -170,7 +170,13 @@ def test_configs_verbs(cli: Cli) -> None:
         "value": "20000",
         "source": "GROUP_CONFIG",
         "default": False,
+        "synonyms": [
+            {"name": "share.record.lock.duration.ms", "value": "20000", "source": "GROUP_CONFIG"},
+            {"name": "group.share.record.lock.duration.ms", "value": "30000", "source": "DEFAULT_CONFIG"},
+        ],
     }
+    shown = cli("configs", "describe", "--group", "g").output
+    assert "DEFAULT_CONFIG:group.share.record.lock.duration.ms=30000" in shown
     assert described["share.delivery.count.limit"]["source"] == "DEFAULT_CONFIG"
     bad = cli("configs", "alter", "--group", "g", "--set", "share.delivery.count.limit=50", ok=False)
     assert "between 2 and 10" in bad.output
@@ -186,6 +192,20 @@ def test_configs_verbs(cli: Cli) -> None:
         cli.json("configs", "describe", "--group", "g")["share.record.lock.duration.ms"]["value"] == "30000"
     )
     assert "group.share.max.size" in cli("configs", "describe", "--broker").output
+    cli("configs", "alter", "--cluster-default", "--set", "log.retention.ms=5000")
+    cli("configs", "alter", "--broker", "--set", "log.retention.ms=6000")
+    assert cli.json("configs", "describe", "--cluster-default") == {
+        "log.retention.ms": {
+            "value": "5000",
+            "source": "DYNAMIC_DEFAULT_BROKER_CONFIG",
+            "default": False,
+            "synonyms": [
+                {"name": "log.retention.ms", "value": "5000", "source": "DYNAMIC_DEFAULT_BROKER_CONFIG"}
+            ],
+        }
+    }
+    own = cli.json("configs", "describe", "--broker")["log.retention.ms"]
+    assert (own["value"], own["source"]) == ("6000", "DYNAMIC_BROKER_CONFIG")
     cli("topics", "create", "ct")
     cli("configs", "alter", "--topic", "ct", "--set", "retention.ms=1000")
     assert cli.json("configs", "describe", "--topic", "ct")["retention.ms"]["value"] == "1000"

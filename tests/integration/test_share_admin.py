@@ -235,11 +235,11 @@ def test_group_configs_bounds_and_restart(tmp_path: Path) -> None:
         assert before["share.record.lock.duration.ms"].source is ConfigSource.GROUP_CONFIG
         assert before["share.delivery.count.limit"].value == "5"
         assert before["share.delivery.count.limit"].is_default
-        broker_configs = admin.describe_configs([ConfigResource(ResourceType.BROKER, "")])
-        entry = broker_configs[ConfigResource(ResourceType.BROKER, "")][
+        broker_configs = admin.describe_configs([ConfigResource(ResourceType.BROKER, "0")])
+        entry = broker_configs[ConfigResource(ResourceType.BROKER, "0")][
             "group.share.max.record.lock.duration.ms"
         ]
-        assert entry.value == "40000"
+        assert entry.value == "40000" and entry.source is ConfigSource.STATIC_BROKER_CONFIG
     with EmbeddedBroker(data, bounds) as broker, Admin(broker.bootstrap) as admin:
         after = admin.describe_configs([resource])[resource]
         assert after["share.record.lock.duration.ms"].value == "35000"

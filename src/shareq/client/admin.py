@@ -20,6 +20,7 @@ from .admin_types import (
     ConfigEntry,
     ConfigResource,
     ConfigSource,
+    ConfigSynonym,
     CreatedTopic,
     FeatureMetadata,
     GroupListing,
@@ -184,8 +185,15 @@ class Admin:
         return self.cluster.any_connection()
 
     def describe_configs(
-        self, resources: Sequence[ConfigResource], *, keys: Sequence[str] | None = None
+        self,
+        resources: Sequence[ConfigResource],
+        *,
+        keys: Sequence[str] | None = None,
+        include_synonyms: bool = False,
     ) -> dict[ConfigResource, dict[str, ConfigEntry]]:
+        """Configs of each resource. BROKER "<id>" is that broker's every config; BROKER "" only
+        the cluster defaults set at runtime. ``include_synonyms`` names what each value falls back
+        to, most specific first."""
         by_conn: dict[int, tuple[BrokerConnection, list[ConfigResource]]] = {}
         for r in resources:
             conn = self._config_connection(r)
@@ -202,7 +210,7 @@ class Admin:
                     )
                     for r in items
                 ),
-                include_synonyms=False,
+                include_synonyms=include_synonyms,
             )
             response = conn.send(request, idempotent=True)
             for res in response.results:
@@ -220,6 +228,10 @@ class Admin:
                         read_only=bool(c.read_only),
                         is_sensitive=bool(c.is_sensitive),
                         is_default=source is ConfigSource.DEFAULT_CONFIG,
+                        synonyms=tuple(
+                            ConfigSynonym(y.name, y.value, _config_source(int(y.source)))
+                            for y in getattr(c, "synonyms", ())
+                        ),
                     )
                 out[key] = entries
         return out

@@ -71,6 +71,15 @@ class ConfigResource:
     name: str
 
 
+@dataclass(frozen=True, slots=True)
+class ConfigSynonym:
+    """A layer a config falls back to: a topic or group override, a broker config, a default."""
+
+    name: str
+    value: str | None
+    source: ConfigSource
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ConfigEntry:
     name: str
@@ -79,6 +88,8 @@ class ConfigEntry:
     read_only: bool = False
     is_sensitive: bool = False
     is_default: bool = False
+    synonyms: tuple[ConfigSynonym, ...] = ()
+    """Most specific first; only when asked for (``include_synonyms``)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

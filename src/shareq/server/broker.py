@@ -84,8 +84,7 @@ class Broker:
                 raise PermissionError(errno.EACCES, os.strerror(errno.EACCES))
             self.registry = TopicRegistry(self.data_dir)
             self.static_config = self.config
-            if self.registry.broker_overrides:
-                self.config = self.config.with_overrides(self.registry.broker_overrides)
+            self.config = self._dynamic_config(self.registry.cluster_defaults, self.registry.broker_overrides)
             for topic in self.registry:
                 for index in range(topic.partitions):
                     self._open_partition(topic, index)
@@ -221,10 +220,21 @@ class Broker:
             if partition is not None:
                 partition.log.config = self.log_config(topic)
 
-    def alter_broker_configs(self, overrides: Mapping[str, str]) -> None:
-        """Replace the dynamic broker configs (validated, persisted) and reconfigure every log."""
-        config = self.static_config.with_overrides(overrides)
-        self.topics.set_broker_overrides(overrides)
+    def _dynamic_config(
+        self, cluster_defaults: Mapping[str, str], overrides: Mapping[str, str]
+    ) -> BrokerConfig:
+        """Static configs, then the cluster defaults, then this broker's own dynamic configs."""
+        return self.static_config.with_overrides({**cluster_defaults, **overrides})
+
+    def alter_broker_configs(self, overrides: Mapping[str, str], *, cluster_default: bool = False) -> None:
+        """Replace this broker's dynamic configs, or the cluster defaults (validated, persisted),
+        and reconfigure every log."""
+        if cluster_default:
+            config = self._dynamic_config(overrides, self.topics.broker_overrides)
+            self.topics.set_cluster_defaults(overrides)
+        else:
+            config = self._dynamic_config(self.topics.cluster_defaults, overrides)
+            self.topics.set_broker_overrides(overrides)
         self.config = config
         for partition in self.partitions.values():
             topic = self.topics.get(partition.topic)
