@@ -41,6 +41,7 @@ DELETE_TOPICS = 20
 DESCRIBE_CONFIGS = 32
 DELETE_GROUPS = 42
 INCREMENTAL_ALTER_CONFIGS = 44
+LIST_CONFIG_RESOURCES = 74
 SHARE_GROUP_DESCRIBE = 77
 DESCRIBE_SHARE_GROUP_OFFSETS = 90
 ALTER_SHARE_GROUP_OFFSETS = 91
@@ -234,6 +235,24 @@ class Admin:
                         ),
                     )
                 out[key] = entries
+        return out
+
+    def list_config_resources(self, types: Sequence[ResourceType] = ()) -> list[ConfigResource]:
+        """The resources that have configs (ListConfigResources v1): groups with overrides, brokers,
+        topics; ``types`` narrows it (empty: every type the broker lists)."""
+        conn = self.cluster.any_connection()
+        _v, m = conn.module(LIST_CONFIG_RESOURCES)
+        response = conn.send(
+            m.ListConfigResourcesRequest(resource_types=tuple(int(t) for t in types)), idempotent=True
+        )
+        raise_for(response.error_code, None, context="ListConfigResources")
+        out = []
+        for r in response.config_resources:
+            try:
+                kind = ResourceType(int(r.resource_type))
+            except ValueError:
+                continue  # a type this client does not model (client metrics, broker loggers)
+            out.append(ConfigResource(kind, r.resource_name))
         return out
 
     def alter_configs(

@@ -287,7 +287,46 @@ class _Fail(Exception):
         self.code = code
 
 
+LIST_CONFIG_RESOURCES = 74
+CLIENT_METRICS = 16
+BROKER_LOGGER = 8
+# v0 was ListClientMetricsResources; v1 (Kafka 4.1, KIP-1142) lists any config resource type.
+# BROKER_LOGGER is left out: shareq has no per-logger configs to describe.
+_LISTABLE = {0: (CLIENT_METRICS,), 1: (GROUP, CLIENT_METRICS, BROKER, TOPIC)}
+
+
+def handle_list_config_resources(request: Any, ctx: RequestContext) -> Any:
+    """The resources that have configs, in Kafka's order: groups with overrides (a group that so
+    far has only configs included), client-metrics subscriptions (shareq has none), the broker,
+    then every topic (internal ones too, as Kafka's ``getAllTopics``)."""
+    supported = _LISTABLE[min(ctx.version, 1)]
+    asked = tuple(int(t) for t in getattr(request, "resource_types", ())) or supported
+    unsupported = [t for t in asked if t not in supported]
+    if unsupported:
+        return ctx.build(
+            throttle_time=NO_THROTTLE,
+            error_code=ErrorCode.unsupported_version,
+            config_resources=(),
+        )
+    found: list[tuple[int, str]] = []
+    share = ctx.broker.share
+    if GROUP in asked and share is not None:
+        found += [(GROUP, group_id) for group_id in share.coordinator.configured_groups()]
+    if BROKER in asked:
+        found.append((BROKER, str(ctx.broker.node_id)))
+    if TOPIC in asked:
+        found += [(TOPIC, topic.name) for topic in ctx.broker.topics]
+    return ctx.build(
+        throttle_time=NO_THROTTLE,
+        error_code=ErrorCode.none,
+        config_resources=tuple(
+            ctx.build("ConfigResource", resource_name=name, resource_type=kind) for kind, name in found
+        ),
+    )
+
+
 HANDLERS = {
     DESCRIBE_CONFIGS: (VersionRange(1, 4), handle_describe_configs),
     INCREMENTAL_ALTER_CONFIGS: (VersionRange(0, 1), handle_incremental_alter_configs),
+    LIST_CONFIG_RESOURCES: (VersionRange(0, 1), handle_list_config_resources),
 }
