@@ -7,6 +7,7 @@ from ._share_state import AcknowledgeType, AckRange, AcquiredRange
 from .admin import Admin
 from .admin_types import (
     AlterOp,
+    ClientQuota,
     ConfigEntry,
     ConfigResource,
     ConfigSource,
@@ -17,6 +18,8 @@ from .admin_types import (
     NewTopic,
     OffsetInfo,
     OffsetSpec,
+    QuotaFilter,
+    QuotaMatch,
     ResourceType,
     ShareGroupDescription,
     ShareGroupOffset,
@@ -48,6 +51,7 @@ __all__ = [
     "BrokerConnectionError",
     "BrokerInfo",
     "ClientError",
+    "ClientQuota",
     "Cluster",
     "ConfigEntry",
     "ConfigResource",
@@ -66,6 +70,8 @@ __all__ = [
     "PartitionInfo",
     "Producer",
     "ProtocolViolation",
+    "QuotaFilter",
+    "QuotaMatch",
     "RecordMetadata",
     "ResourceType",
     "SendFuture",

@@ -17,6 +17,7 @@ from . import _admin_share as share
 from . import _codec, _offsets
 from .admin_types import (
     AlterOp,
+    ClientQuota,
     ConfigEntry,
     ConfigResource,
     ConfigSource,
@@ -27,6 +28,7 @@ from .admin_types import (
     NewTopic,
     OffsetInfo,
     OffsetSpec,
+    QuotaFilter,
     ResourceType,
     ShareGroupDescription,
     ShareGroupOffset,
@@ -40,6 +42,8 @@ CREATE_TOPICS = 19
 DELETE_TOPICS = 20
 DESCRIBE_CONFIGS = 32
 DELETE_GROUPS = 42
+DESCRIBE_CLIENT_QUOTAS = 48
+ALTER_CLIENT_QUOTAS = 49
 INCREMENTAL_ALTER_CONFIGS = 44
 LIST_CONFIG_RESOURCES = 74
 SHARE_GROUP_DESCRIBE = 77
@@ -286,6 +290,63 @@ class Admin:
         response = conn.send(request)
         for r in response.responses:
             raise_for(r.error_code, r.error_message, context=f"IncrementalAlterConfigs({resource.name})")
+
+    # -- client quotas -----------------------------------------------------------------------------
+
+    def describe_client_quotas(
+        self, components: Sequence[QuotaFilter] = (), *, strict: bool = False
+    ) -> list[ClientQuota]:
+        """Quotas of the entities matching every component (``strict``: and no other entity type)."""
+        conn = self.cluster.any_connection()
+        _v, m = conn.module(DESCRIBE_CLIENT_QUOTAS)
+        request = m.DescribeClientQuotasRequest(
+            components=tuple(
+                m.ComponentData(entity_type=c.entity_type, match_type=int(c.match_type), match=c.match)
+                for c in components
+            ),
+            strict=strict,
+        )
+        response = conn.send(request, idempotent=True)
+        raise_for(response.error_code, response.error_message, context="DescribeClientQuotas")
+        return [
+            ClientQuota(
+                entity={e.entity_type: e.entity_name for e in entry.entity},
+                values={v.key: float(v.value) for v in entry.values},
+            )
+            for entry in response.entries or ()
+        ]
+
+    def alter_client_quotas(
+        self,
+        alterations: Sequence[ClientQuota | tuple[Mapping[str, str | None], Mapping[str, float | None]]],
+        *,
+        validate_only: bool = False,
+        raise_on_error: bool = True,
+    ) -> list[ErrorCode]:
+        """Set quota values per entity; a value of None removes that key. One error code per
+        alteration, in order."""
+        conn = self.cluster.any_connection()
+        _v, m = conn.module(ALTER_CLIENT_QUOTAS)
+        pairs = [(a.entity, a.values) if isinstance(a, ClientQuota) else a for a in alterations]
+        request = m.AlterClientQuotasRequest(
+            entries=tuple(
+                m.EntryData(
+                    entity=tuple(m.EntityData(entity_type=t, entity_name=n) for t, n in entity.items()),
+                    ops=tuple(
+                        m.OpData(key=k, value=0.0 if v is None else float(v), remove=v is None)
+                        for k, v in values.items()
+                    ),
+                )
+                for entity, values in pairs
+            ),
+            validate_only=validate_only,
+        )
+        response = conn.send(request)
+        codes = [r.error_code for r in response.entries]
+        if raise_on_error:
+            for r in response.entries:
+                raise_for(r.error_code, r.error_message, context="AlterClientQuotas")
+        return codes
 
     # -- offsets -----------------------------------------------------------------------------------
 

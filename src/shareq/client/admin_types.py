@@ -158,3 +158,29 @@ class ShareGroupOffset:
     lag: int | None = None
     error: ErrorCode = ErrorCode.none
     error_message: str | None = None
+
+
+class QuotaMatch(IntEnum):
+    """How a DescribeClientQuotas filter component matches an entity's name."""
+
+    EXACT = 0
+    DEFAULT = 1
+    SPECIFIED = 2  # any entity that has this type, whatever its name
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaFilter:
+    """``QuotaFilter("client-id", QuotaMatch.EXACT, "app")``; DEFAULT and SPECIFIED take no name."""
+
+    entity_type: str
+    match_type: QuotaMatch
+    match: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClientQuota:
+    """One entity's quotas: ``entity`` maps ``user``/``client-id``/``ip`` to a name (None: the
+    default of that type); ``values`` maps a quota key to its value."""
+
+    entity: Mapping[str, str | None]
+    values: Mapping[str, float]

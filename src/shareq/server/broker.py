@@ -17,6 +17,7 @@ from typing import Any
 
 from shareq.config import BrokerConfig
 from shareq.log import LogConfig, PartitionLog
+from shareq.quota import ClientQuotas, QuotaUsage
 
 from .connection import serve_connection
 from .handlers import HandlerTable, default_handlers
@@ -68,6 +69,7 @@ class Broker:
         self.static_config = self.config
         self.stopping = False
         self.share: ShareServices | None = None
+        self.quotas = QuotaUsage(ClientQuotas())
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -83,6 +85,7 @@ class Broker:
             if not os.access(self.data_dir, os.R_OK | os.W_OK | os.X_OK):
                 raise PermissionError(errno.EACCES, os.strerror(errno.EACCES))
             self.registry = TopicRegistry(self.data_dir)
+            self.quotas = QuotaUsage(ClientQuotas.from_json(self.registry.client_quotas))
             self.static_config = self.config
             self.config = self._dynamic_config(self.registry.cluster_defaults, self.registry.broker_overrides)
             for topic in self.registry:

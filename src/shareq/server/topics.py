@@ -76,6 +76,7 @@ class TopicRegistry:
         self.next_producer_id = 1000
         self.broker_overrides: dict[str, str] = {}
         self.cluster_defaults: dict[str, str] = {}
+        self.client_quotas: list[dict[str, Any]] = []
         if self._path.exists():
             self._load()
         else:
@@ -134,6 +135,11 @@ class TopicRegistry:
         self.cluster_defaults = dict(defaults)
         self._save()
 
+    def set_client_quotas(self, quotas: list[dict[str, Any]]) -> None:
+        """Client quotas (AlterClientQuotas), as ``quota.ClientQuotas.to_json`` writes them."""
+        self.client_quotas = list(quotas)
+        self._save()
+
     def allocate_producer_id(self) -> int:
         """A producer id never handed out before, also across restarts (persisted before use)."""
         producer_id = self.next_producer_id
@@ -149,6 +155,7 @@ class TopicRegistry:
         self.next_producer_id = int(document["next_producer_id"])
         self.broker_overrides = dict(document.get("broker_overrides", {}))
         self.cluster_defaults = dict(document.get("cluster_default_configs", {}))
+        self.client_quotas = list(document.get("client_quotas", []))
         for entry in document["topics"]:
             info = TopicInfo(
                 name=entry["name"],
@@ -165,6 +172,7 @@ class TopicRegistry:
             "next_producer_id": self.next_producer_id,
             "broker_overrides": self.broker_overrides,
             "cluster_default_configs": self.cluster_defaults,
+            "client_quotas": self.client_quotas,
             "topics": [
                 {
                     "name": t.name,

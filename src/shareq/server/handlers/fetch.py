@@ -7,6 +7,7 @@ long poll costs nothing while idle and answers as soon as data lands.
 from __future__ import annotations
 
 import asyncio
+import datetime
 import uuid
 from typing import Any
 
@@ -19,7 +20,7 @@ from shareq.protocol.versions import FETCH
 from ..context import RequestContext
 from ..errors import error_code
 from ..partitions import Partition, wait_for_data
-from .api_versions import NO_THROTTLE
+from ..quotas import fetch_throttle_ms
 
 ZERO_UUID = uuid.UUID(int=0)
 
@@ -32,8 +33,13 @@ async def handle_fetch(request: Any, ctx: RequestContext) -> Any:
         responses, total, failed = _collect(request, ctx, wanted)
         remaining = deadline - loop.time()
         if total >= request.min_bytes or failed or remaining <= 0 or ctx.broker.stopping:
+            # Client quotas (server/quotas.py): over consumer_byte_rate, answer with no records.
+            throttle_ms = await fetch_throttle_ms(ctx, total)
             return ctx.build(
-                throttle_time=NO_THROTTLE, error_code=ErrorCode.none, session_id=0, responses=responses
+                throttle_time=datetime.timedelta(milliseconds=throttle_ms),
+                error_code=ErrorCode.none,
+                session_id=0,
+                responses=() if throttle_ms else responses,
             )
         await wait_for_data([p for _, _, p in wanted if p is not None], remaining)
 

@@ -1,0 +1,56 @@
+"""Client quotas in the asyncio shell: Produce and Fetch ask here for their throttle time.
+
+The measuring is ``shareq.quota`` (no I/O); this module supplies the clock, the connection's
+client id and user, and the wait. Every connection is the user ``ANONYMOUS`` (no
+authentication yet), so user quotas on ``ANONYMOUS`` or on the default user apply to everyone.
+
+Enforced: ``producer_byte_rate`` (the record bytes of each Produce request; Kafka counts the
+whole request, a few dozen bytes more) and ``consumer_byte_rate`` (the record bytes of each Fetch
+response). Stored and described but not enforced: ``request_percentage``,
+``controller_mutation_rate`` and ``connection_creation_rate``.
+
+As Kafka does (KIP-219), a request over its quota is answered at once with the throttle time,
+and the connection is muted for that long: shareq holds that connection's next Produce or Fetch
+until then (Kafka stops reading the channel, so any request waits). A throttled Fetch returns no
+records and its bytes are not counted, as in Kafka; the consumer fetches them again afterwards.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from shareq.quota import ANONYMOUS, CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE
+
+from .broker import now_ms
+from .context import RequestContext
+
+
+def muted_for_s(ctx: RequestContext) -> float:
+    """Seconds this connection stays muted after an earlier throttled answer (0: not muted)."""
+    return ctx.broker.quotas.muted_for(ctx.connection_id, now_ms()) / 1000.0
+
+
+def produce_throttle_ms(ctx: RequestContext, record_bytes: int) -> int:
+    """Count a Produce request's bytes; the throttle time to answer with (and mute for)."""
+    return _record(ctx, PRODUCER_BYTE_RATE, record_bytes, take_back=False)
+
+
+async def fetch_throttle_ms(ctx: RequestContext, record_bytes: int) -> int:
+    """The Fetch hook: wait out an earlier mute of this connection, then count the response's
+    bytes. A non-zero answer means: reply with this throttle time and no records."""
+    wait_s = muted_for_s(ctx)
+    if wait_s > 0:
+        await asyncio.sleep(wait_s)
+    return _record(ctx, CONSUMER_BYTE_RATE, record_bytes, take_back=True)
+
+
+def _record(ctx: RequestContext, key: str, value: int, *, take_back: bool) -> int:
+    usage = ctx.broker.quotas
+    client_id = ctx.header.client_id or ""
+    now = now_ms()
+    throttle = usage.record(key, ANONYMOUS, client_id, value, now)
+    if throttle > 0:
+        if take_back:
+            usage.unrecord(key, ANONYMOUS, client_id, value, now)
+        usage.mute(ctx.connection_id, now, throttle)
+    return throttle
