@@ -181,3 +181,20 @@ def test_consumer_byte_rate_is_enforced_and_nothing_is_lost(broker: EmbeddedBrok
         assert throttles and max(throttles) > 0
     finally:
         consumer.close()
+
+
+def test_no_scram_users_are_listed(broker: EmbeddedBroker) -> None:
+    """Kafka's ConfigCommand asks for SCRAM credentials after a users' quota description: none."""
+    from kio.index import load_request_schema
+    from kio_wire import KioConnection
+
+    cls = load_request_schema(50, 0)
+    module = __import__(cls.__module__, fromlist=["UserName"])
+    connection = KioConnection(broker.bootstrap)
+    try:
+        everyone = connection.send(cls(users=None))
+        named = connection.send(cls(users=(module.UserName(name="alice"),)))
+    finally:
+        connection.close()
+    assert everyone.error_code == ErrorCode.none and everyone.results == ()
+    assert [(r.user, r.error_code) for r in named.results] == [("alice", ErrorCode.resource_not_found)]
