@@ -215,6 +215,26 @@ def test_configs_verbs(cli: Cli) -> None:
     assert nothing.exit_code == 2 and "nothing to change" in nothing.output
 
 
+def test_quotas_verbs(cli: Cli) -> None:
+    assert "no quotas" in cli("quotas", "describe").output
+    cli("quotas", "alter", "--client-id", "app", "--set", "producer_byte_rate=1024")
+    cli("quotas", "alter", "--client-id", "*", "--set", "consumer_byte_rate=2048")
+    assert cli.json("quotas", "describe", "--client-id", "app") == [
+        {"entity": {"client-id": "app"}, "values": {"producer_byte_rate": 1024.0}}
+    ]
+    assert cli.json("quotas", "describe", "--client-id", "*") == [
+        {"entity": {"client-id": None}, "values": {"consumer_byte_rate": 2048.0}}
+    ]
+    shown = cli("quotas", "describe").output
+    assert "client-id=app" in shown and "client-id=<default>" in shown
+    bad = cli("quotas", "alter", "--client-id", "app", "--set", "producer_byte_rate=1.5", ok=False)
+    assert "fractional" in bad.output
+    cli("quotas", "alter", "--client-id", "app", "--delete", "producer_byte_rate")
+    assert cli.json("quotas", "describe", "--client-id", "app") == []
+    usage = cli.runner.invoke(main, ["quotas", "alter", "--set", "producer_byte_rate=1"])
+    assert usage.exit_code == 2 and "--client-id" in usage.output
+
+
 def test_unreachable_broker_is_one_line() -> None:
     cli = Cli(f"127.0.0.1:{free_port()}")
     result = cli("groups", "list", ok=False)
