@@ -134,6 +134,8 @@ def test_usage_throttles_mutes_and_takes_back() -> None:
     usage.unrecord("consumer_byte_rate", "ANONYMOUS", "a", 5_000, 0)
     assert usage.record("consumer_byte_rate", "ANONYMOUS", "a", 0, 0) == 0
     assert usage.record("producer_byte_rate", "ANONYMOUS", "a", 10**9, 0) == 0  # no such quota
+    assert usage.max_value_in_window("consumer_byte_rate", "ANONYMOUS", "a") == 10_000.0  # 10 windows
+    assert usage.max_value_in_window("producer_byte_rate", "ANONYMOUS", "a") is None
     usage.mute(7, now_ms=100, duration_ms=throttle)
     assert usage.muted_for(7, 100) == 5_000
     assert usage.muted_for(7, 5_099) == 1

@@ -41,6 +41,15 @@ class QuotaUsage:
         if rate is not None:
             rate[0].record(-value, now_ms)
 
+    def max_value_in_window(self, key: str, user: str, client_id: str) -> float | None:
+        """The most that can be counted at once without being throttled for sure (None: no
+        quota applies): the quota over ``samples - 1`` windows (Kafka's
+        ``maxValueInQuotaWindow``, which caps a fetch's size)."""
+        resolved = self.quotas.resolve(key, user, client_id)
+        if resolved is None:
+            return None
+        return resolved[0] * (self.samples - 1) * self.window_ms / 1000.0
+
     def _rate(self, key: str, user: str, client_id: str) -> tuple[WindowedRate, float] | None:
         resolved = self.quotas.resolve(key, user, client_id)
         if resolved is None:

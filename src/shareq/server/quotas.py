@@ -30,6 +30,13 @@ def muted_for_s(ctx: RequestContext) -> float:
     return ctx.broker.quotas.muted_for(ctx.connection_id, now_ms()) / 1000.0
 
 
+def fetch_max_bytes(ctx: RequestContext, requested: int) -> int:
+    """A Fetch's byte budget: what it asked for, capped by what its consumer_byte_rate lets one
+    quota window hold (as Kafka caps it), so a large fetch is not throttled for ever."""
+    cap = ctx.broker.quotas.max_value_in_window(CONSUMER_BYTE_RATE, ANONYMOUS, ctx.header.client_id or "")
+    return requested if cap is None else min(requested, int(cap))
+
+
 def produce_throttle_ms(ctx: RequestContext, record_bytes: int) -> int:
     """Count a Produce request's bytes; the throttle time to answer with (and mute for)."""
     return _record(ctx, PRODUCER_BYTE_RATE, record_bytes, take_back=False)

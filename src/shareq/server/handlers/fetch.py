@@ -20,7 +20,7 @@ from shareq.protocol.versions import FETCH
 from ..context import RequestContext
 from ..errors import error_code
 from ..partitions import Partition, wait_for_data
-from ..quotas import fetch_throttle_ms
+from ..quotas import fetch_max_bytes, fetch_throttle_ms
 
 ZERO_UUID = uuid.UUID(int=0)
 
@@ -62,7 +62,7 @@ def _resolve(request: Any, ctx: RequestContext) -> list[Wanted]:
 
 
 def _collect(request: Any, ctx: RequestContext, wanted: list[Wanted]) -> tuple[tuple[Any, ...], int, bool]:
-    budget = request.max_bytes
+    budget = fetch_max_bytes(ctx, request.max_bytes)  # client quotas (server/quotas.py): capped
     total = 0
     failed = False
     by_topic: dict[int, tuple[Any, list[Any]]] = {}
