@@ -13,6 +13,7 @@ As Kafka does (KIP-219), a request over its quota is answered at once with the t
 and the connection is muted for that long: shareq holds that connection's next Produce or Fetch
 until then (Kafka stops reading the channel, so any request waits). A throttled Fetch returns no
 records and its bytes are not counted, as in Kafka; the consumer fetches them again afterwards.
+A Fetch reads at most what one quota window holds, so a large fetch cannot be throttled for ever.
 """
 
 from __future__ import annotations
