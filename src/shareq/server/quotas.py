@@ -26,6 +26,9 @@ from .broker import now_ms
 from .context import RequestContext
 
 
+_MAX_THROTTLE_MS = 2**31 - 1  # throttle_time_ms is an int32; Kafka casts its long to int
+
+
 def muted_for_s(ctx: RequestContext) -> float:
     """Seconds this connection stays muted after an earlier throttled answer (0: not muted)."""
     return ctx.broker.quotas.muted_for(ctx.connection_id, now_ms()) / 1000.0
@@ -56,7 +59,7 @@ def _record(ctx: RequestContext, key: str, value: int, *, take_back: bool) -> in
     usage = ctx.broker.quotas
     client_id = ctx.header.client_id or ""
     now = now_ms()
-    throttle = usage.record(key, ANONYMOUS, client_id, value, now)
+    throttle = min(usage.record(key, ANONYMOUS, client_id, value, now), _MAX_THROTTLE_MS)
     if throttle > 0:
         if take_back:
             usage.unrecord(key, ANONYMOUS, client_id, value, now)
