@@ -25,7 +25,6 @@ from shareq.quota import ANONYMOUS, CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE
 from .broker import now_ms
 from .context import RequestContext
 
-
 _MAX_THROTTLE_MS = 2**31 - 1  # throttle_time_ms is an int32; Kafka casts its long to int
 
 
