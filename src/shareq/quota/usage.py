@@ -26,6 +26,11 @@ class QuotaUsage:
         self._rates: dict[tuple[str, tuple[str, str]], WindowedRate] = {}
         self._muted_until: dict[int, int] = {}
 
+    @property
+    def idle(self) -> bool:
+        """No quota configured and no connection muted: nothing to measure or wait for."""
+        return not self.quotas.entries and not self._muted_until
+
     def record(self, key: str, user: str, client_id: str, value: float, now_ms: int) -> int:
         """Count ``value`` (bytes) against quota ``key``; the throttle time in ms (0: within quota,
         or no quota applies)."""

@@ -30,12 +30,16 @@ _MAX_THROTTLE_MS = 2**31 - 1  # throttle_time_ms is an int32; Kafka casts its lo
 
 def muted_for_s(ctx: RequestContext) -> float:
     """Seconds this connection stays muted after an earlier throttled answer (0: not muted)."""
+    if ctx.broker.quotas.idle:
+        return 0.0
     return ctx.broker.quotas.muted_for(ctx.connection_id, now_ms()) / 1000.0
 
 
 def fetch_max_bytes(ctx: RequestContext, requested: int) -> int:
     """A Fetch's byte budget: what it asked for, capped by what its consumer_byte_rate lets one
     quota window hold (as Kafka caps it), so a large fetch is not throttled for ever."""
+    if ctx.broker.quotas.idle:
+        return requested
     cap = ctx.broker.quotas.max_value_in_window(CONSUMER_BYTE_RATE, ANONYMOUS, ctx.header.client_id or "")
     return requested if cap is None else min(requested, int(cap))
 
@@ -48,6 +52,8 @@ def produce_throttle_ms(ctx: RequestContext, record_bytes: int) -> int:
 async def fetch_throttle_ms(ctx: RequestContext, record_bytes: int) -> int:
     """The Fetch hook: wait out an earlier mute of this connection, then count the response's
     bytes. A non-zero answer means: reply with this throttle time and no records."""
+    if ctx.broker.quotas.idle:
+        return 0
     wait_s = muted_for_s(ctx)
     if wait_s > 0:
         await asyncio.sleep(wait_s)
@@ -56,6 +62,8 @@ async def fetch_throttle_ms(ctx: RequestContext, record_bytes: int) -> int:
 
 def _record(ctx: RequestContext, key: str, value: int, *, take_back: bool) -> int:
     usage = ctx.broker.quotas
+    if usage.idle:
+        return 0
     client_id = ctx.header.client_id or ""
     now = now_ms()
     throttle = min(usage.record(key, ANONYMOUS, client_id, value, now), _MAX_THROTTLE_MS)
