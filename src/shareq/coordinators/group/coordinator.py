@@ -406,6 +406,10 @@ class ShareGroupCoordinator(ShareGroupAdmin):
     def describe_configs(self, group_id: str) -> tuple[ConfigEntry, ...]:
         return describe_group_config(self._configs.get(group_id, {}), self.broker)
 
+    def configured_groups(self) -> tuple[str, ...]:
+        """The groups with at least one config override (whether or not they have members yet)."""
+        return tuple(group_id for group_id, configs in self._configs.items() if configs)
+
     def alter_configs(
         self, group_id: str, changes: Mapping[str, str | None], *, validate_only: bool = False
     ) -> tuple[CoordinatorRecord, ...]:

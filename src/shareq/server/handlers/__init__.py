@@ -45,6 +45,7 @@ class HandlerTable:
 def default_handlers() -> HandlerTable:
     from . import (
         api_versions,
+        client_quotas,
         configs,
         coordinator,
         fetch,
@@ -71,6 +72,7 @@ def default_handlers() -> HandlerTable:
         coordinator,
         producer_id,
         configs,
+        client_quotas,
         share_group_heartbeat,
         share_fetch,
         share_acknowledge,
