@@ -154,3 +154,12 @@ def wait_equal(get: Callable[[], Any], expected: Any, timeout: float = 20.0, int
         if time.monotonic() > deadline:
             raise AssertionError(f"after {timeout} s: {value!r} != expected {expected!r}")
         time.sleep(interval)
+
+
+def differs_on_shareq(request: Any, server: Server, reason: str) -> None:
+    """Mark this run a strict expected failure when it runs against shareq (for one case of a parametrised
+    test; whole tests use ``@pytest.mark.shareq_xfail``)."""
+    if server.kind == "shareq":
+        import pytest
+
+        request.applymarker(pytest.mark.xfail(strict=True, reason=reason))

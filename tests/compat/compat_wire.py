@@ -16,7 +16,7 @@ HB = sys.modules[ki.load_request_schema(76, 1).__module__]
 FETCH = sys.modules[ki.load_request_schema(78, 1).__module__]
 ACK = sys.modules[ki.load_request_schema(79, 1).__module__]
 FIND = sys.modules[ki.load_request_schema(10, 4).__module__]
-COORDINATOR_LOAD_IN_PROGRESS = 14
+RETRIABLE = (14, 15, 16)  # coordinator loading, not available, not coordinator
 METADATA = sys.modules[ki.load_request_schema(3, 12).__module__]
 
 
@@ -86,7 +86,7 @@ class ShareWire:
         """Heartbeat until the member is assigned some partition of ``topic``; returns that response."""
         deadline = time.monotonic() + timeout
         r = self.heartbeat(0, (topic,))
-        while r.error_code == COORDINATOR_LOAD_IN_PROGRESS and time.monotonic() < deadline:
+        while r.error_code in RETRIABLE and time.monotonic() < deadline:
             time.sleep(0.1)
             r = self.heartbeat(0, (topic,))
         assert r.error_code == 0, r
