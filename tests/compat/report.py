@@ -94,6 +94,10 @@ def render(results: list[dict[str, str]]) -> str:
         what = docs[path].get(func, "").replace("|", "\\|")
         why = reason.replace("|", "\\|")
         lines.append(f"| `{name}` | {what} | {cells[0]} | {cells[1]} | {why} |")
+    reasons = Counter(by["shareq"]["reason"] for by in rows.values() if "reason" in by.get("shareq", {}))
+    if reasons:
+        lines += ["", "## Where shareq differs today", "", "| reason | tests |", "|---|---|"]
+        lines += ["| " + r.replace("|", "\\|") + f" | {n} |" for r, n in sorted(reasons.items())]
     return "\n".join(lines) + "\n"
 
 

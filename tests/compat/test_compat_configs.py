@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from compat_support import Server, create_topic, differs_on_shareq
+from compat_support import NOT_OWNED, Server, create_topic, differs_on_shareq
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
@@ -39,8 +39,10 @@ SHARE_GROUP_DEFAULTS = {
     "errors.deadletterqueue.copy.record.enable": ("false", DEFAULT_CONFIG),
 }
 MISSING_GROUP_CONFIGS = {
-    "share.assignment.interval.ms": "group config share.assignment.interval.ms not described by shareq",
-    "share.renew.acknowledge.enable": "group config share.renew.acknowledge.enable not described by shareq",
+    "share.assignment.interval.ms": NOT_OWNED
+    + "group config share.assignment.interval.ms not described by shareq",
+    "share.renew.acknowledge.enable": NOT_OWNED
+    + "group config share.renew.acknowledge.enable not described by shareq",
     "errors.deadletterqueue.copy.record.enable": "issue 10: dead-letter queue configs",
 }
 

@@ -6,6 +6,7 @@ import time
 
 import pytest
 from compat_support import (
+    NOT_OWNED,
     Server,
     count_at_least,
     create_topic,
@@ -159,7 +160,7 @@ def test_start_offset_and_lag_after_acks(server: Server, names: tuple[str, str])
 
 
 @pytest.mark.shareq_xfail(
-    "Kafka reports the start offset persisted by the previous share-state write; "
+    NOT_OWNED + "Kafka reports the start offset persisted by the previous share-state write; "
     "shareq reports the current one"
 )
 def test_reported_start_offset_follows_state_writes(server: Server, names: tuple[str, str]) -> None:

@@ -6,7 +6,7 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
-from compat_support import Server, create_topic, earliest_group, produce
+from compat_support import NOT_OWNED, Server, create_topic, earliest_group, produce
 from compat_wire import ShareWire, ack_errors, new_member_id, partition_errors, records_count, topic_id
 
 pytestmark = pytest.mark.timeout(90)
@@ -21,8 +21,6 @@ INVALID_RECORD_STATE = 121
 SHARE_SESSION_NOT_FOUND = 122
 INVALID_SHARE_SESSION_EPOCH = 123
 ACCEPT, RELEASE, REJECT = 1, 2, 3
-
-FOUND = "found by the differential tests, not yet owned by an issue: "
 
 
 class Joined:
@@ -62,7 +60,7 @@ def test_heartbeat_epoch_ahead_is_fenced(joined: Joined) -> None:
 
 
 @pytest.mark.shareq_xfail(
-    FOUND + "Kafka accepts a heartbeat at the member's previous epoch; shareq fences it"
+    NOT_OWNED + "Kafka accepts a heartbeat at the member's previous epoch; shareq fences it"
 )
 def test_heartbeat_previous_epoch_is_accepted(joined: Joined) -> None:
     """A heartbeat at the member's previous epoch (a response was lost) is answered without error."""
@@ -85,7 +83,9 @@ def test_heartbeat_join_without_topics(server: Server, names: tuple[str, str]) -
         wire.close()
 
 
-@pytest.mark.shareq_xfail(FOUND + "an empty group id: Kafka answers INVALID_REQUEST, shareq INVALID_GROUP_ID")
+@pytest.mark.shareq_xfail(
+    NOT_OWNED + "an empty group id: Kafka answers INVALID_REQUEST, shareq INVALID_GROUP_ID"
+)
 def test_heartbeat_empty_group_id(server: Server, names: tuple[str, str]) -> None:
     """ShareGroupHeartbeat with an empty group id: INVALID_REQUEST."""
     wire = ShareWire(server.bootstrap, names[1])
@@ -97,7 +97,7 @@ def test_heartbeat_empty_group_id(server: Server, names: tuple[str, str]) -> Non
 
 
 @pytest.mark.shareq_xfail(
-    FOUND + "ShareFetch from a member id the group does not know: Kafka answers it (no membership "
+    NOT_OWNED + "ShareFetch from a member id the group does not know: Kafka answers it (no membership "
     "check), shareq UNKNOWN_MEMBER_ID"
 )
 def test_share_fetch_unknown_member(joined: Joined) -> None:
@@ -193,7 +193,7 @@ def test_piggybacked_acknowledge_twice(acquired: Joined) -> None:
 
 
 @pytest.mark.shareq_xfail(
-    FOUND
+    NOT_OWNED
     + "acknowledging offsets below the start offset: Kafka answers no error, shareq INVALID_RECORD_STATE"
 )
 def test_acknowledge_below_start_offset(acquired: Joined) -> None:
@@ -203,7 +203,7 @@ def test_acknowledge_below_start_offset(acquired: Joined) -> None:
 
 
 @pytest.mark.shareq_xfail(
-    FOUND + "overlapping acknowledgements piggybacked on ShareFetch: Kafka answers INVALID_RECORD_STATE, "
+    NOT_OWNED + "overlapping acknowledgements piggybacked on ShareFetch: Kafka answers INVALID_RECORD_STATE, "
     "shareq INVALID_REQUEST"
 )
 def test_piggybacked_overlapping_acknowledgements(acquired: Joined) -> None:

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import kio.index as ki
 import pytest
-from compat_support import FAST, Server, create_topic, produce
+from compat_support import FAST, NOT_OWNED, Server, create_topic, produce
 from confluent_kafka import KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 from kafka import KafkaConsumer
@@ -97,8 +97,7 @@ def test_list_offsets_by_time_after_all(timestamped: Timestamped) -> None:
 
 
 @pytest.mark.shareq_xfail(
-    "found by the differential tests, not yet owned by an issue: ListOffsets by a time after every record "
-    "answers leader epoch 0 where Kafka answers -1"
+    NOT_OWNED + "ListOffsets by a time after every record answers leader epoch 0 where Kafka answers -1"
 )
 def test_list_offsets_by_time_after_all_has_no_leader_epoch(timestamped: Timestamped) -> None:
     """ListOffsets by a time after every record carries no leader epoch (-1, None in librdkafka)."""
