@@ -114,7 +114,6 @@ def test_share_fetch_unknown_topic_id(joined: Joined) -> None:
     assert partition_errors(r) == [UNKNOWN_TOPIC_ID]
 
 
-@pytest.mark.shareq_xfail("issue 21: ShareFetch MaxBytes=0")
 def test_share_fetch_max_bytes_zero(joined: Joined) -> None:
     """ShareFetch with MaxBytes 0: no error and no records acquired."""
     r = joined.wire.fetch(joined.topic_id, max_bytes=0)
