@@ -83,9 +83,6 @@ def test_heartbeat_join_without_topics(server: Server, names: tuple[str, str]) -
         wire.close()
 
 
-@pytest.mark.shareq_xfail(
-    NOT_OWNED + "an empty group id: Kafka answers INVALID_REQUEST, shareq INVALID_GROUP_ID"
-)
 def test_heartbeat_empty_group_id(server: Server, names: tuple[str, str]) -> None:
     """ShareGroupHeartbeat with an empty group id: INVALID_REQUEST."""
     wire = ShareWire(server.bootstrap, names[1])

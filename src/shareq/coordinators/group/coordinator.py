@@ -101,12 +101,12 @@ class ShareGroupCoordinator(ShareGroupAdmin):
         """Serve one ShareGroupHeartbeat. ``topics`` is the broker's whole topic image.
 
         Raises ``GroupRequestError`` (state unchanged) for UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH,
-        INVALID_REQUEST, INVALID_GROUP_ID, GROUP_ID_NOT_FOUND, GROUP_MAX_SIZE_REACHED and
+        INVALID_REQUEST (also an empty group id, as Kafka), GROUP_ID_NOT_FOUND, GROUP_MAX_SIZE_REACHED and
         INCONSISTENT_GROUP_PROTOCOL.
         """
         gid, mid, epoch = request.group_id, request.member_id, request.member_epoch
-        if not gid:
-            raise _err(GroupErrorCode.INVALID_GROUP_ID, "group id must not be empty")
+        if not gid:  # Kafka: INVALID_REQUEST "GroupId can't be empty" (not INVALID_GROUP_ID)
+            raise _err(GroupErrorCode.INVALID_REQUEST, "group id must not be empty")
         if not mid:
             raise _err(GroupErrorCode.INVALID_REQUEST, "member id must not be empty")
         if epoch < LEAVE_EPOCH:
