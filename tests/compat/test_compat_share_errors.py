@@ -59,9 +59,6 @@ def test_heartbeat_epoch_ahead_is_fenced(joined: Joined) -> None:
     assert r.error_code == FENCED_MEMBER_EPOCH
 
 
-@pytest.mark.shareq_xfail(
-    NOT_OWNED + "Kafka accepts a heartbeat at the member's previous epoch; shareq fences it"
-)
 def test_heartbeat_previous_epoch_is_accepted(joined: Joined) -> None:
     """A heartbeat at the member's previous epoch (a response was lost) is answered without error."""
     r = joined.wire.heartbeat(joined.wire.epoch - 1, None)

@@ -136,7 +136,7 @@ class ShareGroupCoordinator(ShareGroupAdmin):
             member = group.members.get(mid)
             if member is None:
                 raise _err(GroupErrorCode.UNKNOWN_MEMBER_ID, f"member {mid} is not in group {gid}")
-            if epoch != member.member_epoch:
+            if epoch != member.member_epoch and epoch != member.previous_member_epoch:
                 raise _err(
                     GroupErrorCode.FENCED_MEMBER_EPOCH,
                     f"member epoch {epoch} does not match the current epoch {member.member_epoch}",
@@ -170,7 +170,9 @@ class ShareGroupCoordinator(ShareGroupAdmin):
         initialize = self._partitions_to_initialize(group)
 
         new_assignment = group.target.get(mid, {})
-        send = epoch == JOIN_EPOCH or new_assignment != member.assignment
+        send = epoch == JOIN_EPOCH or epoch != member.member_epoch or new_assignment != member.assignment
+        if member.member_epoch != group.assignment_epoch:
+            member.previous_member_epoch = member.member_epoch
         member.member_epoch = group.assignment_epoch
         member.assignment = new_assignment
         self._touch(group, member, now_ms, config.session_timeout_ms)
