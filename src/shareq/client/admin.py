@@ -7,6 +7,7 @@ the rest go to any broker. Batch calls raise ``KafkaError`` for the first failin
 from __future__ import annotations
 
 import datetime
+import time
 import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -440,22 +441,34 @@ class Admin:
         return out
 
     def _coordinator_call(self, group_id: str, api_key: int, build: Any) -> Any:
-        """Send to the group coordinator, looking it up again once if it moved."""
-        for attempt in range(2):
-            conn = self.cluster.coordinator(group_id, refresh=attempt > 0)
+        """Send to the group coordinator, as Kafka's clients do: look it up again when it moved or
+        is not available, wait while it loads, with a growing backoff (about 5 s in all)."""
+        backoff = 0.05
+        code: ErrorCode | None = None
+        for attempt in range(_COORDINATOR_ATTEMPTS):
+            # a coordinator that moved or is unavailable is looked up again; one loading is waited on
+            conn = self.cluster.coordinator(group_id, refresh=code is not None and code is not _LOADING)
             _v, m = conn.module(api_key)
             response = conn.send(build(m))
-            if _moved(response) and attempt == 0:
-                continue
-            return response
+            code = _retriable(response)
+            if code is None or attempt == _COORDINATOR_ATTEMPTS - 1:
+                return response
+            time.sleep(backoff)
+            backoff = min(backoff * 2, 1.0)
         raise AssertionError("unreachable")
 
 
-def _moved(response: Any) -> bool:
+_COORDINATOR_ATTEMPTS = 10
+_LOADING = ErrorCode.coordinator_load_in_progress
+_RETRIABLE = (ErrorCode.not_coordinator, ErrorCode.coordinator_not_available, _LOADING)
+
+
+def _retriable(response: Any) -> ErrorCode | None:
+    """The coordinator error that makes the whole call worth repeating, if any."""
     codes = [getattr(response, "error_code", ErrorCode.none)]
     codes += [getattr(g, "error_code", ErrorCode.none) for g in getattr(response, "groups", ()) or ()]
     codes += [getattr(r, "error_code", ErrorCode.none) for r in getattr(response, "results", ()) or ()]
-    return any(c in (ErrorCode.not_coordinator, ErrorCode.coordinator_not_available) for c in codes)
+    return next((c for c in codes if c in _RETRIABLE), None)
 
 
 def _config_source(value: int) -> ConfigSource:
