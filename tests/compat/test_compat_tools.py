@@ -13,7 +13,7 @@ import subprocess
 from typing import Any
 
 import pytest
-from compat_support import NOT_OWNED, Server, create_topic, earliest_group, wait_for
+from compat_support import Server, create_topic, earliest_group, wait_for
 
 import kafka_harness
 
@@ -23,19 +23,21 @@ TOOLS = "org.apache.kafka.tools."
 
 
 def tool(
-    server: Server, main_class: str, *args: str, stdin: str | None = None, timeout: float = 90.0
+    server: Server,
+    main_class: str,
+    *args: str,
+    stdin: str | None = None,
+    timeout: float = 90.0,
+    subcommand: tuple[str, ...] = (),
 ) -> subprocess.CompletedProcess[str]:
-    """Run ``TOOLS + main_class`` against ``server`` (stdin fed if given; its process group is killed on
-    timeout)."""
+    """Run ``TOOLS + main_class [subcommand] --bootstrap-server B args`` (stdin fed if given; its process
+    group is killed on timeout)."""
+    full = (*subcommand, "--bootstrap-server", server.bootstrap, *args)
     if stdin is None:
-        return kafka_harness.run_tool(
-            TOOLS + main_class, "--bootstrap-server", server.bootstrap, *args, timeout=timeout
-        )
+        return kafka_harness.run_tool(TOOLS + main_class, *full, timeout=timeout)
     command = kafka_harness.java_command(
         TOOLS + main_class,
-        "--bootstrap-server",
-        server.bootstrap,
-        *args,
+        *full,
         jvm_opts=("-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC"),
     )
     return subprocess.run(
@@ -269,8 +271,8 @@ def test_feature_command_describe(server: Server) -> None:
 
 
 @pytest.mark.shareq_xfail(
-    NOT_OWNED + "Kafka finalizes share.version 2 (dead-letter queues, issue 10), group.version 1 "
-    "(consumer groups, issue 11) and transaction.version 2 (issue 12); shareq finalizes what it serves"
+    "issues 10, 11, 12: Kafka finalizes share.version 2 (dead-letter queues), group.version 1 "
+    "(consumer groups) and transaction.version 2; shareq finalizes only what it serves"
 )
 def test_feature_levels_as_kafka_finalizes_them(server: Server) -> None:
     out = ok(tool(server, "FeatureCommand", "describe"))
@@ -280,3 +282,55 @@ def test_feature_levels_as_kafka_finalizes_them(server: Server) -> None:
         "1",
         "2",
     )
+
+
+def test_producer_performance(server: Server, names: tuple[str, str]) -> None:
+    topic = names[0]
+    create_topic(server, topic)
+    out = ok(
+        kafka_harness.run_tool(
+            TOOLS + "ProducerPerformance",
+            *("--topic", topic, "--num-records", "2000", "--record-size", "100", "--throughput", "-1"),
+            *("--producer-props", f"bootstrap.servers={server.bootstrap}", "acks=all"),
+            timeout=90,
+        )
+    )
+    assert re.search(r"^2000 records sent, ", out, re.MULTILINE), out
+    assert ok(tool(server, "GetOffsetShell", "--topic", topic)).split() == [f"{topic}:0:2000"]
+
+
+def test_groups_command_lists_a_share_group(server: Server, names: tuple[str, str]) -> None:
+    topic, group = names
+    create_topic(server, topic)
+    earliest_group(server, group)
+    produce_lines(server, topic, ["a", "b", "c"])
+    consumed = tool(
+        server,
+        "consumer.ConsoleShareConsumer",
+        *("--topic", topic, "--group", group, "--max-messages", "3", "--timeout-ms", "30000"),
+    )
+    assert sorted(consumed.stdout.split()) == ["a", "b", "c"]
+    rows = [line.split() for line in ok(tool(server, "GroupsCommand", "--list")).splitlines()]
+    assert [group, "Share", "share"] in rows
+
+
+def test_cluster_tool_cluster_id(server: Server) -> None:
+    out = ok(tool(server, "ClusterTool", subcommand=("cluster-id",)))
+    assert re.fullmatch(r"Cluster ID: [A-Za-z0-9_-]{22}\n", out), out
+
+
+@pytest.mark.shareq_xfail("transactions (ListTransactions): issue 12")
+def test_transactions_command_list(server: Server) -> None:
+    out = ok(tool(server, "TransactionsCommand", "list"))
+    assert out.split("\n")[0].split() == ["TransactionalId", "Coordinator", "ProducerId", "TransactionState"]
+
+
+@pytest.mark.shareq_xfail("DescribeLogDirs: issue 21")
+def test_log_dirs_command(server: Server, names: tuple[str, str]) -> None:
+    topic = names[0]
+    create_topic(server, topic)
+    produce_lines(server, topic, ["x"])
+    out = ok(tool(server, "LogDirsCommand", "--describe", "--topic-list", topic))
+    report = json.loads(out.strip().splitlines()[-1])
+    partitions = [p["partition"] for b in report["brokers"] for d in b["logDirs"] for p in d["partitions"]]
+    assert partitions == [f"{topic}-0"]

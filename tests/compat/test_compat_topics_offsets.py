@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import kio.index as ki
 import pytest
-from compat_support import FAST, NOT_OWNED, Server, create_topic, produce
+from compat_support import FAST, Server, create_topic, produce
 from confluent_kafka import KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 from kafka import KafkaConsumer
@@ -243,8 +243,8 @@ def test_api_versions_share_apis(kio_conn: KioConnection) -> None:
 
 
 @pytest.mark.shareq_xfail(
-    NOT_OWNED + "Kafka finalizes share.version 2 (dead-letter queues, issue 10), group.version 1 (consumer "
-    "groups, issue 11) and transaction.version 2 (issue 12); shareq finalizes only what it serves"
+    "issues 10, 11, 12: Kafka finalizes share.version 2 (dead-letter queues), group.version 1 "
+    "(consumer groups) and transaction.version 2; shareq finalizes only what it serves"
 )
 def test_api_versions_features(kio_conn: KioConnection) -> None:
     """ApiVersions v3 names the finalized features: share.version 2, group.version 1, transaction.version 2,
