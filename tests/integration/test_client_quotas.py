@@ -9,10 +9,18 @@ from pathlib import Path
 
 import pytest
 from broker_harness import FAST_FAILURE
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, Producer, ShareConsumer, TopicPartition
 from kio.schema.errors import ErrorCode
 
-from shareq.client import Admin, ClientQuota, KafkaError, QuotaFilter, QuotaMatch
+from shareq.client import (
+    Admin,
+    ClientQuota,
+    ConfigResource,
+    KafkaError,
+    QuotaFilter,
+    QuotaMatch,
+    ResourceType,
+)
 from shareq.embedded import EmbeddedBroker
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(90)]
@@ -199,3 +207,34 @@ def test_no_scram_users_are_listed(broker: EmbeddedBroker) -> None:
         connection.close()
     assert everyone.error_code == ErrorCode.none and everyone.results == ()
     assert [(r.user, r.error_code) for r in named.results] == [("alice", ErrorCode.resource_not_found)]
+
+
+def test_consumer_byte_rate_meters_share_fetches(broker: EmbeddedBroker) -> None:
+    """ShareFetch counts against consumer_byte_rate as Kafka meters it: a librdkafka ShareConsumer
+    over its quota is told to back off (throttle time) and still gets every record exactly once."""
+    with Admin(broker.bootstrap) as admin:
+        admin.create_topic("sf")
+        admin.alter_client_quotas([({"client-id": "share-reader"}, {"consumer_byte_rate": 10 * KB})])
+        admin.alter_configs(ConfigResource(ResourceType.GROUP, "sg"), {"share.auto.offset.reset": "earliest"})
+    _produce(broker.bootstrap, "sf", "writer", 13, 10 * KB)
+    throttles, on_throttle = _throttle_collector()
+    consumer = ShareConsumer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "group.id": "sg",
+            "client.id": "share-reader",
+            "throttle_cb": on_throttle,
+        }
+    )
+    consumer.subscribe(["sf"])
+    try:
+        offsets: list[int] = []
+        deadline = time.monotonic() + 60
+        while len(offsets) < 13:
+            assert time.monotonic() < deadline, f"only {len(offsets)} of 13 records"
+            offsets += [m.offset() for m in consumer.poll(0.5) if m.error() is None]
+        assert sorted(offsets) == list(range(13))
+        consumer.poll(0.5)
+        assert throttles and max(throttles) > 0
+    finally:
+        consumer.close()

@@ -60,6 +60,23 @@ async def fetch_throttle_ms(ctx: RequestContext, record_bytes: int) -> int:
     return _record(ctx, CONSUMER_BYTE_RATE, record_bytes, take_back=True)
 
 
+async def share_fetch_throttle_ms(ctx: RequestContext, record_bytes: int) -> int:
+    """The ShareFetch hook: count the bytes it hands out against consumer_byte_rate (as Kafka).
+    Unlike a throttled Fetch, the records still go out: they are acquired, and holding them back
+    would only spend a delivery attempt; the client waits out the throttle time before its next
+    fetch, and this connection is muted as long."""
+    if ctx.broker.quotas.idle:
+        return 0
+    return _record(ctx, CONSUMER_BYTE_RATE, record_bytes, take_back=False)
+
+
+async def wait_out_mute(ctx: RequestContext) -> None:
+    """Hold a request of a connection still muted by an earlier throttled answer."""
+    wait_s = muted_for_s(ctx)
+    if wait_s > 0:
+        await asyncio.sleep(wait_s)
+
+
 def _record(ctx: RequestContext, key: str, value: int, *, take_back: bool) -> int:
     usage = ctx.broker.quotas
     if usage.idle:

@@ -24,6 +24,7 @@ from shareq.share.session import SessionAction, ShareSessionError, TopicIdPartit
 
 from ..context import RequestContext
 from ..partitions import wait_for_data
+from ..quotas import fetch_max_bytes, share_fetch_throttle_ms, wait_out_mute
 from ..share import ShareServices
 from ..share.manager import Acquired
 from ..share.requests import acknowledge_all, locate, resolve, session_error_code
@@ -52,6 +53,7 @@ async def handle_share_fetch(request: Any, ctx: RequestContext) -> Any:
         for f in request.forgotten_topics_data
         for p in f.partitions
     ]
+    await wait_out_mute(ctx)  # client quotas: an earlier throttled answer mutes the connection
     if epoch == 0 and share.coordinator.member_assignment(group_id, member_id) is None:
         return error_response(
             ctx, ErrorCode.unknown_member_id, f"member {member_id} is not in share group {group_id}"
@@ -92,7 +94,9 @@ async def handle_share_fetch(request: Any, ctx: RequestContext) -> Any:
     finally:
         codes = await writing if writing is not None else []
     ack_codes = {tip: code for (tip, _), code in zip(acks, codes, strict=True)}
-    return _response(share, ctx, group_id, results, ack_codes)
+    handed_out = sum(len(a.records) for _, a in results.values() if a is not None)
+    throttle_ms = await share_fetch_throttle_ms(ctx, handed_out)
+    return _response(share, ctx, group_id, results, ack_codes, throttle_ms)
 
 
 async def _acquire(
@@ -127,7 +131,8 @@ async def _acquire(
     while True:
         now = share.now_ms()
         records_left = request.max_records if request.max_records > 0 else 500
-        bytes_left = request.max_bytes  # 0 asks for no records, as Kafka answers it
+        # 0 asks for no records, as Kafka answers it; a consumer quota caps it at one quota window
+        bytes_left = fetch_max_bytes(ctx, request.max_bytes)
         got = False
         for tip, sp in live:
             if records_left <= 0 or bytes_left <= 0:
@@ -215,6 +220,7 @@ def _response(
     group_id: str,
     results: dict[TopicIdPartition, tuple[ErrorCode, Acquired | None]],
     ack_codes: dict[TopicIdPartition, ErrorCode],
+    throttle_ms: int,
 ) -> Any:
     build = ctx.build
     leader = current_leader(ctx)
@@ -244,7 +250,7 @@ def _response(
                 else (),
             )
         )
-    return share_response(ctx, share, group_id, "ShareFetchableTopicResponse", by_topic)
+    return share_response(ctx, share, group_id, "ShareFetchableTopicResponse", by_topic, throttle_ms)
 
 
 HANDLERS = {SHARE_FETCH: (VersionRange(1, 2), handle_share_fetch)}
