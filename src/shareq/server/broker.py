@@ -17,6 +17,7 @@ from shareq.config import BrokerConfig
 from shareq.log import LogConfig, PartitionLog
 
 from .connection import serve_connection
+from .consumer_groups import ConsumerGroupServices
 from .handlers import HandlerTable, default_handlers
 from .io_stats import IoStats
 from .partitions import Partition
@@ -58,6 +59,7 @@ class Broker:
         self.static_config = self.config
         self.stopping = False
         self.share: ShareServices | None = None
+        self.consumer_groups: ConsumerGroupServices | None = None
         self.io = IoStats()
 
     # -- lifecycle -------------------------------------------------------------------------------
@@ -73,6 +75,8 @@ class Broker:
                 self._open_partition(topic, index)
         self.share = ShareServices(self)
         await self.share.start()
+        self.consumer_groups = ConsumerGroupServices(self)
+        await self.consumer_groups.start()
         self._server = await asyncio.start_server(self._on_connection, self.host, self.port)
         self.port = self._server.sockets[0].getsockname()[1]
         self._spawn(self._retention_loop())
@@ -87,6 +91,8 @@ class Broker:
         await asyncio.gather(*self._tasks, *self._connections, return_exceptions=True)
         if self._server is not None:
             await self._server.wait_closed()
+        if self.consumer_groups is not None:
+            await self.consumer_groups.stop()
         if self.share is not None:
             await self.share.stop()
         for partition in self.partitions.values():

@@ -45,12 +45,14 @@ class HandlerTable:
 def default_handlers() -> HandlerTable:
     from . import (
         api_versions,
+        classic_groups,
         configs,
         coordinator,
         fetch,
         groups,
         list_offsets,
         metadata,
+        offsets,
         produce,
         producer_id,
         share_acknowledge,
@@ -76,6 +78,8 @@ def default_handlers() -> HandlerTable:
         share_acknowledge,
         groups,
         share_admin,
+        classic_groups,
+        offsets,
     ):
         table.update(module.HANDLERS)
     return table

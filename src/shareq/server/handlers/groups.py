@@ -1,9 +1,12 @@
 """Group APIs that span group types: ListGroups, DescribeGroups, ConsumerGroupDescribe, DeleteGroups.
 
-Share groups are the only groups this broker keeps. As in Kafka, a share group is listed with
-type ``share``, is unknown to the classic and consumer describe APIs (DescribeGroups answers
-Dead, and from v6 GROUP_ID_NOT_FOUND; ConsumerGroupDescribe answers GROUP_ID_NOT_FOUND), and
-is deleted by DeleteGroups only when empty, together with its share state and configs.
+Share groups and classic groups live here (``broker.share``, ``broker.consumer_groups``). As in
+Kafka, a share group is listed with type ``share``, is unknown to the classic and consumer
+describe APIs (DescribeGroups answers Dead, and from v6 GROUP_ID_NOT_FOUND; ConsumerGroupDescribe
+answers GROUP_ID_NOT_FOUND), and is deleted by DeleteGroups only when empty, together with its
+share state and configs. Classic groups are listed with type ``classic`` and their protocol type,
+described by DescribeGroups (members, protocol, assignments while Stable) and deleted by
+DeleteGroups when empty, with their committed offsets.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from shareq.coordinators.classic import ClassicRequestError
 from shareq.coordinators.group import SHARE_GROUP_TYPE
 from shareq.protocol import VersionRange
 from shareq.share.persister import SharePartitionKey
@@ -36,6 +40,7 @@ DELETE_GROUPS = 42
 CONSUMER_GROUP_DESCRIBE = 69
 
 DEAD = "Dead"
+CLASSIC_GROUP_TYPE = "classic"
 
 
 def handle_list_groups(request: Any, ctx: RequestContext) -> Any:
@@ -46,16 +51,23 @@ def handle_list_groups(request: Any, ctx: RequestContext) -> Any:
         listings = coordinator(ctx).list_groups()
     except AdminFailure as failure:
         return ctx.build(throttle_time=NO_THROTTLE, error_code=failure.code, groups=())
+    rows = [(g.group_id, SHARE_GROUP_TYPE, g.group_state, g.group_type) for g in listings]
+    classic = ctx.broker.consumer_groups
+    if classic is not None:
+        for group_id in classic.coordinator.group_ids():
+            found = classic.coordinator.group(group_id)
+            if found is not None:
+                rows.append((group_id, found.protocol_type or "", found.state.value, CLASSIC_GROUP_TYPE))
     groups = tuple(
         ctx.build(
             "ListedGroup",
-            group_id=g.group_id,
-            protocol_type=SHARE_GROUP_TYPE,
-            group_state=g.group_state,
-            group_type=g.group_type,
+            group_id=group_id,
+            protocol_type=protocol_type,
+            group_state=state,
+            group_type=group_type,
         )
-        for g in listings
-        if (not states or g.group_state.lower() in states) and (not types or g.group_type.lower() in types)
+        for group_id, protocol_type, state, group_type in rows
+        if (not states or state.lower() in states) and (not types or group_type.lower() in types)
     )
     return ctx.build(throttle_time=NO_THROTTLE, error_code=ErrorCode.none, groups=groups)
 
@@ -71,9 +83,36 @@ def _not_found_message(ctx: RequestContext, group_id: str, kind: str) -> str:
 
 
 def handle_describe_groups(request: Any, ctx: RequestContext) -> Any:
-    """Classic groups are not kept here, so every group is Dead (v6+: GROUP_ID_NOT_FOUND)."""
+    """Classic groups with their members; any other id is Dead (v6+: GROUP_ID_NOT_FOUND)."""
     described = []
+    classic = ctx.broker.consumer_groups
     for group_id in request.groups:
+        found = None if classic is None else classic.coordinator.describe(group_id)
+        if found is not None:
+            described.append(
+                ctx.build(
+                    "DescribedGroup",
+                    error_code=ErrorCode.none,
+                    error_message=None,
+                    group_id=group_id,
+                    group_state=found.state,
+                    protocol_type=found.protocol_type,
+                    protocol_data=found.protocol_name,
+                    members=tuple(
+                        ctx.build(
+                            "DescribedGroupMember",
+                            member_id=m.member_id,
+                            group_instance_id=m.group_instance_id,
+                            client_id=m.client_id,
+                            client_host=m.client_host,
+                            member_metadata=m.metadata,
+                            member_assignment=m.assignment,
+                        )
+                        for m in found.members
+                    ),
+                )
+            )
+            continue
         fields: dict[str, Any] = {}
         if ctx.version >= 6:
             fields = {
@@ -116,9 +155,13 @@ def handle_consumer_group_describe(request: Any, ctx: RequestContext) -> Any:
 
 async def handle_delete_groups(request: Any, ctx: RequestContext) -> Any:
     results = []
+    classic = ctx.broker.consumer_groups
     for group_id in request.groups_names:
         try:
-            await delete_share_group(ctx, group_id)
+            if classic is not None and classic.coordinator.group(group_id) is not None:
+                classic.delete_group(group_id)
+            else:
+                await delete_share_group(ctx, group_id)
             code = ErrorCode.none
         except Exception as error:
             failure = _failure(error, group_id)
@@ -128,6 +171,8 @@ async def handle_delete_groups(request: Any, ctx: RequestContext) -> Any:
 
 
 def _failure(error: BaseException, group_id: str) -> AdminFailure:
+    if isinstance(error, ClassicRequestError):
+        return AdminFailure(ErrorCode(error.code.value), error.message)
     try:
         return failure_of(error)
     except Exception:
