@@ -271,3 +271,44 @@ def test_admin_client_consumer_group_calls(group_broker: EmbeddedBroker) -> None
     admin.delete_consumer_groups(["adm-g"])["adm-g"].result(10)
     assert "adm-g" not in {g.group_id for g in admin.list_consumer_groups().result(10).valid}
     assert committed(admin, "adm-g", "adm", 2) == {0: -1001, 1: -1001}
+
+
+def test_static_member_restarts_without_a_rebalance(group_broker: EmbeddedBroker) -> None:
+    bootstrap = group_broker.bootstrap
+    create_topic(bootstrap, "static", 4)
+    produce(bootstrap, "static", [b"%d" % i for i in range(40)], 4)
+    events: list[str] = []
+
+    def on_assign(consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        events.append("assign")
+
+    def on_revoke(consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        events.append("revoke")
+
+    steady = group_consumer(bootstrap, "static-g", "range", **{"group.instance.id": "steady"})
+    restarting = group_consumer(bootstrap, "static-g", "range", **{"group.instance.id": "restarting"})
+    steady.subscribe(["static"], on_assign=on_assign, on_revoke=on_revoke)
+    restarting.subscribe(["static"])
+    deadline = time.monotonic() + DEADLINE_S
+    again: Consumer | None = None
+    try:
+        seen: dict[tuple[int, int], str] = {}
+        drain({"steady": steady, "restarting": restarting}, seen, 40, deadline)
+        while len(steady.assignment()) + len(restarting.assignment()) != 4:
+            assert time.monotonic() < deadline, "the group did not settle"
+            steady.poll(0.05)
+            restarting.poll(0.05)
+        before = {tp.partition for tp in restarting.assignment()}
+        settled = list(events)
+        restarting.close()  # a static member does not leave the group on close
+        again = group_consumer(bootstrap, "static-g", "range", **{"group.instance.id": "restarting"})
+        again.subscribe(["static"])
+        while {tp.partition for tp in again.assignment()} != before:
+            assert time.monotonic() < deadline, "the restarted member did not get its partitions back"
+            again.poll(0.05)
+            steady.poll(0.05)
+        assert events == settled  # the other member saw no rebalance
+    finally:
+        steady.close()
+        if again is not None:
+            again.close()
