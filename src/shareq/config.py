@@ -156,6 +156,9 @@ register(
     Setting(name="group.max.session.timeout.ms", type=int, default=1_800_000, validator=_positive),
     Setting(name="group.initial.rebalance.delay.ms", type=int, default=3_000, validator=_non_negative),
     Setting(name="group.max.size", type=int, default=2**31 - 1, validator=_positive),
+    Setting(name="group.consumer.session.timeout.ms", type=int, default=45_000, validator=_positive),
+    Setting(name="group.consumer.heartbeat.interval.ms", type=int, default=5_000, validator=_positive),
+    Setting(name="group.consumer.max.size", type=int, default=2**31 - 1, validator=_positive),
 )
 
 

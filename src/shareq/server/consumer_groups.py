@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import uuid
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -40,7 +41,18 @@ from shareq.coordinators.classic import (
     SyncResponse,
     record_type,
 )
-from shareq.coordinators.classic.records import decode_group_value, decode_key, decode_offset_value
+from shareq.coordinators.classic.records import (
+    decode_group_value,
+    decode_key,
+    decode_offset_value,
+    group_record,
+)
+from shareq.coordinators.consumer import (
+    ConsumerConfig,
+    ConsumerGroupCoordinator,
+    ConsumerHeartbeat,
+    ConsumerHeartbeatResult,
+)
 from shareq.coordinators.group import SHARE_GROUP_TYPE, CoordinatorRecord
 from shareq.log.records import decode_batches
 
@@ -50,6 +62,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("shareq.groups")
 
 CLASSIC_GROUP_TYPE = "classic"
+CONSUMER_GROUP_TYPE = "consumer"
 GROUP_METADATA_TOPIC = "__consumer_offsets"
 _READ_CHUNK = 1 << 20
 _FAR = float("inf")
@@ -74,6 +87,13 @@ class ConsumerGroupServices:
                 max_session_timeout_ms=config["group.max.session.timeout.ms"],
                 initial_rebalance_delay_ms=config["group.initial.rebalance.delay.ms"],
                 max_size=config["group.max.size"],
+            )
+        )
+        self.consumer = ConsumerGroupCoordinator(
+            ConsumerConfig(
+                session_timeout_ms=config["group.consumer.session.timeout.ms"],
+                heartbeat_interval_ms=config["group.consumer.heartbeat.interval.ms"],
+                max_size=config["group.consumer.max.size"],
             )
         )
         self.offsets = ConsumerOffsets()
@@ -139,15 +159,28 @@ class ConsumerGroupServices:
         share = self.broker.share
         return share is not None and share.coordinator.group_type(group_id) == SHARE_GROUP_TYPE
 
+    def group_type(self, group_id: str) -> str | None:
+        """``classic`` or ``consumer`` for the groups kept here, else ``None``."""
+        if self.consumer.group(group_id) is not None:
+            return CONSUMER_GROUP_TYPE
+        if self.coordinator.group(group_id) is not None:
+            return CLASSIC_GROUP_TYPE
+        return None
+
     def _register(self, group_id: str) -> None:
         share = self.broker.share
         if share is None:
             return
-        exists = self.coordinator.group(group_id) is not None
-        if exists and share.coordinator.group_type(group_id) is None:
-            share.coordinator.register_group_type(group_id, CLASSIC_GROUP_TYPE)
-        elif not exists and share.coordinator.group_type(group_id) == CLASSIC_GROUP_TYPE:
-            share.coordinator.unregister_group_type(group_id)
+        kind = self.group_type(group_id)
+        known = share.coordinator.group_type(group_id)
+        if known in (SHARE_GROUP_TYPE, kind):
+            return
+        share.coordinator.unregister_group_type(group_id)
+        if kind is not None:
+            share.coordinator.register_group_type(group_id, kind)
+
+    def _topics(self) -> dict[str, tuple[uuid.UUID, int]]:
+        return {t.name: (t.topic_id, t.partitions) for t in self.broker.topics if not t.internal}
 
     def _persist(self, records: Iterable[CoordinatorRecord]) -> None:
         batch = tuple(records)
@@ -166,6 +199,14 @@ class ConsumerGroupServices:
             raise ClassicRequestError(
                 ClassicErrorCode.INCONSISTENT_GROUP_PROTOCOL, f"group {request.group_id} is a share group"
             )
+        consumer = self.consumer.group(request.group_id)
+        if consumer is not None:
+            if consumer.members:
+                raise ClassicRequestError(
+                    ClassicErrorCode.INCONSISTENT_GROUP_PROTOCOL,
+                    f"group {request.group_id} is a consumer group",
+                )
+            self.consumer.delete(request.group_id)  # an empty consumer group becomes classic
         result = self.coordinator.join(request, now_ms=_wall_ms())
         self._register(request.group_id)
         future: asyncio.Future[JoinResponse] | None = None
@@ -225,6 +266,25 @@ class ConsumerGroupServices:
         self._apply(result)
         return result.errors
 
+    def consumer_heartbeat(self, request: ConsumerHeartbeat) -> ConsumerHeartbeatResult:
+        """One ConsumerGroupHeartbeat (KIP-848). Raises ``ClassicRequestError``."""
+        gid = request.group_id
+        if self.is_share_group(gid):
+            raise ClassicRequestError(
+                ClassicErrorCode.GROUP_ID_NOT_FOUND, f"group {gid} is not a consumer group"
+            )
+        classic = self.coordinator.group(gid)
+        if classic is not None:
+            if classic.members or classic.pending:
+                raise ClassicRequestError(
+                    ClassicErrorCode.GROUP_ID_NOT_FOUND, f"group {gid} is a classic group with members"
+                )
+            self.coordinator.forget(gid)  # an empty classic group (offsets only) becomes a consumer group
+        result = self.consumer.heartbeat(request, now_ms=_wall_ms(), topics=self._topics())
+        self._register(gid)
+        self._reschedule()
+        return result
+
     def _apply(self, result: ClassicResult) -> None:
         """Persist the records, then answer the parked requests, then re-arm the timer."""
         self._persist(result.records)
@@ -260,7 +320,9 @@ class ConsumerGroupServices:
             )
         if not group_id:
             raise ClassicRequestError(ClassicErrorCode.INVALID_GROUP_ID, "group id must not be empty")
-        if self.coordinator.group(group_id) is None:
+        if self.consumer.group(group_id) is not None:
+            self.consumer.validate_offset_commit(group_id, member_id, generation)
+        elif self.coordinator.group(group_id) is None:
             if generation >= 0:
                 code = (
                     ClassicErrorCode.GROUP_ID_NOT_FOUND
@@ -287,9 +349,13 @@ class ConsumerGroupServices:
 
     def delete_offsets(self, group_id: str, partitions: list[tuple[str, int]]) -> list[ClassicErrorCode]:
         """OffsetDelete: refused per partition for topics the live members subscribe to."""
-        if self.is_share_group(group_id) or self.coordinator.group(group_id) is None:
+        if self.is_share_group(group_id) or self.group_type(group_id) is None:
             raise ClassicRequestError(ClassicErrorCode.GROUP_ID_NOT_FOUND, f"group {group_id} not found")
-        subscribed = self.coordinator.subscribed_topics(group_id) or frozenset()
+        consumer = self.consumer.group(group_id)
+        if consumer is not None:
+            subscribed = frozenset().union(*(m.subscribed for m in consumer.members.values()))
+        else:
+            subscribed = self.coordinator.subscribed_topics(group_id) or frozenset()
         errors = [
             ClassicErrorCode.GROUP_SUBSCRIBED_TO_TOPIC if topic in subscribed else ClassicErrorCode.NONE
             for topic, _ in partitions
@@ -299,8 +365,12 @@ class ConsumerGroupServices:
         return errors
 
     def delete_group(self, group_id: str) -> None:
-        """DeleteGroups for a classic group: empty only; its offsets go with it."""
-        records = list(self.coordinator.delete(group_id))
+        """DeleteGroups for a classic or consumer group: empty only; its offsets go with it."""
+        if self.consumer.group(group_id) is not None:
+            self.consumer.delete(group_id)
+            records = [group_record(group_id, None)]  # it may have been a classic group before
+        else:
+            records = list(self.coordinator.delete(group_id))
         records += self.offsets.delete_group(group_id)
         self._persist(records)
         self._register(group_id)
@@ -322,13 +392,18 @@ class ConsumerGroupServices:
             self._timer.cancel()
             self._timer = None
         self._timer_at = _FAR
-        self._arm(self.coordinator.next_deadline())
+        deadlines = [
+            d for d in (self.coordinator.next_deadline(), self.consumer.next_deadline()) if d is not None
+        ]
+        self._arm(min(deadlines, default=None))
 
     def _fire(self) -> None:
         self._timer = None
         self._timer_at = _FAR
         try:
-            self._apply(self.coordinator.expire(_wall_ms()))
+            now = _wall_ms()
+            self.consumer.expire(now, self._topics())
+            self._apply(self.coordinator.expire(now))
         except Exception:
             log.exception("classic group timers failed")
             self._reschedule()

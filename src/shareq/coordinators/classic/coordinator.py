@@ -562,6 +562,12 @@ class ClassicGroupCoordinator:
         del self._groups[group_id]
         return (group_record(group_id, None),)
 
+    def forget(self, group_id: str) -> None:
+        """Drop an empty group from memory (it becomes a consumer group; its records stay)."""
+        group = self._groups.get(group_id)
+        if group is not None and not group.members and not group.pending:
+            del self._groups[group_id]
+
     def subscribed_topics(self, group_id: str) -> frozenset[str] | None:
         """Topics the members subscribe to (consumer protocol), ``None`` if the group is empty."""
         group = self._groups.get(group_id)

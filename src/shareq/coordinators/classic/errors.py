@@ -26,6 +26,9 @@ class ClassicErrorCode(enum.IntEnum):
     FENCED_INSTANCE_ID = 82
     GROUP_SUBSCRIBED_TO_TOPIC = 86
     UNSTABLE_OFFSET_COMMIT = 88
+    FENCED_MEMBER_EPOCH = 110
+    UNSUPPORTED_ASSIGNOR = 112
+    STALE_MEMBER_EPOCH = 113
 
 
 class ClassicRequestError(Exception):

@@ -47,6 +47,7 @@ def default_handlers() -> HandlerTable:
         api_versions,
         classic_groups,
         configs,
+        consumer_group_heartbeat,
         coordinator,
         fetch,
         groups,
@@ -80,6 +81,7 @@ def default_handlers() -> HandlerTable:
         share_admin,
         classic_groups,
         offsets,
+        consumer_group_heartbeat,
     ):
         table.update(module.HANDLERS)
     return table

@@ -58,6 +58,10 @@ def handle_list_groups(request: Any, ctx: RequestContext) -> Any:
             found = classic.coordinator.group(group_id)
             if found is not None:
                 rows.append((group_id, found.protocol_type or "", found.state.value, CLASSIC_GROUP_TYPE))
+        for group_id in classic.consumer.group_ids():
+            consumer_group = classic.consumer.group(group_id)
+            if consumer_group is not None:
+                rows.append((group_id, "consumer", consumer_group.state, "consumer"))
     groups = tuple(
         ctx.build(
             "ListedGroup",
@@ -135,9 +139,13 @@ def handle_describe_groups(request: Any, ctx: RequestContext) -> Any:
 
 
 def handle_consumer_group_describe(request: Any, ctx: RequestContext) -> Any:
-    """Consumer groups (KIP-848) are not kept here: GROUP_ID_NOT_FOUND, naming a share group as such."""
+    """Consumer groups (KIP-848) with members and assignments; other ids GROUP_ID_NOT_FOUND."""
+    classic = ctx.broker.consumer_groups
+    found = [] if classic is None else [g for g in request.group_ids if classic.consumer.group(g) is not None]
     described = tuple(
-        ctx.build(
+        _describe_consumer_group(ctx, group_id)
+        if group_id in found
+        else ctx.build(
             "DescribedGroup",
             error_code=ErrorCode.group_id_not_found,
             error_message=_not_found_message(ctx, group_id, "consumer"),
@@ -153,12 +161,60 @@ def handle_consumer_group_describe(request: Any, ctx: RequestContext) -> Any:
     return ctx.build(throttle_time=NO_THROTTLE, groups=described)
 
 
+def _describe_consumer_group(ctx: RequestContext, group_id: str) -> Any:
+    classic = ctx.broker.consumer_groups
+    assert classic is not None
+    group = classic.consumer.group(group_id)
+    assert group is not None
+    names = {tid: name for name, (tid, _) in group.topics.items()}
+
+    def assignment(parts: Any) -> Any:
+        return ctx.build(
+            "Assignment",
+            topic_partitions=tuple(
+                ctx.build(
+                    "TopicPartitions", topic_id=t, topic_name=names.get(t, ""), partitions=tuple(sorted(ps))
+                )
+                for t, ps in sorted(parts.items(), key=lambda kv: names.get(kv[0], ""))
+            ),
+        )
+
+    return ctx.build(
+        "DescribedGroup",
+        error_code=ErrorCode.none,
+        error_message=None,
+        group_id=group_id,
+        group_state=group.state,
+        group_epoch=group.group_epoch,
+        assignment_epoch=group.assignment_epoch,
+        assignor_name="uniform",
+        members=tuple(
+            ctx.build(
+                "Member",
+                member_id=m.member_id,
+                instance_id=m.instance_id,
+                rack_id=m.rack_id,
+                member_epoch=m.epoch,
+                client_id=m.client_id,
+                client_host=m.client_host,
+                subscribed_topic_names=tuple(sorted(m.subscribed)),
+                subscribed_topic_regex=None,
+                assignment=assignment(m.assigned),
+                target_assignment=assignment(group.target.get(m.member_id, {})),
+                member_type=-1,
+            )
+            for m in group.members.values()
+        ),
+        authorized_operations=-2147483648,
+    )
+
+
 async def handle_delete_groups(request: Any, ctx: RequestContext) -> Any:
     results = []
     classic = ctx.broker.consumer_groups
     for group_id in request.groups_names:
         try:
-            if classic is not None and classic.coordinator.group(group_id) is not None:
+            if classic is not None and classic.group_type(group_id) is not None:
                 classic.delete_group(group_id)
             else:
                 await delete_share_group(ctx, group_id)
