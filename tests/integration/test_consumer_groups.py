@@ -312,3 +312,48 @@ def test_static_member_restarts_without_a_rebalance(group_broker: EmbeddedBroker
         steady.close()
         if again is not None:
             again.close()
+
+
+def test_kip848_consumer_protocol_two_then_three_members(tmp_path: Path) -> None:
+    config = {"group.consumer.heartbeat.interval.ms": "500", "group.initial.rebalance.delay.ms": "0"}
+    with EmbeddedBroker(tmp_path / "data", config=config) as broker:
+        bootstrap = broker.bootstrap
+        create_topic(bootstrap, "kip848", 6)
+        produce(bootstrap, "kip848", [b"%d" % i for i in range(300)], 6)
+        owners = Ownership()
+
+        def member(name: str) -> Consumer:
+            consumer = Consumer(
+                {
+                    "bootstrap.servers": bootstrap,
+                    "group.id": "kip848-g",
+                    "group.protocol": "consumer",
+                    "auto.offset.reset": "earliest",
+                    "enable.auto.commit": False,
+                    **FAST_FAILURE,
+                }
+            )
+            consumer.subscribe(["kip848"], **owners.callbacks(name))
+            return consumer
+
+        consumers = {name: member(name) for name in ("m1", "m2")}
+        seen: dict[tuple[int, int], str] = {}
+        deadline = time.monotonic() + DEADLINE_S
+        try:
+            drain(consumers, seen, 300, deadline)
+            produce(bootstrap, "kip848", [b"%d" % i for i in range(300, 600)], 6)
+            consumers["m3"] = member("m3")
+            drain(consumers, seen, 600, deadline)
+            while sorted(len(c.assignment()) for c in consumers.values()) != [2, 2, 2]:
+                assert time.monotonic() < deadline, [len(c.assignment()) for c in consumers.values()]
+                for consumer in consumers.values():
+                    consumer.poll(0.05)
+            admin = AdminClient({"bootstrap.servers": bootstrap})
+            settle(consumers, admin, "kip848-g", "kip848", dict.fromkeys(range(6), 100), deadline)
+            described = admin.describe_consumer_groups(["kip848-g"])["kip848-g"].result(10)
+            assert sorted(len(m.assignment.topic_partitions) for m in described.members) == [2, 2, 2]
+        finally:
+            for consumer in consumers.values():
+                consumer.close()
+        assert owners.violations == []
+        assert len(seen) == 600
