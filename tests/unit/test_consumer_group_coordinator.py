@@ -112,3 +112,60 @@ def test_session_and_revocation_timeouts_remove_members() -> None:
     assert c.expire(1_200, TOPICS) == [("g", "a")]
     group = c.group("g")
     assert group is not None and group.state == "Empty"
+
+
+_OPS = st.lists(
+    st.tuples(st.sampled_from(["join", "beat", "leave", "tick"]), st.integers(0, 3), st.integers(0, 3_000)),
+    max_size=80,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(_OPS)
+def test_no_partition_is_ever_owned_by_two_members(ops: list[tuple[str, int, int]]) -> None:
+    """Clients that own exactly what their last response gave them never overlap, and once
+    everyone heartbeats in a quiet group, every partition is owned."""
+    c = ConsumerGroupCoordinator(ConsumerConfig(session_timeout_ms=5_000))
+    now = 0
+    epochs: dict[int, int] = {}
+    owned: dict[int, Assignment] = {}
+
+    def check() -> None:
+        seen: set[int] = set()
+        for a in owned.values():
+            mine = set(a.get(T, frozenset()))
+            assert not (mine & seen)
+            seen |= mine
+
+    for op, who, step in ops:
+        now += step
+        name = f"m{who}"
+        try:
+            if op == "join" and who not in epochs:
+                epochs[who], got = beat(c, name, 0, now=now, owned={})
+                owned[who] = got or {}
+            elif op == "beat" and who in epochs:
+                epochs[who], got = beat(c, name, epochs[who], now=now, owned=owned[who], topics=None)
+                if got is not None:
+                    owned[who] = got
+            elif op == "leave" and who in epochs:
+                beat(c, name, -1, now=now)
+                del epochs[who], owned[who]
+            elif op == "tick":
+                for gid, mid in c.expire(now, TOPICS):
+                    assert gid == "g"
+                    gone = int(mid[1:])
+                    epochs.pop(gone, None)
+                    owned.pop(gone, None)
+        except ClassicRequestError:
+            epochs.pop(who, None)
+            owned.pop(who, None)
+        check()
+    for _ in range(4):  # a quiet group converges
+        for who in list(epochs):
+            epochs[who], got = beat(c, f"m{who}", epochs[who], now=now, owned=owned[who], topics=None)
+            if got is not None:
+                owned[who] = got
+            check()
+    if epochs:
+        assert sorted(p for a in owned.values() for p in a.get(T, frozenset())) == list(range(6))
