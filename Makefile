@@ -3,7 +3,13 @@ PY ?= python3
 VENV := .venv
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint setup clean
+# Apache Kafka 4.4 for the differential tests (tests/compat/): the jars of tests/kafka-reference/pom.xml,
+# resolved once from Maven Central into tests/kafka-reference/lib. Without Java and Maven the Kafka tests
+# are skipped locally; in CI (CI=true) that is an error.
+KAFKA_REF := tests/kafka-reference
+KAFKA_STAMP := $(KAFKA_REF)/lib/.resolved
+
+.PHONY: demo test lint setup clean kafka compat compat-report
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -11,7 +17,21 @@ $(STAMP): pyproject.toml
 	$(VENV)/bin/pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
-setup: $(STAMP)
+$(KAFKA_STAMP): $(KAFKA_REF)/pom.xml
+	@if command -v java >/dev/null 2>&1 && command -v mvn >/dev/null 2>&1; then \
+		rm -rf $(KAFKA_REF)/lib && \
+		mvn -q -B -f $(KAFKA_REF)/pom.xml dependency:copy-dependencies \
+			-DoutputDirectory=lib -DincludeScope=runtime && \
+		touch $@; \
+	elif [ "$$CI" = "true" ]; then \
+		echo "Java 17 and Maven are required in CI for the Kafka compatibility tests" >&2; exit 1; \
+	else \
+		echo "Java or Maven not found: the Kafka compatibility tests will be skipped" >&2; \
+	fi
+
+kafka: $(KAFKA_STAMP)
+
+setup: $(STAMP) kafka
 
 demo: $(STAMP)
 	$(VENV)/bin/shareq demo
@@ -21,8 +41,16 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff format --check src tests bench
 	$(VENV)/bin/mypy
 
-test: lint
+test: lint kafka
 	$(VENV)/bin/pytest -n 2 --dist loadgroup
 
+# The differential tests alone, and docs/compatibility.md regenerated from their results.
+compat: $(STAMP) kafka
+	$(VENV)/bin/pytest tests/compat -n 2 --dist loadgroup
+
+compat-report: $(STAMP) kafka
+	-$(VENV)/bin/pytest tests/compat -n 2 --dist loadgroup --compat-results build/compat-results.json
+	$(VENV)/bin/python tests/compat/report.py build/compat-results.json > docs/compatibility.md
+
 clean:
-	rm -rf $(VENV)
+	rm -rf $(VENV) $(KAFKA_REF)/lib

@@ -85,13 +85,23 @@ def free_port() -> int:
         return port
 
 
-def produce(bootstrap: str, n: int, linger_ms: int) -> float:
+def create_topic(bootstrap: str, topic: str, partitions: int = PARTITIONS) -> None:
+    """CreateTopics through librdkafka's AdminClient (the same call against shareq and Kafka)."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.create_topics([NewTopic(topic, partitions, 1)]).values():
+        future.result(30)
+    deadline = time.monotonic() + 30
+    while topic not in admin.list_topics(timeout=10).topics and time.monotonic() < deadline:
+        time.sleep(0.1)
+
+
+def produce(bootstrap: str, n: int, linger_ms: int = 5, topic: str = TOPIC) -> float:
+    """Produce ``n`` records of 100 B round-robin over the partitions (librdkafka, acks=all); rec/s."""
     from confluent_kafka import Producer
 
-    from shareq.client import Admin
-
-    with Admin(bootstrap) as admin:
-        admin.create_topic(TOPIC, PARTITIONS)
+    create_topic(bootstrap, topic)
     producer = Producer(
         {"bootstrap.servers": bootstrap, "linger.ms": linger_ms, "batch.num.messages": 10_000, "acks": "all"}
     )
@@ -100,12 +110,20 @@ def produce(bootstrap: str, n: int, linger_ms: int) -> float:
     for i in range(n):
         while True:
             try:
-                producer.produce(TOPIC, value=payload, partition=i % PARTITIONS)
+                producer.produce(topic, value=payload, partition=i % PARTITIONS)
                 break
             except BufferError:
                 producer.poll(0.01)
-    assert producer.flush(120) == 0
+    assert producer.flush(300) == 0
     return n / (time.perf_counter() - started)
+
+
+def stop_broker(proc: subprocess.Popen[str]) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
 
 
 def share_main(
@@ -286,11 +304,7 @@ def run_size(n: int, phases_wanted: list[str], profile: str | None, linger_ms: i
             print(describe(phases[name], phases["assign"].rate), flush=True)
         print(f"broker peak RSS {peak_rss_mb(broker.pid):,.0f} MB")
     finally:
-        broker.terminate()
-        try:
-            broker.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            broker.kill()
+        stop_broker(broker)
         shutil.rmtree(data_dir, ignore_errors=True)
     return phases
 

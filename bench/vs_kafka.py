@@ -33,7 +33,7 @@ from pathlib import Path
 
 import psutil
 
-from share_consume import free_port, peak_rss_mb, run_phase, start_broker
+from share_consume import free_port, peak_rss_mb, produce, run_phase, start_broker, stop_broker
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from kafka_harness import java_command, kafka_cluster
@@ -69,11 +69,7 @@ def shareq(directory: Path) -> Iterator[Broker]:
     try:
         yield Broker("shareq", f"127.0.0.1:{port}", proc.pid)
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop_broker(proc)
 
 
 def cpu_seconds(pid: int) -> float:
@@ -81,32 +77,10 @@ def cpu_seconds(pid: int) -> float:
     return float(sum(psutil.Process(pid).cpu_times()[:2]))
 
 
-def produce(broker: Broker, topic: str, n: int) -> Figure:
-    from confluent_kafka import Producer
-    from confluent_kafka.admin import AdminClient, NewTopic
-
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-    for future in admin.create_topics([NewTopic(topic, PARTITIONS, 1)]).values():
-        future.result(30)
-    deadline = time.monotonic() + 30
-    while topic not in admin.list_topics(timeout=10).topics and time.monotonic() < deadline:
-        time.sleep(0.1)
-    producer = Producer(
-        {"bootstrap.servers": broker.bootstrap, "linger.ms": 5, "batch.num.messages": 10_000, "acks": "all"}
-    )
-    payload = b"x" * 100
+def produce_measured(broker: Broker, topic: str, n: int) -> Figure:
     cpu = cpu_seconds(broker.pid)
-    started = time.perf_counter()
-    for i in range(n):
-        while True:
-            try:
-                producer.produce(topic, value=payload, partition=i % PARTITIONS)
-                break
-            except BufferError:
-                producer.poll(0.01)
-    assert producer.flush(300) == 0
-    elapsed = time.perf_counter() - started
-    return Figure(n / elapsed, (cpu_seconds(broker.pid) - cpu) / n * 1e6)
+    rate = produce(broker.bootstrap, n, topic=topic)
+    return Figure(rate, (cpu_seconds(broker.pid) - cpu) / n * 1e6)
 
 
 def set_earliest(broker: Broker, group: str) -> None:
@@ -182,7 +156,7 @@ def measure(start: Callable[[Path], AbstractContextManager[Broker]], n: int) -> 
     try:
         with start(directory / "data") as broker:
             topic = "bench"
-            out["produce"] = produce(broker, topic, n)
+            out["produce"] = produce_measured(broker, topic, n)
             assign = run_phase("assign", broker.bootstrap, broker.pid, n, PARTITIONS, "assign", topic=topic)
             out["fetch"] = Figure(assign.rate, assign.cpu_us)
             set_earliest(broker, "bench-share")

@@ -1,1 +1,66 @@
-"""Shared fixtures. Integration fixtures live in tests/integration/conftest.py."""
+"""Shared fixtures. Integration fixtures live in tests/integration/conftest.py, the differential (Kafka beside
+shareq) fixtures in tests/compat/conftest.py.
+
+``--compat-results FILE`` writes the outcome of every test under tests/compat/ to FILE as JSON (on the
+controller when run with xdist); ``tests/compat/report.py`` renders it as docs/compatibility.md.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+_RESULTS: dict[str, dict[str, Any]] = {}
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--compat-results",
+        default=None,
+        help="write the outcomes of tests/compat/ to this JSON file",
+    )
+
+
+def _outcome(report: pytest.TestReport) -> str | None:
+    xfail_reason = getattr(report, "wasxfail", None)
+    if report.when == "call":
+        if report.failed and str(report.longrepr).startswith("[XPASS(strict)]"):
+            return "xpassed"
+        if xfail_reason is not None:
+            return "xfailed" if report.skipped else "xpassed"
+        return report.outcome
+    if report.failed:
+        return "error"
+    if report.skipped:
+        return "xfailed" if xfail_reason is not None else "skipped"
+    return None
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if "tests/compat/" not in report.nodeid.replace("\\", "/"):
+        return
+    outcome = _outcome(report)
+    if outcome is None:
+        return
+    entry = _RESULTS.setdefault(report.nodeid, {"nodeid": report.nodeid})
+    if entry.get("outcome") in ("failed", "error"):
+        return  # a failing teardown after a failed call keeps the first failure
+    entry["outcome"] = outcome
+    entry["duration"] = round(entry.get("duration", 0.0) + report.duration, 3)
+    reason = getattr(report, "wasxfail", None)
+    if reason is None and report.skipped and isinstance(report.longrepr, tuple):
+        reason = report.longrepr[2]
+    if reason:
+        entry["reason"] = reason
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    path = session.config.getoption("--compat-results")
+    if not path or hasattr(session.config, "workerinput"):
+        return
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(sorted(_RESULTS.values(), key=lambda r: r["nodeid"]), indent=1) + "\n")

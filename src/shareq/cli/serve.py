@@ -35,7 +35,15 @@ def serve(data_dir: Path, port: int, host: str, pairs: tuple[str, ...], log_leve
         config = BrokerConfig.from_pairs(pairs)
     except ConfigError as error:
         raise click.BadParameter(str(error), param_hint="--config") from error
-    asyncio.run(_serve(data_dir, host, port, config))
+    from shareq.server.broker import BrokerStartError
+
+    try:
+        asyncio.run(_serve(data_dir, host, port, config))
+    except BrokerStartError as error:
+        # One line, as Kafka says it (``Socket server failed to bind to H:P: Address already in
+        # use.``), and a non-zero exit; the traceback helps no operator here.
+        logging.getLogger("shareq.server").error("%s", error)
+        sys.exit(1)
 
 
 def _io_line(broker: Broker) -> str:
@@ -46,7 +54,11 @@ async def _serve(data_dir: Path, host: str, port: int, config: BrokerConfig) -> 
     from shareq.server import Broker
 
     broker = Broker(data_dir, config, host=host, port=port)
-    await broker.start()
+    try:
+        await broker.start()
+    except BaseException:
+        await broker.stop()  # close whatever opened before the failure
+        raise
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):

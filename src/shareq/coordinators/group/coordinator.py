@@ -106,12 +106,12 @@ class ShareGroupCoordinator(ShareGroupAdmin):
         """Serve one ShareGroupHeartbeat. ``topics`` is the broker's whole topic image.
 
         Raises ``GroupRequestError`` (state unchanged) for UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH,
-        INVALID_REQUEST, INVALID_GROUP_ID, GROUP_ID_NOT_FOUND, GROUP_MAX_SIZE_REACHED and
+        INVALID_REQUEST (also an empty group id, as Kafka), GROUP_ID_NOT_FOUND, GROUP_MAX_SIZE_REACHED and
         INCONSISTENT_GROUP_PROTOCOL.
         """
         gid, mid, epoch = request.group_id, request.member_id, request.member_epoch
-        if not gid:
-            raise _err(GroupErrorCode.INVALID_GROUP_ID, "group id must not be empty")
+        if not gid:  # Kafka: INVALID_REQUEST "GroupId can't be empty" (not INVALID_GROUP_ID)
+            raise _err(GroupErrorCode.INVALID_REQUEST, "group id must not be empty")
         if not mid:
             raise _err(GroupErrorCode.INVALID_REQUEST, "member id must not be empty")
         if epoch < LEAVE_EPOCH:
@@ -141,7 +141,7 @@ class ShareGroupCoordinator(ShareGroupAdmin):
             member = group.members.get(mid)
             if member is None:
                 raise _err(GroupErrorCode.UNKNOWN_MEMBER_ID, f"member {mid} is not in group {gid}")
-            if epoch != member.member_epoch:
+            if epoch != member.member_epoch and epoch != member.previous_member_epoch:
                 raise _err(
                     GroupErrorCode.FENCED_MEMBER_EPOCH,
                     f"member epoch {epoch} does not match the current epoch {member.member_epoch}",
@@ -175,7 +175,9 @@ class ShareGroupCoordinator(ShareGroupAdmin):
         initialize = self._partitions_to_initialize(group)
 
         new_assignment = group.target.get(mid, {})
-        send = epoch == JOIN_EPOCH or new_assignment != member.assignment
+        send = epoch == JOIN_EPOCH or epoch != member.member_epoch or new_assignment != member.assignment
+        if member.member_epoch != group.assignment_epoch:
+            member.previous_member_epoch = member.member_epoch
         member.member_epoch = group.assignment_epoch
         member.assignment = new_assignment
         self._touch(group, member, now_ms, config.session_timeout_ms)
@@ -410,6 +412,10 @@ class ShareGroupCoordinator(ShareGroupAdmin):
 
     def describe_configs(self, group_id: str) -> tuple[ConfigEntry, ...]:
         return describe_group_config(self._configs.get(group_id, {}), self.broker)
+
+    def configured_groups(self) -> tuple[str, ...]:
+        """The groups with at least one config override (whether or not they have members yet)."""
+        return tuple(group_id for group_id, configs in self._configs.items() if configs)
 
     def alter_configs(
         self, group_id: str, changes: Mapping[str, str | None], *, validate_only: bool = False

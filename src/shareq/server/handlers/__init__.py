@@ -46,6 +46,7 @@ def default_handlers() -> HandlerTable:
     from . import (
         api_versions,
         classic_groups,
+        client_quotas,
         configs,
         consumer_group_heartbeat,
         coordinator,
@@ -74,6 +75,7 @@ def default_handlers() -> HandlerTable:
         coordinator,
         producer_id,
         configs,
+        client_quotas,
         share_group_heartbeat,
         share_fetch,
         share_acknowledge,

@@ -7,6 +7,7 @@ long poll costs nothing while idle and answers as soon as data lands.
 from __future__ import annotations
 
 import asyncio
+import datetime
 import uuid
 from typing import Any
 
@@ -19,7 +20,7 @@ from shareq.protocol.versions import FETCH
 from ..context import RequestContext
 from ..errors import error_code
 from ..partitions import Partition, wait_for_data
-from .api_versions import NO_THROTTLE
+from ..quotas import fetch_max_bytes, fetch_throttle_ms
 
 ZERO_UUID = uuid.UUID(int=0)
 
@@ -32,11 +33,17 @@ async def handle_fetch(request: Any, ctx: RequestContext) -> Any:
         responses, total, failed, count = _collect(request, ctx, wanted)
         remaining = deadline - loop.time()
         if total >= request.min_bytes or failed or remaining <= 0 or ctx.broker.stopping:
-            io = ctx.broker.io.api(FETCH)
-            io.bytes_delivered += total
-            io.records_delivered += count
+            # Client quotas (server/quotas.py): over consumer_byte_rate, answer with no records.
+            throttle_ms = await fetch_throttle_ms(ctx, total)
+            if not throttle_ms:
+                io = ctx.broker.io.api(FETCH)
+                io.bytes_delivered += total
+                io.records_delivered += count
             return ctx.build(
-                throttle_time=NO_THROTTLE, error_code=ErrorCode.none, session_id=0, responses=responses
+                throttle_time=datetime.timedelta(milliseconds=throttle_ms),
+                error_code=ErrorCode.none,
+                session_id=0,
+                responses=() if throttle_ms else responses,
             )
         await wait_for_data([p for _, _, p in wanted if p is not None], remaining)
 
@@ -62,7 +69,7 @@ def _collect(
     request: Any, ctx: RequestContext, wanted: list[Wanted]
 ) -> tuple[tuple[Any, ...], int, bool, int]:
     """The response entries, their record bytes, whether a partition failed, and their records."""
-    budget = request.max_bytes
+    budget = fetch_max_bytes(ctx, request.max_bytes)  # client quotas (server/quotas.py): capped
     total = 0
     failed = False
     count = 0

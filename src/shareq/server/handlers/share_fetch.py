@@ -26,7 +26,7 @@ from ..context import RequestContext
 from ..partitions import wait_for_data
 from ..share import ShareServices
 from ..share.manager import Acquired
-from ..share.requests import acknowledge_all, resolve, session_error_code
+from ..share.requests import acknowledge_all, locate, resolve, session_error_code
 from .share_response import current_leader, error_response, share_response
 
 SHARE_FETCH = 78
@@ -108,14 +108,7 @@ async def _acquire(
     While the request's own acknowledgements are being written nothing parks: if the window is
     full the write's commit is what frees it, so the fetch waits for the write and tries again."""
     group_id = request.group_id
-    results: dict[TopicIdPartition, tuple[ErrorCode, Acquired | None]] = {}
-    live: list[tuple[TopicIdPartition, Any]] = []
-    for tip in partitions:
-        sp, code = await resolve(share, group_id, tip)
-        if sp is None:
-            results[tip] = (code, None)
-        else:
-            live.append((tip, sp))
+    results, live = await _ready(share, group_id, partitions)
     if not live:
         return results
     if len(live) > 1:  # rotate so a small max_records does not always favour the first partition
@@ -165,6 +158,44 @@ async def _acquire(
         await _park(share, [sp.key for _, sp in live], remaining)
         if share.sessions.get(group_id, member_id) is None:
             return results  # the session closed while parked (member left or expired)
+
+
+async def _ready(
+    share: ShareServices, group_id: str, partitions: list[TopicIdPartition]
+) -> tuple[dict[TopicIdPartition, tuple[ErrorCode, Acquired | None]], list[tuple[TopicIdPartition, Any]]]:
+    """The errors to report and the share-partitions this fetch acquires from.
+
+    As in Kafka, a share-partition serves fetches once its state is loaded, and a fetch does not wait
+    for the loading of others: those not yet loaded start loading and join a later fetch. Only when
+    none is ready does the fetch wait, for the first in request order (so a consumer's first poll
+    on several new share-partitions returns one partition's records, as Kafka 4.4's does).
+    """
+    results: dict[TopicIdPartition, tuple[ErrorCode, Acquired | None]] = {}
+    live: list[tuple[TopicIdPartition, Any]] = []
+    loading: list[tuple[TopicIdPartition, asyncio.Future[tuple[Any, ErrorCode]]]] = []
+    for tip in partitions:
+        sp, key, code = locate(share, group_id, tip)
+        if sp is not None:
+            live.append((tip, sp))
+        elif key is None:
+            results[tip] = (code, None)
+        else:
+            loading.append((tip, asyncio.ensure_future(resolve(share, group_id, tip))))
+    if loading and not live:
+        tip, first = loading.pop(0)
+        sp, code = await asyncio.shield(first)
+        if sp is None:
+            results[tip] = (code, None)
+        else:
+            live.append((tip, sp))
+    for _, other in loading:  # they finish on their own; a failure is reported by a later fetch
+        other.add_done_callback(_retrieved)
+    return results, live
+
+
+def _retrieved(future: asyncio.Future[Any]) -> None:
+    if not future.cancelled():
+        future.exception()
 
 
 async def _park(share: ShareServices, keys: list[SharePartitionKey], timeout_s: float) -> None:

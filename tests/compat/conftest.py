@@ -1,0 +1,113 @@
+"""Differential tests: every test runs against Apache Kafka 4.4 (``kafka``) and shareq (``shareq``).
+
+A test takes the ``server`` fixture and is collected twice, ids ``[kafka]`` and ``[shareq]``. Both servers
+start once per test worker with the same broker configs (``COMMON``); all Kafka tests sit in the ``kafka``
+xdist group so one worker owns the Kafka node. A difference that stays is marked on the test with
+``@pytest.mark.shareq_xfail("reason")``: the shareq run is then a strict xfail, the Kafka run unchanged.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "integration"))
+
+from broker_harness import BrokerProcess
+from compat_support import COMMON, Server
+
+import kafka_harness
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "shareq_xfail(reason): shareq differs from Kafka here, for this reason"
+    )
+    config.addinivalue_line("markers", "kafka_cluster: runs Kafka as a three-node cluster")
+
+
+def _server_params(metafunc: pytest.Metafunc) -> list[object]:
+    marker = metafunc.definition.get_closest_marker("shareq_xfail")
+    shareq_marks = [] if marker is None else [pytest.mark.xfail(strict=True, reason=marker.args[0])]
+    return [
+        pytest.param("kafka", id="kafka", marks=[pytest.mark.xdist_group("kafka")]),
+        pytest.param("shareq", id="shareq", marks=shareq_marks),
+    ]
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "server_kind" in metafunc.fixturenames:
+        metafunc.parametrize("server_kind", _server_params(metafunc))
+
+
+def _unavailable(reason: str) -> None:
+    if kafka_harness.in_ci():
+        pytest.fail(f"Kafka is required in CI: {reason}")
+    pytest.skip(f"Kafka not available: {reason}")
+
+
+@pytest.fixture(scope="session")
+def kafka_node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """One KRaft node (broker + controller) for the whole session of this worker."""
+    try:
+        kafka_harness.ensure_kafka_jars()
+    except (kafka_harness.KafkaUnavailable, OSError) as error:
+        _unavailable(str(error))
+    with kafka_harness.kafka_cluster(tmp_path_factory.mktemp("kafka"), 1, COMMON) as cluster:
+        yield Server("kafka", cluster.bootstrap, nodes=1)
+
+
+@pytest.fixture(scope="session")
+def shareq_node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """``shareq serve`` as a subprocess, with the same broker configs as the Kafka node."""
+    broker = BrokerProcess(
+        tmp_path_factory.mktemp("shareq") / "data", *(f"{k}={v}" for k, v in COMMON.items())
+    )
+    broker.start()
+    try:
+        yield Server("shareq", broker.bootstrap, nodes=1)
+    finally:
+        broker.kill()
+
+
+@pytest.fixture
+def server_kind() -> str:  # replaced by the parametrisation in pytest_generate_tests
+    raise AssertionError("server_kind is parametrised")
+
+
+@pytest.fixture
+def server(server_kind: str, request: pytest.FixtureRequest) -> Server:
+    node: Server = request.getfixturevalue(f"{server_kind}_node")
+    return node
+
+
+@pytest.fixture
+def cluster(server_kind: str, tmp_path: Path) -> Iterator[Server]:
+    """Kafka as a three-node cluster (started for the test); shareq as its single node."""
+    if server_kind == "shareq":
+        broker = BrokerProcess(tmp_path / "data", *(f"{k}={v}" for k, v in COMMON.items()))
+        broker.start()
+        try:
+            yield Server("shareq", broker.bootstrap, nodes=1)
+        finally:
+            broker.kill()
+        return
+    try:
+        kafka_harness.ensure_kafka_jars()
+    except (kafka_harness.KafkaUnavailable, OSError) as error:
+        _unavailable(str(error))
+    with kafka_harness.kafka_cluster(tmp_path / "kafka", 3, COMMON) as kafka:
+        yield Server("kafka", kafka.bootstrap, nodes=3)
+
+
+@pytest.fixture
+def names(request: pytest.FixtureRequest) -> tuple[str, str]:
+    """A topic and a group name unique to this test (both servers are shared by many tests)."""
+    import uuid
+
+    stem = request.node.originalname.removeprefix("test_").replace("_", "-")[:40]
+    suffix = uuid.uuid4().hex[:8]
+    return f"{stem}-{suffix}", f"g-{stem}-{suffix}"

@@ -1,0 +1,276 @@
+"""Group, topic and broker configs as described and validated, against Kafka and shareq: names, defaults,
+sources, bounds and the error for a bad value."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from compat_support import NOT_OWNED, Server, create_topic, differs_on_shareq
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+
+from shareq.client import Admin, KafkaError
+from shareq.client import ConfigResource as GroupResource
+from shareq.client import ResourceType as GroupResourceType
+
+pytestmark = pytest.mark.timeout(60)
+
+DYNAMIC_TOPIC_CONFIG = 1
+DYNAMIC_DEFAULT_BROKER_CONFIG = 3
+STATIC_BROKER_CONFIG = 4
+DEFAULT_CONFIG = 5
+GROUP_CONFIG = 8
+INVALID_CONFIG = 40
+
+# Kafka 4.4's share-group configs as a fresh group describes them on a node started with the tests' broker
+# configs (group.share.heartbeat.interval.ms=500 comes from the broker): value and source.
+SHARE_GROUP_DEFAULTS = {
+    "share.auto.offset.reset": ("latest", DEFAULT_CONFIG),
+    "share.delivery.count.limit": ("5", DEFAULT_CONFIG),
+    "share.heartbeat.interval.ms": ("500", STATIC_BROKER_CONFIG),
+    "share.isolation.level": ("read_uncommitted", DEFAULT_CONFIG),
+    "share.partition.max.record.locks": ("2000", DEFAULT_CONFIG),
+    "share.record.lock.duration.ms": ("30000", DEFAULT_CONFIG),
+    "share.session.timeout.ms": ("45000", DEFAULT_CONFIG),
+    "share.assignment.interval.ms": ("1000", DEFAULT_CONFIG),
+    "share.renew.acknowledge.enable": ("true", DEFAULT_CONFIG),
+    "errors.deadletterqueue.topic.name": ("", DEFAULT_CONFIG),
+    "errors.deadletterqueue.copy.record.enable": ("false", DEFAULT_CONFIG),
+}
+MISSING_GROUP_CONFIGS = {
+    "share.assignment.interval.ms": NOT_OWNED
+    + "group config share.assignment.interval.ms not described by shareq",
+    "share.renew.acknowledge.enable": NOT_OWNED
+    + "group config share.renew.acknowledge.enable not described by shareq",
+    "errors.deadletterqueue.copy.record.enable": "issue 10: dead-letter queue configs",
+}
+
+# Kafka 4.4's topic configs (DescribeConfigs of a topic created with no configs).
+KAFKA_TOPIC_CONFIGS = {
+    "cleanup.policy", "compression.gzip.level", "compression.lz4.level", "compression.type",
+    "compression.zstd.level", "delete.retention.ms", "errors.deadletterqueue.group.enable",
+    "file.delete.delay.ms", "flush.messages", "flush.ms", "follower.replication.throttled.replicas",
+    "index.interval.bytes",
+    "leader.replication.throttled.replicas", "local.retention.bytes", "local.retention.ms",
+    "max.compaction.lag.ms", "max.decompressed.message.bytes", "max.message.bytes",
+    "message.timestamp.after.max.ms", "message.timestamp.before.max.ms", "message.timestamp.type",
+    "min.cleanable.dirty.ratio", "min.compaction.lag.ms", "min.insync.replicas", "preallocate",
+    "remote.copy.lag.bytes", "remote.copy.lag.ms", "remote.log.copy.disable", "remote.log.delete.on.disable",
+    "remote.storage.enable", "retention.bytes", "retention.ms", "segment.bytes", "segment.index.bytes",
+    "segment.jitter.ms", "segment.ms", "unclean.leader.election.enable",
+}  # fmt: skip
+
+
+def _group_configs(server: Server, group: str) -> dict[str, tuple[str | None, int]]:
+    with Admin(server.bootstrap) as admin:
+        entries = admin.describe_configs([GroupResource(GroupResourceType.GROUP, group)])
+    return {name: (e.value, int(e.source)) for name, e in next(iter(entries.values())).items()}
+
+
+def _alter_group(server: Server, group: str, changes: dict[str, str | None]) -> int:
+    """IncrementalAlterConfigs on the group; the error code (0: accepted)."""
+    with Admin(server.bootstrap) as admin:
+        try:
+            admin.alter_configs(GroupResource(GroupResourceType.GROUP, group), changes)
+        except KafkaError as error:
+            return int(error.code)
+    return 0
+
+
+def _describe(server: Server, kind: Any, name: str) -> dict[str, ConfigEntry]:
+    admin = AdminClient({"bootstrap.servers": server.bootstrap})
+    resource = ConfigResource(kind, name)
+    entries: dict[str, ConfigEntry] = admin.describe_configs([resource], request_timeout=15)[
+        resource
+    ].result()
+    return entries
+
+
+@pytest.mark.parametrize("name", sorted(SHARE_GROUP_DEFAULTS))
+def test_share_group_config_default(
+    server: Server, names: tuple[str, str], name: str, request: pytest.FixtureRequest
+) -> None:
+    """A fresh group describes each share-group config with Kafka's default value and source."""
+    if name in MISSING_GROUP_CONFIGS:
+        differs_on_shareq(request, server, MISSING_GROUP_CONFIGS[name])
+    described = _group_configs(server, names[1])
+    assert described.get(name) == SHARE_GROUP_DEFAULTS[name]
+
+
+def test_group_config_set_is_described_as_group_config(server: Server, names: tuple[str, str]) -> None:
+    """A value set on the group is described with source GROUP_CONFIG; deleting it restores the default."""
+    group = names[1]
+    assert _alter_group(server, group, {"share.record.lock.duration.ms": "20000"}) == 0
+    assert _group_configs(server, group)["share.record.lock.duration.ms"] == ("20000", GROUP_CONFIG)
+    assert _alter_group(server, group, {"share.record.lock.duration.ms": None}) == 0
+    assert _group_configs(server, group)["share.record.lock.duration.ms"] == ("30000", DEFAULT_CONFIG)
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("share.record.lock.duration.ms", "100"),
+        ("share.record.lock.duration.ms", "abc"),
+        ("share.delivery.count.limit", "1"),
+        ("share.delivery.count.limit", "11"),
+        ("share.heartbeat.interval.ms", "400"),
+        ("share.auto.offset.reset", "middle"),
+        ("share.bogus", "1"),
+    ],
+    ids=["lock-below-min", "lock-not-int", "limit-below-min", "limit-above-max", "heartbeat-below-min",
+         "reset-unknown", "unknown-name"],
+)  # fmt: skip
+def test_group_config_rejected(server: Server, names: tuple[str, str], name: str, value: str) -> None:
+    """A group config outside the broker's bounds, of the wrong type or unknown: INVALID_CONFIG."""
+    assert _alter_group(server, names[1], {name: value}) == INVALID_CONFIG
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("share.delivery.count.limit", "10"),
+        ("share.record.lock.duration.ms", "1000"),
+        ("share.auto.offset.reset", "by_duration:PT1H"),
+        ("share.isolation.level", "read_committed"),
+    ],
+    ids=["limit-at-max", "lock-at-min", "reset-by-duration", "read-committed"],
+)
+def test_group_config_accepted(server: Server, names: tuple[str, str], name: str, value: str) -> None:
+    """A group config at the edge of the broker's bounds, or of a non-default kind, is stored as given."""
+    assert _alter_group(server, names[1], {name: value}) == 0
+    assert _group_configs(server, names[1])[name] == (value, GROUP_CONFIG)
+
+
+def test_topic_config_override_source(server: Server, names: tuple[str, str]) -> None:
+    """A config given at CreateTopics is described with source DYNAMIC_TOPIC_CONFIG, not default."""
+    create_topic(server, names[0], configs={"retention.ms": "3600000"})
+    entry = _describe(server, ResourceType.TOPIC, names[0])["retention.ms"]
+    assert (entry.value, int(entry.source), entry.is_default) == ("3600000", DYNAMIC_TOPIC_CONFIG, False)
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("cleanup.policy", "delete"),
+        ("segment.bytes", "1073741824"),
+        ("max.message.bytes", "1048588"),
+        ("retention.bytes", "-1"),
+        ("message.timestamp.type", "CreateTime"),
+        ("compression.type", "producer"),
+    ],
+)
+def test_topic_config_default(
+    server: Server, names: tuple[str, str], name: str, value: str, request: pytest.FixtureRequest
+) -> None:
+    """A topic config nobody set is described with Kafka's default value and source DEFAULT_CONFIG."""
+    if name == "compression.type":
+        differs_on_shareq(request, server, "issue 21: topic configs as Kafka has them")
+    create_topic(server, names[0])
+    entry = _describe(server, ResourceType.TOPIC, names[0]).get(name)
+    assert entry is not None
+    assert (entry.value, int(entry.source), entry.is_default) == (value, DEFAULT_CONFIG, True)
+
+
+@pytest.mark.shareq_xfail(
+    "issue 21: topic configs as Kafka has them (min.insync.replicas is a cluster default)"
+)
+def test_topic_min_insync_replicas_from_cluster_default(server: Server, names: tuple[str, str]) -> None:
+    """min.insync.replicas of a new topic comes from the cluster-wide default KRaft writes at format time
+    (source DYNAMIC_DEFAULT_BROKER_CONFIG)."""
+    create_topic(server, names[0])
+    entry = _describe(server, ResourceType.TOPIC, names[0])["min.insync.replicas"]
+    assert (entry.value, int(entry.source)) == ("1", DYNAMIC_DEFAULT_BROKER_CONFIG)
+
+
+@pytest.mark.shareq_xfail("issue 21: topic configs as Kafka has them")
+def test_topic_config_names(server: Server, names: tuple[str, str]) -> None:
+    """A topic describes exactly Kafka 4.4's 37 topic configs."""
+    create_topic(server, names[0])
+    assert set(_describe(server, ResourceType.TOPIC, names[0])) == KAFKA_TOPIC_CONFIGS
+
+
+def test_topic_config_synonyms(server: Server, names: tuple[str, str]) -> None:
+    """Synonyms name where a topic config's value comes from: the override, or the broker default."""
+    create_topic(server, names[0], configs={"retention.ms": "3600000"})
+    entries = _describe(server, ResourceType.TOPIC, names[0])
+    synonyms = {
+        name: [(s.name, s.value, int(s.source)) for s in entries[name].synonyms.values()]
+        for name in ("retention.ms", "cleanup.policy", "segment.bytes")
+    }
+    assert synonyms == {
+        "retention.ms": [("retention.ms", "3600000", DYNAMIC_TOPIC_CONFIG)],
+        "cleanup.policy": [("log.cleanup.policy", "delete", DEFAULT_CONFIG)],
+        "segment.bytes": [("log.segment.bytes", "1073741824", DEFAULT_CONFIG)],
+    }
+
+
+def test_alter_topic_config_incrementally(server: Server, names: tuple[str, str]) -> None:
+    """IncrementalAlterConfigs SET on a topic, through librdkafka: described with the new value."""
+    create_topic(server, names[0])
+    admin = AdminClient({"bootstrap.servers": server.bootstrap})
+    resource = ConfigResource(
+        ResourceType.TOPIC,
+        names[0],
+        incremental_configs=[
+            ConfigEntry("retention.ms", "7200000", incremental_operation=AlterConfigOpType.SET)
+        ],
+    )
+    admin.incremental_alter_configs([resource])[resource].result(timeout=15)
+    entry = _describe(server, ResourceType.TOPIC, names[0])["retention.ms"]
+    assert (entry.value, int(entry.source)) == ("7200000", DYNAMIC_TOPIC_CONFIG)
+
+
+def test_describe_configs_unknown_topic(server: Server, names: tuple[str, str]) -> None:
+    """DescribeConfigs of a topic that does not exist: UNKNOWN_TOPIC_OR_PARTITION."""
+    with pytest.raises(KafkaException) as raised:
+        _describe(server, ResourceType.TOPIC, "missing-" + names[0])
+    assert raised.value.args[0].code() == 3
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "source"),
+    [
+        ("group.share.min.record.lock.duration.ms", "1000", STATIC_BROKER_CONFIG),
+        ("share.coordinator.state.topic.num.partitions", "3", STATIC_BROKER_CONFIG),
+        ("group.share.record.lock.duration.ms", "30000", DEFAULT_CONFIG),
+        ("group.share.delivery.count.limit", "5", DEFAULT_CONFIG),
+        ("num.partitions", "1", DEFAULT_CONFIG),
+        ("auto.create.topics.enable", "true", DEFAULT_CONFIG),
+        ("log.segment.bytes", "1073741824", DEFAULT_CONFIG),
+        ("message.max.bytes", "1048588", DEFAULT_CONFIG),
+    ],
+)
+def test_broker_config_source(server: Server, name: str, value: str, source: int) -> None:
+    """Broker 0's configs: those given at start-up are STATIC_BROKER_CONFIG, the rest Kafka's defaults."""
+    entry = _describe(server, ResourceType.BROKER, "0").get(name)
+    assert entry is not None
+    assert (entry.value, int(entry.source)) == (value, source)
+
+
+@pytest.mark.shareq_xfail("issue 21: broker configs in DescribeConfigs with Kafka's names and flags")
+def test_broker_config_read_only(server: Server) -> None:
+    """Static-only broker configs are described read-only; dynamically changeable ones are not."""
+    entries = _describe(server, ResourceType.BROKER, "0")
+    flags = {n: entries[n].is_read_only for n in ("group.share.record.lock.duration.ms", "num.partitions")}
+    flags["log.segment.bytes"] = entries["log.segment.bytes"].is_read_only
+    assert flags == {
+        "group.share.record.lock.duration.ms": True,
+        "num.partitions": True,
+        "log.segment.bytes": False,
+    }
+
+
+@pytest.mark.shareq_xfail("issue 21: broker configs in DescribeConfigs with Kafka's names")
+def test_broker_log_retention_names(server: Server) -> None:
+    """Retention is described as Kafka's server.properties has it: log.retention.hours=168 by default and
+    log.retention.ms unset (null)."""
+    entries = _describe(server, ResourceType.BROKER, "0")
+    assert entries["log.retention.hours"].value == "168"
+    assert entries["log.retention.ms"].value is None
+
+
+def test_group_config_alter_applies_to_fresh_groups_only(server: Server, names: tuple[str, str]) -> None:
+    """Configs of one group do not leak into another group."""
+    assert _alter_group(server, names[1], {"share.delivery.count.limit": "3"}) == 0
+    assert _group_configs(server, names[1] + "-other")["share.delivery.count.limit"] == ("5", DEFAULT_CONFIG)

@@ -1,0 +1,91 @@
+"""Consumer groups and transactions through librdkafka, against Kafka and shareq. The clients run in a child
+process with their own deadline: a broker without these APIs must fail the test, not hang or crash the
+test process."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+from compat_support import Server, create_topic, produce
+
+pytestmark = pytest.mark.timeout(90)
+
+_GROUP_CONSUMER = """
+import sys, time
+from confluent_kafka import Consumer
+bootstrap, topic, group = sys.argv[1:4]
+c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "auto.offset.reset": "earliest",
+              "enable.auto.commit": False, "session.timeout.ms": 10000, "socket.timeout.ms": 5000})
+c.subscribe([topic])
+got, deadline = [], time.monotonic() + 12
+while len(got) < 10 and time.monotonic() < deadline:
+    m = c.poll(0.2)
+    if m is not None and m.error() is None:
+        got.append(m.offset())
+if got:
+    c.commit(asynchronous=False)
+committed = c.committed(c.assignment(), timeout=10) if got else []
+print(sorted(got), sorted(tp.offset for tp in committed), flush=True)
+c.close()
+"""
+
+_TRANSACTIONAL_PRODUCER = """
+import sys
+from confluent_kafka import Consumer, Producer, TopicPartition
+bootstrap, topic = sys.argv[1:3]
+p = Producer({"bootstrap.servers": bootstrap, "transactional.id": "tx-" + topic, "socket.timeout.ms": 5000,
+              "transaction.timeout.ms": 10000})
+p.init_transactions(10)
+p.begin_transaction()
+for i in range(3):
+    p.produce(topic, value=b"committed", partition=0)
+p.commit_transaction(20)
+p.begin_transaction()
+p.produce(topic, value=b"aborted", partition=0)
+p.abort_transaction(20)
+c = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused", "isolation.level": "read_committed",
+              "enable.auto.commit": False})
+c.assign([TopicPartition(topic, 0, 0)])
+values = []
+import time
+deadline = time.monotonic() + 15
+while len(values) < 3 and time.monotonic() < deadline:
+    m = c.poll(0.2)
+    if m is not None and m.error() is None:
+        values.append(m.value().decode())
+print(values, flush=True)
+c.close()
+"""
+
+
+def _run(script: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", script, *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=os.environ.copy(),
+    )
+
+
+@pytest.mark.shareq_xfail("consumer groups: issue 11")
+def test_consumer_group_consumes_and_commits(server: Server, names: tuple[str, str]) -> None:
+    """A librdkafka Consumer with subscribe() joins a group, reads all 10 records and commits offset 10."""
+    topic, group = names
+    create_topic(server, topic)
+    produce(server, topic, [b"c%d" % i for i in range(10)])
+    result = _run(_GROUP_CONSUMER, server.bootstrap, topic, group)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip() == f"{list(range(10))} [10]"
+
+
+@pytest.mark.shareq_xfail("transactions: issue 12")
+def test_transactional_producer_read_committed(server: Server, names: tuple[str, str]) -> None:
+    """A transactional producer commits 3 records and aborts 1; a read_committed consumer sees the 3."""
+    create_topic(server, names[0])
+    result = _run(_TRANSACTIONAL_PRODUCER, server.bootstrap, names[0])
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip() == str(["committed"] * 3)
