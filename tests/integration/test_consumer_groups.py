@@ -32,16 +32,21 @@ class Ownership:
     def __init__(self) -> None:
         self.owner: dict[int, str] = {}
         self.violations: list[str] = []
+        self.log: list[str] = []
 
     def callbacks(self, name: str) -> dict[str, Any]:
         def assigned(consumer: Consumer, partitions: list[TopicPartition]) -> None:
+            self.log.append(f"{time.monotonic():.3f} {name} assigned {[tp.partition for tp in partitions]}")
             for tp in partitions:
                 holder = self.owner.get(tp.partition)
                 if holder is not None and holder != name:
-                    self.violations.append(f"{name} got {tp.partition} while {holder} owns it")
+                    self.violations.append(
+                        f"{name} got {tp.partition} while {holder} owns it at {time.monotonic():.3f}"
+                    )
                 self.owner[tp.partition] = name
 
         def revoked(consumer: Consumer, partitions: list[TopicPartition]) -> None:
+            self.log.append(f"{time.monotonic():.3f} {name} revoked {[tp.partition for tp in partitions]}")
             for tp in partitions:
                 if self.owner.get(tp.partition) == name:
                     del self.owner[tp.partition]
@@ -150,7 +155,7 @@ def test_cooperative_group_member_leaves_and_joins_mid_stream(group_broker: Embe
     finally:
         for consumer in consumers.values():
             consumer.close()
-    assert owners.violations == []
+    assert owners.violations == [], owners.log
     assert len(seen) == 600
 
 
@@ -355,5 +360,5 @@ def test_kip848_consumer_protocol_two_then_three_members(tmp_path: Path) -> None
         finally:
             for consumer in consumers.values():
                 consumer.close()
-        assert owners.violations == []
+        assert owners.violations == [], owners.log
         assert len(seen) == 600

@@ -102,6 +102,30 @@ def test_epoch_fencing_and_commit_checks() -> None:
     c.validate_offset_commit("g", "a", epoch)
 
 
+def test_unchanged_fields_keep_their_values() -> None:
+    """KIP-848 clients send -1 / null for what did not change since their last heartbeat."""
+    c = ConsumerGroupCoordinator()
+    c.heartbeat(
+        ConsumerHeartbeat(
+            group_id="g",
+            member_id="a",
+            member_epoch=0,
+            subscribed_topic_names=("t",),
+            rebalance_timeout_ms=60_000,
+            rack_id="r1",
+        ),
+        now_ms=0,
+        topics=TOPICS,
+    )
+    epoch, _ = beat(c, "a", 1, now=10, topics=None)
+    member = c.group("g").members["a"]  # type: ignore[union-attr]
+    assert (epoch, member.rebalance_timeout_ms, member.rack_id, member.subscribed) == (1, 60_000, "r1", {"t"})
+    beat(c, "b", 0, now=20)
+    beat(c, "a", 1, now=30, owned={T: frozenset(range(6))}, topics=None)  # revoking now
+    assert member.revoke_deadline == 60_030
+    assert c.expire(45_019, TOPICS) == []  # nothing due before the first session deadline
+
+
 def test_session_and_revocation_timeouts_remove_members() -> None:
     c = ConsumerGroupCoordinator(ConsumerConfig(session_timeout_ms=1_000))
     epoch_a, _ = beat(c, "a", 0)

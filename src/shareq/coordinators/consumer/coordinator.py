@@ -49,7 +49,8 @@ class ConsumerHeartbeat:
     member_epoch: int
     instance_id: str | None = None
     rack_id: str | None = None
-    rebalance_timeout_ms: int = 300_000
+    rebalance_timeout_ms: int = -1
+    """-1: unchanged since the last heartbeat."""
     subscribed_topic_names: tuple[str, ...] | None = None
     server_assignor: str | None = None
     owned: Assignment | None = None
@@ -194,9 +195,14 @@ class ConsumerGroupCoordinator:
             group.members[mid] = ConsumerMember(member_id=mid)
             bump = True
         member = group.members[mid]
-        member.instance_id, member.rack_id = request.instance_id, request.rack_id
+        # null / -1 fields mean "unchanged since the last heartbeat" (KIP-848)
+        if request.instance_id is not None:
+            member.instance_id = request.instance_id
+        if request.rack_id is not None:
+            member.rack_id = request.rack_id
         member.client_id, member.client_host = request.client_id, request.client_host
-        member.rebalance_timeout_ms = request.rebalance_timeout_ms
+        if request.rebalance_timeout_ms >= 0:
+            member.rebalance_timeout_ms = request.rebalance_timeout_ms
         if request.subscribed_topic_names is not None:
             names = frozenset(request.subscribed_topic_names)
             if names != member.subscribed:
