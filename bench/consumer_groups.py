@@ -51,6 +51,7 @@ def group_main(bootstrap: str, n: int, consumed: Any, finished: Any, ready: Any,
     assigned = threading.Event()
 
     def on_assign(consumer: Any, partitions: list[Any]) -> None:
+        consumer.assign(partitions)  # assign now, so that the pause holds (no prefetch before the clock)
         consumer.pause(partitions)
         assigned.set()
 
