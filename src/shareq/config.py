@@ -150,6 +150,17 @@ register(
     ),
 )
 
+# Classic consumer groups (Kafka's names and defaults; read by ``server/consumer_groups.py``).
+register(
+    Setting(name="group.min.session.timeout.ms", type=int, default=6_000, validator=_positive),
+    Setting(name="group.max.session.timeout.ms", type=int, default=1_800_000, validator=_positive),
+    Setting(name="group.initial.rebalance.delay.ms", type=int, default=3_000, validator=_non_negative),
+    Setting(name="group.max.size", type=int, default=2**31 - 1, validator=_positive),
+    Setting(name="group.consumer.session.timeout.ms", type=int, default=45_000, validator=_positive),
+    Setting(name="group.consumer.heartbeat.interval.ms", type=int, default=5_000, validator=_positive),
+    Setting(name="group.consumer.max.size", type=int, default=2**31 - 1, validator=_positive),
+)
+
 
 class BrokerConfig:
     """Resolved broker settings; read with ``config["num.partitions"]``."""

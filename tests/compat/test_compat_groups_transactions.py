@@ -71,7 +71,6 @@ def _run(script: str, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-@pytest.mark.shareq_xfail("consumer groups: issue 11")
 def test_consumer_group_consumes_and_commits(server: Server, names: tuple[str, str]) -> None:
     """A librdkafka Consumer with subscribe() joins a group, reads all 10 records and commits offset 10."""
     topic, group = names

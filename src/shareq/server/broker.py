@@ -20,6 +20,7 @@ from shareq.log import LogConfig, PartitionLog
 from shareq.quota import ClientQuotas, QuotaUsage
 
 from .connection import serve_connection
+from .consumer_groups import ConsumerGroupServices
 from .handlers import HandlerTable, default_handlers
 from .io_stats import IoStats
 from .partitions import Partition
@@ -70,6 +71,7 @@ class Broker:
         self.static_config = self.config
         self.stopping = False
         self.share: ShareServices | None = None
+        self.consumer_groups: ConsumerGroupServices | None = None
         self.io = IoStats()
         self.quotas = QuotaUsage(ClientQuotas())
 
@@ -99,6 +101,8 @@ class Broker:
             ) from error
         self.share = ShareServices(self)
         await self.share.start()
+        self.consumer_groups = ConsumerGroupServices(self)
+        await self.consumer_groups.start()
         try:
             self._server = await asyncio.start_server(self._on_connection, self.host, self.port)
         except OSError as error:
@@ -118,6 +122,8 @@ class Broker:
         await asyncio.gather(*self._tasks, *self._connections, return_exceptions=True)
         if self._server is not None:
             await self._server.wait_closed()
+        if self.consumer_groups is not None:
+            await self.consumer_groups.stop()
         if self.share is not None:
             await self.share.stop()
         for partition in self.partitions.values():

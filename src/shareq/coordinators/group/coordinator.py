@@ -46,6 +46,7 @@ from shareq.coordinators.group.messages import (
     TopicPartitions,
 )
 from shareq.coordinators.group.records import (
+    FOREIGN_RECORD_TYPES,
     CoordinatorRecord,
     GroupConfigValue,
     GroupMetadataValue,
@@ -86,6 +87,10 @@ class ShareGroupCoordinator(ShareGroupAdmin):
         if group_id in self._groups:
             raise _err(GroupErrorCode.INCONSISTENT_GROUP_PROTOCOL, f"group {group_id} is a share group")
         self._foreign[group_id] = group_type
+
+    def unregister_group_type(self, group_id: str) -> None:
+        """``group_id`` is no longer used by another protocol (its group was deleted)."""
+        self._foreign.pop(group_id, None)
 
     def group_type(self, group_id: str) -> str | None:
         """``"share"`` for share groups, the registered type for others, ``None`` if unused."""
@@ -438,7 +443,11 @@ class ShareGroupCoordinator(ShareGroupAdmin):
     # ----------------------------------------------------------------- records
 
     def replay(self, key: bytes, value: bytes | None) -> None:
-        """Apply one durable record (loading after a restart). Raises ``GroupStateError`` if corrupt."""
+        """Apply one durable record (loading after a restart). Raises ``GroupStateError`` if corrupt.
+
+        Records of the classic-group coordinator, which shares the log, are skipped."""
+        if len(key) >= 2 and int.from_bytes(key[:2], "big", signed=True) in FOREIGN_RECORD_TYPES:
+            return
         record_type, group_id = decode_key(key)
         self._apply(record_type, group_id, None if value is None else decode_value(record_type, value))
 

@@ -36,6 +36,11 @@ class RecordType(enum.IntEnum):
     GROUP_CONFIG = 2
 
 
+FOREIGN_RECORD_TYPES = frozenset({3, 4})
+"""Record types of the classic-group coordinator (``coordinators/classic/records.py``) on the same
+log; replay skips them."""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CoordinatorRecord:
     """One encoded record for the shell to append to the group-metadata log."""

@@ -45,13 +45,16 @@ class HandlerTable:
 def default_handlers() -> HandlerTable:
     from . import (
         api_versions,
+        classic_groups,
         client_quotas,
         configs,
+        consumer_group_heartbeat,
         coordinator,
         fetch,
         groups,
         list_offsets,
         metadata,
+        offsets,
         produce,
         producer_id,
         share_acknowledge,
@@ -78,6 +81,9 @@ def default_handlers() -> HandlerTable:
         share_acknowledge,
         groups,
         share_admin,
+        classic_groups,
+        offsets,
+        consumer_group_heartbeat,
     ):
         table.update(module.HANDLERS)
     return table

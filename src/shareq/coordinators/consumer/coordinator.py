@@ -1,0 +1,330 @@
+"""KIP-848 consumer groups: ConsumerGroupHeartbeat with a server-side assignor, sans-I/O.
+
+A join, leave, subscription change or topic metadata change bumps the group epoch and recomputes
+the target assignment (``uniform``) at once. Each member then reconciles towards its target:
+
+1. partitions it owns but is no longer targeted are revoked first: the member is answered with
+   its assignment minus them and keeps its epoch until a heartbeat reports (``owned``) that it
+   no longer holds them (within the rebalance timeout, or it is removed);
+2. then it moves to the new epoch and receives its target minus the partitions other members
+   still hold or are still revoking; those come on a later heartbeat, once released.
+
+So no partition is ever owned by two members at once. Members are not persisted (they rejoin
+after a restart with UNKNOWN_MEMBER_ID). Time comes in as ``now_ms``; ``next_deadline()`` and
+``expire()`` drive session and revocation timeouts.
+"""
+
+from __future__ import annotations
+
+import heapq
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from shareq.coordinators.classic.errors import ClassicErrorCode, ClassicRequestError
+
+from .assignor import UNIFORM, Assignment, uniform_assign
+
+E = ClassicErrorCode
+JOIN_EPOCH = 0
+LEAVE_EPOCH = -1
+STATIC_LEAVE_EPOCH = -2
+_SESSION, _REVOKE = 0, 1
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConsumerConfig:
+    session_timeout_ms: int = 45_000
+    """``group.consumer.session.timeout.ms``"""
+    heartbeat_interval_ms: int = 5_000
+    """``group.consumer.heartbeat.interval.ms``"""
+    max_size: int = 2**31 - 1
+    """``group.consumer.max.size``"""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConsumerHeartbeat:
+    group_id: str
+    member_id: str
+    member_epoch: int
+    instance_id: str | None = None
+    rack_id: str | None = None
+    rebalance_timeout_ms: int = -1
+    """-1: unchanged since the last heartbeat."""
+    subscribed_topic_names: tuple[str, ...] | None = None
+    server_assignor: str | None = None
+    owned: Assignment | None = None
+    client_id: str = ""
+    client_host: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConsumerHeartbeatResult:
+    member_id: str
+    member_epoch: int
+    heartbeat_interval_ms: int
+    assignment: Assignment | None
+    """``None``: unchanged since the last response."""
+
+
+@dataclass(slots=True, kw_only=True)
+class ConsumerMember:
+    member_id: str
+    instance_id: str | None = None
+    rack_id: str | None = None
+    client_id: str = ""
+    client_host: str = ""
+    subscribed: frozenset[str] = frozenset()
+    epoch: int = 0
+    previous_epoch: int = -1
+    assigned: Assignment = field(default_factory=dict)
+    revoking: Assignment = field(default_factory=dict)
+    rebalance_timeout_ms: int = 300_000
+    session_deadline: int = 0
+    revoke_deadline: int | None = None
+
+
+@dataclass(slots=True, kw_only=True)
+class ConsumerGroup:
+    group_id: str
+    group_epoch: int = 0
+    assignment_epoch: int = 0
+    members: dict[str, ConsumerMember] = field(default_factory=dict)
+    target: dict[str, Assignment] = field(default_factory=dict)
+    topics: dict[str, tuple[uuid.UUID, int]] = field(default_factory=dict)
+    """Subscribed topics that exist: name -> (topic id, partitions)."""
+
+    @property
+    def state(self) -> str:
+        if not self.members:
+            return "Empty"
+        if self.assignment_epoch != self.group_epoch:
+            return "Assigning"
+        if any(
+            m.epoch != self.assignment_epoch or m.revoking or m.assigned != self.target.get(m.member_id, {})
+            for m in self.members.values()
+        ):
+            return "Reconciling"
+        return "Stable"
+
+
+def _minus(a: Assignment, b: Mapping[uuid.UUID, frozenset[int]]) -> Assignment:
+    out = {t: ps - b.get(t, frozenset()) for t, ps in a.items()}
+    return {t: ps for t, ps in out.items() if ps}
+
+
+def _and(a: Assignment, b: Mapping[uuid.UUID, frozenset[int]]) -> Assignment:
+    out = {t: ps & b.get(t, frozenset()) for t, ps in a.items()}
+    return {t: ps for t, ps in out.items() if ps}
+
+
+def _err(code: ClassicErrorCode, message: str) -> ClassicRequestError:
+    return ClassicRequestError(code, message)
+
+
+class ConsumerGroupCoordinator:
+    """All KIP-848 consumer groups of this broker."""
+
+    def __init__(
+        self, config: ConsumerConfig | None = None, *, new_member_id: Callable[[], str] | None = None
+    ) -> None:
+        self.config = config or ConsumerConfig()
+        self._new_member_id = new_member_id or (lambda: str(uuid.uuid4()))
+        self._groups: dict[str, ConsumerGroup] = {}
+        self._deadlines: list[tuple[int, int, str, str]] = []
+
+    def group(self, group_id: str) -> ConsumerGroup | None:
+        return self._groups.get(group_id)
+
+    def group_ids(self) -> list[str]:
+        return list(self._groups)
+
+    def delete(self, group_id: str) -> None:
+        group = self._groups.get(group_id)
+        if group is None:
+            raise _err(E.GROUP_ID_NOT_FOUND, f"group {group_id} not found")
+        if group.members:
+            raise _err(E.NON_EMPTY_GROUP, f"group {group_id} is not empty")
+        del self._groups[group_id]
+
+    # ----------------------------------------------------------------- heartbeat
+
+    def heartbeat(
+        self, request: ConsumerHeartbeat, *, now_ms: int, topics: Mapping[str, tuple[uuid.UUID, int]]
+    ) -> ConsumerHeartbeatResult:
+        gid, epoch = request.group_id, request.member_epoch
+        if not gid:
+            raise _err(E.INVALID_REQUEST, "group id must not be empty")
+        if request.server_assignor not in (None, UNIFORM):
+            raise _err(E.UNSUPPORTED_ASSIGNOR, f"assignor {request.server_assignor} is not supported")
+        group = self._groups.get(gid)
+        mid = request.member_id
+        if epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
+            if group is None or mid not in group.members:
+                raise _err(E.UNKNOWN_MEMBER_ID, f"member {mid} is not in group {gid}")
+            self._remove(group, mid, topics)
+            return ConsumerHeartbeatResult(
+                member_id=mid, member_epoch=epoch, heartbeat_interval_ms=0, assignment=None
+            )
+        if epoch == JOIN_EPOCH:
+            if request.subscribed_topic_names is None:
+                raise _err(E.INVALID_REQUEST, "subscribed topic names must be set when joining")
+            if group is not None and mid not in group.members and len(group.members) >= self.config.max_size:
+                raise _err(E.GROUP_MAX_SIZE_REACHED, f"group {gid} is full")
+        elif epoch < 0:
+            raise _err(E.INVALID_REQUEST, f"invalid member epoch {epoch}")
+        else:
+            member = group.members.get(mid) if group is not None else None
+            if member is None:
+                raise _err(E.UNKNOWN_MEMBER_ID, f"member {mid} is not in group {gid}")
+            if epoch != member.epoch and not (
+                epoch == member.previous_epoch and self._owned_ok(member, request)
+            ):
+                raise _err(E.FENCED_MEMBER_EPOCH, f"epoch {epoch} is not the member's {member.epoch}")
+
+        if group is None:
+            group = ConsumerGroup(group_id=gid)
+            self._groups[gid] = group
+        bump = False
+        if epoch == JOIN_EPOCH:
+            if not mid:
+                mid = self._new_member_id()
+            old = group.members.pop(mid, None)
+            if old is not None:
+                bump = True  # a rejoin: its old assignment is released
+            group.members[mid] = ConsumerMember(member_id=mid)
+            bump = True
+        member = group.members[mid]
+        # null / -1 fields mean "unchanged since the last heartbeat" (KIP-848)
+        if request.instance_id is not None:
+            member.instance_id = request.instance_id
+        if request.rack_id is not None:
+            member.rack_id = request.rack_id
+        member.client_id, member.client_host = request.client_id, request.client_host
+        if request.rebalance_timeout_ms >= 0:
+            member.rebalance_timeout_ms = request.rebalance_timeout_ms
+        if request.subscribed_topic_names is not None:
+            names = frozenset(request.subscribed_topic_names)
+            if names != member.subscribed:
+                member.subscribed = names
+                bump = True
+        bump |= self._refresh_topics(group, topics)
+        if bump:
+            self._bump(group)
+        before = (member.epoch, dict(member.assigned))
+        self._reconcile(group, member, request.owned, now_ms)
+        self._touch(group, member, now_ms)
+        changed = epoch == JOIN_EPOCH or (member.epoch, member.assigned) != before
+        if request.owned is not None and request.owned != member.assigned:
+            changed = True
+        return ConsumerHeartbeatResult(
+            member_id=mid,
+            member_epoch=member.epoch,
+            heartbeat_interval_ms=self.config.heartbeat_interval_ms,
+            assignment=dict(member.assigned) if changed else None,
+        )
+
+    @staticmethod
+    def _owned_ok(member: ConsumerMember, request: ConsumerHeartbeat) -> bool:
+        """A heartbeat one epoch behind is accepted if its owned partitions are still assigned
+        (its previous response was lost)."""
+        if request.owned is None:
+            return False
+        return not _minus(request.owned, member.assigned)
+
+    def _refresh_topics(self, group: ConsumerGroup, topics: Mapping[str, tuple[uuid.UUID, int]]) -> bool:
+        subscribed = set().union(*(m.subscribed for m in group.members.values()))
+        fresh = {name: topics[name] for name in sorted(subscribed) if name in topics}
+        if fresh == group.topics:
+            return False
+        group.topics = fresh
+        return True
+
+    def _bump(self, group: ConsumerGroup) -> None:
+        group.group_epoch += 1
+        name_to_id = {name: tid for name, (tid, _) in group.topics.items()}
+        subscriptions = {
+            mid: frozenset(name_to_id[n] for n in m.subscribed if n in name_to_id)
+            for mid, m in group.members.items()
+        }
+        partitions = dict(group.topics.values())
+        group.target = uniform_assign(subscriptions, partitions, group.target)
+        group.assignment_epoch = group.group_epoch
+
+    def _reconcile(
+        self, group: ConsumerGroup, member: ConsumerMember, owned: Assignment | None, now_ms: int
+    ) -> None:
+        target = group.target.get(member.member_id, {})
+        if member.revoking:
+            if owned is None or _and(owned, member.revoking):
+                return  # still revoking
+            member.revoking = {}
+            member.revoke_deadline = None
+        if member.epoch != group.assignment_epoch:
+            revoke = _minus(member.assigned, target)
+            if revoke:
+                member.assigned = _and(member.assigned, target)
+                member.revoking = revoke
+                member.revoke_deadline = now_ms + member.rebalance_timeout_ms
+                self._push(member.revoke_deadline, _REVOKE, group.group_id, member.member_id)
+                return
+            member.previous_epoch, member.epoch = member.epoch, group.assignment_epoch
+        held: dict[uuid.UUID, set[int]] = {}
+        for other in group.members.values():
+            if other is member:
+                continue
+            for t, ps in (*other.assigned.items(), *other.revoking.items()):
+                held.setdefault(t, set()).update(ps)
+        frozen_held = {t: frozenset(ps) for t, ps in held.items()}
+        member.assigned = _minus(target, frozen_held)
+
+    def _remove(self, group: ConsumerGroup, mid: str, topics: Mapping[str, tuple[uuid.UUID, int]]) -> None:
+        del group.members[mid]
+        self._refresh_topics(group, topics)
+        self._bump(group)
+
+    # ----------------------------------------------------------------- offsets
+
+    def validate_offset_commit(self, group_id: str, member_id: str, epoch: int) -> None:
+        group = self._groups.get(group_id)
+        if group is None:
+            raise _err(E.GROUP_ID_NOT_FOUND, f"group {group_id} not found")
+        if epoch < 0 and not group.members:
+            return
+        member = group.members.get(member_id)
+        if member is None:
+            raise _err(E.UNKNOWN_MEMBER_ID, f"member {member_id} is not in group {group_id}")
+        if epoch != member.epoch:
+            raise _err(E.STALE_MEMBER_EPOCH, f"epoch {epoch} is not the member's {member.epoch}")
+
+    # ----------------------------------------------------------------- timers
+
+    def _touch(self, group: ConsumerGroup, member: ConsumerMember, now_ms: int) -> None:
+        member.session_deadline = now_ms + self.config.session_timeout_ms
+        self._push(member.session_deadline, _SESSION, group.group_id, member.member_id)
+
+    def _push(self, deadline: int, kind: int, gid: str, mid: str) -> None:
+        heapq.heappush(self._deadlines, (deadline, kind, gid, mid))
+
+    def _live(self, deadline: int, kind: int, gid: str, mid: str) -> bool:
+        group = self._groups.get(gid)
+        member = group.members.get(mid) if group is not None else None
+        if member is None:
+            return False
+        return (member.session_deadline if kind == _SESSION else member.revoke_deadline) == deadline
+
+    def next_deadline(self) -> int | None:
+        while self._deadlines:
+            if self._live(*self._deadlines[0]):
+                return self._deadlines[0][0]
+            heapq.heappop(self._deadlines)
+        return None
+
+    def expire(self, now_ms: int, topics: Mapping[str, tuple[uuid.UUID, int]]) -> list[tuple[str, str]]:
+        """Remove members whose session or revocation deadline passed; (group, member) removed."""
+        removed = []
+        while (deadline := self.next_deadline()) is not None and deadline <= now_ms:
+            _, _, gid, mid = heapq.heappop(self._deadlines)
+            self._remove(self._groups[gid], mid, topics)
+            removed.append((gid, mid))
+        return removed

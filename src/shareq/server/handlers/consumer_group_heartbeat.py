@@ -1,0 +1,79 @@
+"""ConsumerGroupHeartbeat 0-1 (KIP-848): membership and server-side assignment of consumer groups."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from shareq.coordinators.classic import ClassicRequestError
+from shareq.coordinators.consumer import ConsumerHeartbeat
+from shareq.protocol import VersionRange
+
+from ..context import RequestContext
+from .api_versions import NO_THROTTLE
+from .classic_groups import services
+
+CONSUMER_GROUP_HEARTBEAT = 68
+
+
+def handle_consumer_group_heartbeat(request: Any, ctx: RequestContext) -> Any:
+    owned = None
+    if request.topic_partitions is not None:
+        owned = {
+            tp.topic_id: frozenset(tp.partitions)
+            for tp in request.topic_partitions
+            if tp.topic_id is not None and tp.partitions
+        }
+    rebalance = request.rebalance_timeout
+    heartbeat = ConsumerHeartbeat(
+        group_id=request.group_id,
+        member_id=request.member_id or "",
+        member_epoch=request.member_epoch,
+        instance_id=request.instance_id,
+        rack_id=request.rack_id,
+        rebalance_timeout_ms=int(rebalance.total_seconds() * 1000)
+        if isinstance(rebalance, datetime.timedelta)
+        else int(rebalance),
+        subscribed_topic_names=None
+        if request.subscribed_topic_names is None
+        else tuple(request.subscribed_topic_names),
+        server_assignor=request.server_assignor,
+        owned=owned,
+        client_id=ctx.header.client_id or "",
+        client_host=ctx.peer,
+    )
+    try:
+        result = services(ctx).consumer_heartbeat(heartbeat)
+    except ClassicRequestError as error:
+        return ctx.build(
+            throttle_time=NO_THROTTLE,
+            error_code=ErrorCode(error.code.value),
+            error_message=error.message,
+            member_id=None,
+            member_epoch=0,
+            heartbeat_interval=datetime.timedelta(0),
+            assignment=None,
+        )
+    assignment = None
+    if result.assignment is not None:
+        assignment = ctx.build(
+            "Assignment",
+            topic_partitions=tuple(
+                ctx.build("TopicPartitions", topic_id=t, partitions=tuple(sorted(ps)))
+                for t, ps in sorted(result.assignment.items(), key=lambda kv: str(kv[0]))
+            ),
+        )
+    return ctx.build(
+        throttle_time=NO_THROTTLE,
+        error_code=ErrorCode.none,
+        error_message=None,
+        member_id=result.member_id,
+        member_epoch=result.member_epoch,
+        heartbeat_interval=datetime.timedelta(milliseconds=result.heartbeat_interval_ms),
+        assignment=assignment,
+    )
+
+
+HANDLERS = {CONSUMER_GROUP_HEARTBEAT: (VersionRange(0, 1), handle_consumer_group_heartbeat)}

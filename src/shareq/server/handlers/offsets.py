@@ -1,0 +1,162 @@
+"""Consumer offsets: OffsetCommit 2-9, OffsetFetch 1-9 (with ``require_stable``), OffsetDelete 0.
+
+Offsets belong to classic groups, or to "simple" groups (generation -1, no members) that only
+store offsets, as Kafka allows; they are durable in ``__consumer_offsets`` before the answer.
+A share group's id answers GROUP_ID_NOT_FOUND ("not a consumer group"), as in Kafka.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from shareq.coordinators.classic import ClassicErrorCode, ClassicRequestError, OffsetCommit
+from shareq.protocol import VersionRange
+
+from ..context import RequestContext
+from .api_versions import NO_THROTTLE
+from .classic_groups import services
+
+OFFSET_COMMIT = 8
+OFFSET_FETCH = 9
+OFFSET_DELETE = 47
+
+
+def handle_offset_commit(request: Any, ctx: RequestContext) -> Any:
+    topics = ctx.broker.topics
+    commits: list[OffsetCommit] = []
+    codes: dict[tuple[str, int], ClassicErrorCode] = {}
+    for topic in request.topics:
+        info = topics.get(topic.name)
+        for p in topic.partitions:
+            if info is None or not 0 <= p.partition_index < info.partitions:
+                codes[(topic.name, p.partition_index)] = ClassicErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            commits.append(
+                OffsetCommit(
+                    topic=topic.name,
+                    partition=p.partition_index,
+                    offset=p.committed_offset,
+                    leader_epoch=getattr(p, "committed_leader_epoch", -1),
+                    metadata=p.committed_metadata,
+                )
+            )
+    try:
+        errors = services(ctx).commit_offsets(
+            request.group_id,
+            request.generation_id_or_member_epoch,
+            request.member_id or "",
+            getattr(request, "group_instance_id", None),
+            commits,
+            version=ctx.version,
+        )
+        for c, code in zip(commits, errors, strict=True):
+            codes[(c.topic, c.partition)] = code
+    except ClassicRequestError as error:
+        for c in commits:
+            codes[(c.topic, c.partition)] = error.code
+    return ctx.build(
+        throttle_time=NO_THROTTLE,
+        topics=tuple(
+            ctx.build(
+                "OffsetCommitResponseTopic",
+                name=topic.name,
+                partitions=tuple(
+                    ctx.build(
+                        "OffsetCommitResponsePartition",
+                        partition_index=p.partition_index,
+                        error_code=ErrorCode(codes[(topic.name, p.partition_index)].value),
+                    )
+                    for p in topic.partitions
+                ),
+            )
+            for topic in request.topics
+        ),
+    )
+
+
+def _fetch_group(ctx: RequestContext, group_id: str, topics: Any, *, grouped: bool) -> tuple[ErrorCode, Any]:
+    """One group's committed offsets as response topics (``topics=None``: every committed one)."""
+    try:
+        committed = services(ctx).fetch_offsets(group_id)
+    except ClassicRequestError as error:
+        return ErrorCode(error.code.value), ()
+    if topics is None:
+        wanted: dict[str, list[int]] = {}
+        for topic, partition in sorted(committed):
+            wanted.setdefault(topic, []).append(partition)
+    else:
+        wanted = {t.name: list(t.partition_indexes) for t in topics}
+    suffix = "s" if grouped else ""  # v8+ name the nested classes in the plural
+    topic_class, partition_class = (
+        f"OffsetFetchResponseTopic{suffix}",
+        f"OffsetFetchResponsePartition{suffix}",
+    )
+    out = []
+    for name, partitions in wanted.items():
+        rows = []
+        for index in partitions:
+            value = committed.get((name, index))
+            rows.append(
+                ctx.build(
+                    partition_class,
+                    partition_index=index,
+                    committed_offset=-1 if value is None else value.offset,
+                    committed_leader_epoch=-1 if value is None else value.leader_epoch,
+                    metadata="" if value is None else value.metadata,
+                    error_code=ErrorCode.none,
+                )
+            )
+        out.append(ctx.build(topic_class, name=name, partitions=tuple(rows)))
+    return ErrorCode.none, tuple(out)
+
+
+def handle_offset_fetch(request: Any, ctx: RequestContext) -> Any:
+    # No transactional offset commits are kept, so nothing is ever pending and
+    # ``require_stable`` never has to answer UNSTABLE_OFFSET_COMMIT.
+    if ctx.version >= 8:
+        groups = []
+        for group in request.groups:
+            code, topics = _fetch_group(ctx, group.group_id, group.topics, grouped=True)
+            groups.append(
+                ctx.build("OffsetFetchResponseGroup", group_id=group.group_id, topics=topics, error_code=code)
+            )
+        return ctx.build(throttle_time=NO_THROTTLE, groups=tuple(groups))
+    code, topics = _fetch_group(ctx, request.group_id, request.topics, grouped=False)
+    return ctx.build(throttle_time=NO_THROTTLE, topics=topics, error_code=code)
+
+
+def handle_offset_delete(request: Any, ctx: RequestContext) -> Any:
+    partitions = [(t.name, p.partition_index) for t in request.topics for p in t.partitions]
+    try:
+        codes = services(ctx).delete_offsets(request.group_id, partitions)
+    except ClassicRequestError as error:
+        return ctx.build(error_code=ErrorCode(error.code.value), throttle_time=NO_THROTTLE, topics=())
+    by_tp = dict(zip(partitions, codes, strict=True))
+    return ctx.build(
+        error_code=ErrorCode.none,
+        throttle_time=NO_THROTTLE,
+        topics=tuple(
+            ctx.build(
+                "OffsetDeleteResponseTopic",
+                name=t.name,
+                partitions=tuple(
+                    ctx.build(
+                        "OffsetDeleteResponsePartition",
+                        partition_index=p.partition_index,
+                        error_code=ErrorCode(by_tp[(t.name, p.partition_index)].value),
+                    )
+                    for p in t.partitions
+                ),
+            )
+            for t in request.topics
+        ),
+    )
+
+
+HANDLERS = {
+    OFFSET_COMMIT: (VersionRange(2, 9), handle_offset_commit),
+    OFFSET_FETCH: (VersionRange(1, 9), handle_offset_fetch),
+    OFFSET_DELETE: (VersionRange(0, 0), handle_offset_delete),
+}
