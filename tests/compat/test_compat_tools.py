@@ -271,8 +271,8 @@ def test_feature_command_describe(server: Server) -> None:
 
 
 @pytest.mark.shareq_xfail(
-    "issues 10, 11, 12: Kafka finalizes share.version 2 (dead-letter queues), group.version 1 "
-    "(consumer groups) and transaction.version 2; shareq finalizes only what it serves"
+    "issues 10, 12: Kafka finalizes share.version 2 (dead-letter queues) and transaction.version 2; "
+    "shareq finalizes only what it serves"
 )
 def test_feature_levels_as_kafka_finalizes_them(server: Server) -> None:
     out = ok(tool(server, "FeatureCommand", "describe"))

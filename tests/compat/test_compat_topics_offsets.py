@@ -243,8 +243,8 @@ def test_api_versions_share_apis(kio_conn: KioConnection) -> None:
 
 
 @pytest.mark.shareq_xfail(
-    "issues 10, 11, 12: Kafka finalizes share.version 2 (dead-letter queues), group.version 1 "
-    "(consumer groups) and transaction.version 2; shareq finalizes only what it serves"
+    "issues 10, 12: Kafka finalizes share.version 2 (dead-letter queues) and transaction.version 2; "
+    "shareq finalizes only what it serves"
 )
 def test_api_versions_features(kio_conn: KioConnection) -> None:
     """ApiVersions v3 names the finalized features: share.version 2, group.version 1, transaction.version 2,

@@ -23,14 +23,18 @@ def test_describe_features(broker: EmbeddedBroker) -> None:
         features = admin.describe_features()
     assert features.supported == {
         "eligible.leader.replicas.version": (0, 0),
-        "group.version": (0, 0),
+        "group.version": (0, 1),
         "kraft.version": (0, 0),
         "metadata.version": (7, 33),
         "share.version": (0, 1),
         "streams.version": (0, 0),
         "transaction.version": (0, 0),
     }
-    assert features.finalized == {"metadata.version": (33, 33), "share.version": (1, 1)}
+    assert features.finalized == {
+        "group.version": (1, 1),
+        "metadata.version": (33, 33),
+        "share.version": (1, 1),
+    }
     assert features.finalized_epoch is not None and features.finalized_epoch >= 0
 
 

@@ -10,7 +10,7 @@ def test_levels_are_what_shareq_serves() -> None:
     levels = {f.name: (f.min_supported, f.max_supported, f.finalized) for f in FEATURES}
     assert levels == {
         "eligible.leader.replicas.version": (0, 0, 0),
-        "group.version": (0, 0, 0),  # no KIP-848 consumer groups
+        "group.version": (0, 1, 1),  # KIP-848 consumer groups
         "kraft.version": (0, 0, 0),
         "metadata.version": (7, 33, 33),  # 3.3-IV3 .. 4.4-IV2
         "share.version": (0, 1, 1),  # share groups, no dead-letter queues (level 2)
@@ -27,7 +27,7 @@ def test_versions_filter_as_kafka_does() -> None:
     assert [f.name for f in supported_features(3)] == ["metadata.version"]
     assert len(supported_features(4)) == 7
     # Level 0 is "off": never listed as finalized.
-    assert [f.name for f in finalized_features(3)] == ["metadata.version", "share.version"]
+    assert [f.name for f in finalized_features(3)] == ["group.version", "metadata.version", "share.version"]
     assert finalized_features(4) == finalized_features(3)
 
 

@@ -18,8 +18,8 @@ The levels are chosen honestly, feature by feature, against Kafka 4.4's meaning 
   but does not yet copy records to a dead-letter topic, so it finalizes 1, not Kafka 4.4's 2.
   Renewing acquisition locks (RENEW, ShareAcknowledge v2) is gated by the api version, not by this
   feature, and is served.
-- ``group.version`` 0: level 1 is the consumer rebalance protocol of KIP-848
-  (ConsumerGroupHeartbeat), which shareq does not serve.
+- ``group.version`` 1: the consumer rebalance protocol of KIP-848 (ConsumerGroupHeartbeat), served
+  beside the classic protocol.
 - ``transaction.version`` 0: no transactions yet (levels 1 and 2 are KIP-890's transaction
   protocol).
 - ``kraft.version``, ``eligible.leader.replicas.version``, ``streams.version`` 0: there is no KRaft
@@ -52,7 +52,7 @@ METADATA_VERSION_MINIMUM = 7  # 3.3-IV3, Kafka's MetadataVersion.MINIMUM_VERSION
 
 FEATURES: tuple[Feature, ...] = (
     Feature(name="eligible.leader.replicas.version", min_supported=0, max_supported=0, finalized=0),
-    Feature(name="group.version", min_supported=0, max_supported=0, finalized=0),
+    Feature(name="group.version", min_supported=0, max_supported=1, finalized=1),
     Feature(name="kraft.version", min_supported=0, max_supported=0, finalized=0),
     Feature(
         name="metadata.version",
