@@ -111,3 +111,12 @@ def names(request: pytest.FixtureRequest) -> tuple[str, str]:
     stem = request.node.originalname.removeprefix("test_").replace("_", "-")[:40]
     suffix = uuid.uuid4().hex[:8]
     return f"{stem}-{suffix}", f"g-{stem}-{suffix}"
+
+
+@pytest.fixture(scope="session")
+def java_tools() -> None:
+    """Kafka's jars for its command-line tools and Java clients (run against either server)."""
+    try:
+        kafka_harness.ensure_kafka_jars()
+    except (kafka_harness.KafkaUnavailable, OSError) as error:
+        _unavailable(str(error))
