@@ -27,7 +27,6 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "shareq_xfail(reason): shareq differs from Kafka here, for this reason"
     )
-    config.addinivalue_line("markers", "kafka_cluster: runs Kafka as a three-node cluster")
 
 
 def _server_params(metafunc: pytest.Metafunc) -> list[object]:
