@@ -179,7 +179,12 @@ class Servers:
         shutil.rmtree(self.state, ignore_errors=True)
 
 
-def run_script(python: str, script: str, args: list[str]) -> dict[str, Any]:
+def step_timeout(records: int) -> float:
+    """A peer script's bound: 180 s, or longer for larger runs (about 15k records a second)."""
+    return max(STEP_TIMEOUT, records / 15_000)
+
+
+def run_script(python: str, script: str, args: list[str], timeout: float = STEP_TIMEOUT) -> dict[str, Any]:
     """Run one peer script in its own process group (its consumers are forked), return its final line."""
     proc = subprocess.Popen(
         [python, str(peers_dir() / script), *args],
@@ -189,11 +194,11 @@ def run_script(python: str, script: str, args: list[str]) -> dict[str, Any]:
         start_new_session=True,
     )
     try:
-        out, err = proc.communicate(timeout=STEP_TIMEOUT)
+        out, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)  # the script and the consumers it forked, nothing else
         proc.communicate()
-        raise RuntimeError(f"{script} did not finish within {STEP_TIMEOUT:.0f} s") from None
+        raise RuntimeError(f"{script} did not finish within {timeout:.0f} s") from None
     for line in reversed(out.splitlines()):
         if line.startswith("{"):
             final: dict[str, Any] = json.loads(line)
@@ -212,13 +217,16 @@ def measure(records: int, consumers: int, gate_max_wait: float) -> list[PeerFigu
     """Redis Streams (AOF everysec, hiredis, batch XACK) then RabbitMQ quorum, each on a fresh server."""
     python = peer_python()
     assert python is not None
-    common = ["--n", str(records), "--consumers", str(consumers), "--runs", "1"]
+    bound = step_timeout(records)
+    common = ["--n", str(records), "--consumers", str(consumers), "--runs", "1", "--timeout", str(bound - 10)]
     figures: list[PeerFigure] = []
     servers = Servers()
     try:
         with servers.redis("aof"):
             gate = quiet_gate(python, gate_max_wait)
-            final = run_script(python, "redis_streams.py", [*common, "--ack", "batch", "--no-redelivery"])
+            final = run_script(
+                python, "redis_streams.py", [*common, "--ack", "batch", "--no-redelivery"], bound
+            )
             name = REDIS if final.get("hiredis") else REDIS.replace("+hiredis", "(no hiredis)")
             rate = final["median"]["consume_msgs_per_s"]
             figures.append(
@@ -238,7 +246,7 @@ def measure(records: int, consumers: int, gate_max_wait: float) -> list[PeerFigu
                 "--pid-file",
                 pid_file,
             ]
-            final = run_script(python, "rabbitmq_queue.py", args)
+            final = run_script(python, "rabbitmq_queue.py", args, bound)
             rate = final["median"]["consume_msgs_per_s"]
             figures.append(
                 PeerFigure(

@@ -1,59 +1,58 @@
-"""Share-consume-and-acknowledge throughput with librdkafka ShareConsumers, against the peers.
+"""Share consumption against plain consumption of the same topic, at several data sizes.
 
-    PYTHONPATH=src python bench/share_consume.py [--records 200000] [--consumers 1,4,8]
+    PYTHONPATH=src python bench/share_consume.py [--sizes 400000,4000000,10000000]
 
-A broker runs as a subprocess (``python -m shareq serve``, durable share state in group-commit
-mode). N records of 100 bytes are produced to a 4-partition topic; then, for each consumer count,
-a fresh share group of that many ShareConsumer *processes* (implicit acknowledgement) consumes
-everything. The clock starts when every consumer has been created and stops when the last one has
-acknowledged its last records (implicit acknowledgements flushed with ``commit_sync``, which
-returns once the broker has made them durable). Acknowledgement latency is our own
-client's ``commit()`` round trip (ShareAcknowledge of one fetched batch, persisted before the
-reply).
+For each size a fresh broker runs as a subprocess (``python -m shareq serve``, durable share state
+in group-commit mode) and N records of 100 bytes are produced to a 4-partition topic. Then, on the
+same broker and data, one phase after another, each with its own consumer *processes*:
 
-Then, in the same invocation and once the broker has stopped, the peers run the same workload (N
-records of 100 B, 4 consumer processes): Redis Streams with AOF everysec and the hiredis parser
-(batch XACK) and a RabbitMQ quorum queue (multi-ack), via bench/peers.py. When their servers or
-clients are missing the recorded figures are printed instead, labelled RECORDED, with how to
-install them. The run ends with a side-by-side table and shareq's ratios against the targets
-(4 ShareConsumers >= 1x Redis Streams+hiredis, >= 3x RabbitMQ quorum).
+* ``assign``: 4 librdkafka Consumers reading one partition each by ``assign()`` (the ceiling);
+* ``share``: 4 librdkafka ShareConsumers, implicit acknowledgement (acks ride on the next fetch);
+* ``share explicit``: 4 ShareConsumers acknowledging every record and sending a separate
+  ShareAcknowledge (``commit_async``) after every poll;
+* ``share x16``: 16 ShareConsumers on the 4 partitions, implicit acknowledgement.
+
+A phase's clock starts when every consumer is connected and stops when the last one has its last
+acknowledgement answered (``commit_sync``, which returns once the broker made it durable). Each
+phase prints rec/s, its ratio to ``assign``, broker CPU µs per record, the broker's log bytes read
+and response bytes sent against the record bytes delivered (the broker's per-api I/O counters,
+printed on SIGUSR1), round trips and records per round trip; each size ends with the broker's peak
+RSS. Then the peers run the same workload at the same size (Redis Streams, RabbitMQ quorum, via
+bench/peers.py), or their recorded figures are printed when they are not installed.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import multiprocessing as mp
 import os
 import shutil
-import statistics
+import signal
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from multiprocessing.sharedctypes import Synchronized
 from pathlib import Path
 from typing import Any
+
+import psutil
 
 import peers
 
 READY = "shareq listening on "
 TOPIC = "bench"
 PARTITIONS = 4
-PEER_CONSUMERS = 4  # the peers' consumer processes; shareq's 4-consumer figure is compared with them
+PEER_CONSUMERS = 4
+FETCH, SHARE_FETCH, SHARE_ACKNOWLEDGE = "1", "78", "79"
 
 
-def start_broker(data_dir: Path, port: int, profile: str | None) -> subprocess.Popen[str]:
-    command = [
-        sys.executable,
-        *(["-m", "cProfile", "-o", profile] if profile else []),
-        "-m",
-        "shareq",
-        "serve",
-        "--data-dir",
-        str(data_dir),
-        "--port",
-        str(port),
-    ]
+def start_broker(data_dir: Path, port: int, profile: str | None = None) -> subprocess.Popen[str]:
+    command = [sys.executable, *(["-m", "cProfile", "-o", profile] if profile else [])]
+    command += ["-m", "shareq", "serve", "--data-dir", str(data_dir), "--port", str(port)]
     command += ["--config", "group.share.auto.offset.reset=earliest", "--log-level", "WARNING"]
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=os.environ.copy())
     assert proc.stdout is not None
@@ -62,6 +61,19 @@ def start_broker(data_dir: Path, port: int, profile: str | None) -> subprocess.P
         proc.kill()
         raise RuntimeError(f"broker did not start: {line!r}")
     return proc
+
+
+def io_counters(broker: subprocess.Popen[str]) -> dict[str, dict[str, int]]:
+    """The broker's per-api I/O counters (it prints them as one line on SIGUSR1)."""
+    assert broker.stdout is not None
+    broker.send_signal(signal.SIGUSR1)
+    while True:
+        line = broker.stdout.readline()
+        if not line:
+            raise RuntimeError("broker closed its output")
+        if line.startswith("io "):
+            counters: dict[str, dict[str, int]] = json.loads(line[3:])
+            return counters
 
 
 def free_port() -> int:
@@ -73,32 +85,52 @@ def free_port() -> int:
         return port
 
 
-def produce(bootstrap: str, n: int) -> float:
+def create_topic(bootstrap: str, topic: str, partitions: int = PARTITIONS) -> None:
+    """CreateTopics through librdkafka's AdminClient (the same call against shareq and Kafka)."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.create_topics([NewTopic(topic, partitions, 1)]).values():
+        future.result(30)
+    deadline = time.monotonic() + 30
+    while topic not in admin.list_topics(timeout=10).topics and time.monotonic() < deadline:
+        time.sleep(0.1)
+
+
+def produce(bootstrap: str, n: int, linger_ms: int = 5, topic: str = TOPIC) -> float:
+    """Produce ``n`` records of 100 B round-robin over the partitions (librdkafka, acks=all); rec/s."""
     from confluent_kafka import Producer
 
-    from shareq.client import Admin
-
-    with Admin(bootstrap) as admin:
-        admin.create_topic(TOPIC, PARTITIONS)
+    create_topic(bootstrap, topic)
     producer = Producer(
-        {"bootstrap.servers": bootstrap, "linger.ms": 5, "batch.num.messages": 10_000, "acks": "all"}
+        {"bootstrap.servers": bootstrap, "linger.ms": linger_ms, "batch.num.messages": 10_000, "acks": "all"}
     )
     payload = os.urandom(100)
     started = time.perf_counter()
     for i in range(n):
         while True:
             try:
-                producer.produce(TOPIC, value=payload, partition=i % PARTITIONS)
+                producer.produce(topic, value=payload, partition=i % PARTITIONS)
                 break
             except BufferError:
                 producer.poll(0.01)
-    assert producer.flush(60) == 0
+    assert producer.flush(300) == 0
     return n / (time.perf_counter() - started)
 
 
-def consumer_main(
+def stop_broker(proc: subprocess.Popen[str]) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+def share_main(
     bootstrap: str,
+    topic: str,
     group: str,
+    explicit: bool,
     consumed: Synchronized[int],
     finished: Any,
     ready: Any,
@@ -107,135 +139,209 @@ def consumer_main(
 ) -> None:
     from confluent_kafka import ShareConsumer
 
-    consumer = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group})
-    consumer.subscribe([TOPIC])
+    config = {"bootstrap.servers": bootstrap, "group.id": group}
+    if explicit:
+        config["share.acknowledgement.mode"] = "explicit"
+    consumer = ShareConsumer(config)
+    consumer.subscribe([topic])
     ready.release()
     go.wait()
     while not stop.is_set():
         got = consumer.poll(0.05)
         if got:
+            if explicit:
+                for message in got:
+                    consumer.acknowledge(message)
+                consumer.commit_async()  # one ShareAcknowledge per poll
             with consumed.get_lock():
                 consumed.value += len(got)
-    # implicit mode: the last poll's acknowledgements go out now; commit_sync returns once the
-    # broker answered, i.e. once they are durable
-    consumer.commit_sync(30)
+    consumer.commit_sync(30)  # the last acknowledgements, answered once durable
     with finished.get_lock():
         finished.value = max(finished.value, time.time())
     ready.release()
     consumer.close()
 
 
-def run_consumers(bootstrap: str, n: int, count: int) -> float:
+def assign_main(
+    bootstrap: str,
+    topic: str,
+    partition: int,
+    want: int,
+    consumed: Synchronized[int],
+    finished: Any,
+    ready: Any,
+    go: Any,
+    stop: Any,
+) -> None:
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "assign", "enable.auto.commit": False})
+    consumer.assign([TopicPartition(topic, partition, 0)])
+    ready.release()
+    go.wait()
+    seen = 0
+    while seen < want and not stop.is_set():
+        for message in consumer.consume(10_000, 0.05):
+            if message.error() is None:
+                seen += 1
+    with consumed.get_lock():
+        consumed.value += seen
+    with finished.get_lock():
+        finished.value = max(finished.value, time.time())
+    ready.release()
+    consumer.close()
+
+
+@dataclass
+class Phase:
+    name: str
+    rate: float
+    cpu_us: float
+    io: dict[str, dict[str, int]]
+
+
+def run_phase(
+    name: str,
+    bootstrap: str,
+    pid: int,
+    n: int,
+    procs: int,
+    kind: str,
+    counters: Callable[[], dict[str, dict[str, int]]] = dict,
+    topic: str = TOPIC,
+) -> Phase:
+    """Consume ``n`` records with ``procs`` processes (kind: assign, implicit or explicit); the
+    rate, the CPU of process ``pid`` per record and the change in ``counters()`` over the phase."""
     ctx = mp.get_context("spawn")
     consumed = ctx.Value("q", 0)
     finished = ctx.Value("d", 0.0)
     ready = ctx.Semaphore(0)
     go, stop = ctx.Event(), ctx.Event()
-    procs = [
-        ctx.Process(
-            target=consumer_main, args=(bootstrap, f"bench-{count}", consumed, finished, ready, go, stop)
-        )
-        for _ in range(count)
-    ]
-    for p in procs:
+    group = f"bench-{name.replace(' ', '-')}"
+    processes = []
+    for i in range(procs):
+        if kind == "assign":
+            share = n // PARTITIONS + (1 if i < n % PARTITIONS else 0)
+            args: tuple[Any, ...] = (bootstrap, topic, i, share, consumed, finished, ready, go, stop)
+            processes.append(ctx.Process(target=assign_main, args=args))
+        else:
+            args = (bootstrap, topic, group, kind == "explicit", consumed, finished, ready, go, stop)
+            processes.append(ctx.Process(target=share_main, args=args))
+    for p in processes:
         p.start()
-    for _ in procs:
+    for _ in processes:
         ready.acquire(timeout=60)
+    proc = psutil.Process(pid)
+    before_io = counters()
+    cpu_before = sum(proc.cpu_times()[:2])
     started = time.time()
     go.set()
-    deadline = time.monotonic() + 300
-    while consumed.value < n and time.monotonic() < deadline:
-        time.sleep(0.001)
-    stop.set()
-    for _ in procs:
-        ready.acquire(timeout=60)  # every consumer's last acknowledgements are durable
+    deadline = time.monotonic() + 900
+    while consumed.value < n and time.monotonic() < deadline and kind != "assign":
+        time.sleep(0.002)
+    if kind != "assign":
+        stop.set()
+    for _ in processes:
+        ready.acquire(timeout=900)
     elapsed = float(finished.value) - started
-    for p in procs:
+    cpu = sum(proc.cpu_times()[:2]) - cpu_before
+    after_io = counters()
+    stop.set()
+    for p in processes:
         p.join(timeout=60)
     if consumed.value < n:
-        raise RuntimeError(f"only {consumed.value} of {n} records consumed with {count} consumers")
-    verify_all_acknowledged(bootstrap, f"bench-{count}")
-    return n / elapsed
+        raise RuntimeError(f"{name}: only {consumed.value} of {n} records consumed")
+    delta = {
+        api: {k: v - before_io.get(api, {}).get(k, 0) for k, v in counters.items()}
+        for api, counters in after_io.items()
+    }
+    return Phase(name, n / elapsed, cpu / n * 1e6, delta)
 
 
-def verify_all_acknowledged(bootstrap: str, group: str) -> None:
-    """A fresh member of the group must find nothing left to deliver (everything acknowledged)."""
-    from shareq.client import ShareConsumer
-
-    with ShareConsumer(bootstrap, group, topics=[TOPIC]) as consumer:
-        deadline = time.monotonic() + 1.5
-        while time.monotonic() < deadline:
-            left = consumer.poll(0.3)
-            if left:
-                raise RuntimeError(f"{len(left)} records of group {group} were not acknowledged")
+def peak_rss_mb(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
 
 
-def ack_latency(bootstrap: str, samples: int) -> tuple[float, float]:
-    """p50/p99 ms of our client's commit() (ShareAcknowledge, answered after the durable write)."""
-    from shareq.client import ShareConsumer
+def describe(phase: Phase, ceiling: float) -> str:
+    api = FETCH if phase.name == "assign" else SHARE_FETCH
+    io = phase.io.get(api, {})
+    acks = phase.io.get(SHARE_ACKNOWLEDGE, {}).get("requests", 0)
+    delivered = max(io.get("bytes_delivered", 0), 1)
+    trips = max(io.get("requests", 0), 1)
+    return (
+        f"{phase.name:<15} {phase.rate:>11,.0f} rec/s  {phase.rate / ceiling:>5.2f}x  "
+        f"{phase.cpu_us:>5.2f} us/rec  read {io.get('bytes_read', 0) / delivered:>5.2f}x  "
+        f"sent {io.get('bytes_sent', 0) / delivered:>5.2f}x  "
+        f"buffered {io.get('bytes_buffered', 0) / delivered:>4.2f}x"
+        f"  {trips:>7,} fetches  {io.get('records_delivered', 0) / trips:>7,.0f} rec/fetch"
+        + (f"  {acks:,} ShareAcknowledge" if acks else "")
+    )
 
-    latencies: list[float] = []
-    with ShareConsumer(bootstrap, "bench-latency", topics=[TOPIC], max_poll_records=50) as consumer:
-        deadline = time.monotonic() + 120
-        while len(latencies) < samples and time.monotonic() < deadline:
-            records = consumer.poll(1.0, max_records=50)
-            if not records:
+
+def run_size(n: int, phases_wanted: list[str], profile: str | None, linger_ms: int) -> dict[str, Phase]:
+    data_dir = Path(tempfile.mkdtemp(prefix="shareq-bench-"))
+    port = free_port()
+    bootstrap = f"127.0.0.1:{port}"
+    broker = start_broker(data_dir, port, profile)
+    phases: dict[str, Phase] = {}
+    try:
+        rate = produce(bootstrap, n, linger_ms)
+        print(f"\n{n:,} x 100 B on {PARTITIONS} partitions, produced at {rate:,.0f} rec/s", flush=True)
+        plan = [
+            ("assign", PARTITIONS, "assign"),
+            ("share", 4, "implicit"),
+            ("share explicit", 4, "explicit"),
+            ("share x16", 16, "implicit"),
+        ]
+        for name, procs, kind in plan:
+            if name not in phases_wanted and name != "assign":
                 continue
-            for record in records:
-                consumer.acknowledge(record)
-            started = time.perf_counter()
-            consumer.commit()
-            latencies.append((time.perf_counter() - started) * 1000)
-    latencies.sort()
-    return statistics.median(latencies), latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))]
+            phases[name] = run_phase(name, bootstrap, broker.pid, n, procs, kind, lambda: io_counters(broker))
+            print(describe(phases[name], phases["assign"].rate), flush=True)
+        print(f"broker peak RSS {peak_rss_mb(broker.pid):,.0f} MB")
+    finally:
+        stop_broker(broker)
+        shutil.rmtree(data_dir, ignore_errors=True)
+    return phases
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--records", type=int, default=200_000)
-    parser.add_argument("--consumers", default="1,4,8")
-    parser.add_argument("--latency-samples", type=int, default=300)
-    parser.add_argument("--profile", metavar="FILE", help="run the broker under cProfile, stats to FILE")
+    parser.add_argument("--sizes", default="400000,4000000,10000000")
     parser.add_argument(
         "--peers",
-        choices=["auto", "measure", "recorded"],
+        choices=["auto", "measure", "recorded", "none"],
         default="auto",
         help="auto: measure the peers when installed, else print RECORDED figures",
     )
+    parser.add_argument("--gate-max-wait", type=float, default=20.0)
+    parser.add_argument("--phases", default="share,share explicit,share x16", help="besides assign")
     parser.add_argument(
-        "--gate-max-wait",
-        type=float,
-        default=20.0,
-        help="before each measurement wait up to this many s for an idle box (0: no wait)",
+        "--linger-ms", type=int, default=5, help="producer linger.ms (sets the log's batch sizes)"
     )
+    parser.add_argument("--profile", metavar="FILE", help="run the broker under cProfile, stats to FILE")
     args = parser.parse_args()
-    counts = [int(c) for c in args.consumers.split(",")]
-    data_dir = Path(tempfile.mkdtemp(prefix="shareq-bench-"))
-    port = free_port()
-    bootstrap = f"127.0.0.1:{port}"
-    broker = start_broker(data_dir, port, args.profile)
-    try:
-        rate = produce(bootstrap, args.records * 1)
-        print(f"produce: {args.records} x 100 B on {PARTITIONS} partitions at {rate:,.0f} rec/s")
-        results: dict[int, float] = {}
-        for count in counts:
-            gate = peers.quiet_gate(sys.executable, args.gate_max_wait)
-            results[count] = run_consumers(bootstrap, args.records, count)
-            label = f"{count} librdkafka ShareConsumer process(es)"
-            print(f"share consume+ack, {label}: {results[count]:,.0f} rec/s ({gate})")
-        p50, p99 = ack_latency(bootstrap, args.latency_samples)
-    finally:
-        broker.terminate()
-        try:
-            broker.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            broker.kill()
-        shutil.rmtree(data_dir, ignore_errors=True)
-    figures = peers.peer_figures(args.peers, args.records, PEER_CONSUMERS, args.gate_max_wait)
-    peers.print_comparison(results, figures)
-    print(f"acknowledgement latency (commit() round trip, durable): p50 {p50:.2f} ms, p99 {p99:.2f} ms")
+    sizes = [int(s) for s in args.sizes.split(",")]
+    results: dict[int, dict[str, Phase]] = {}
+    for n in sizes:
+        peers.quiet_gate(sys.executable, args.gate_max_wait)
+        results[n] = run_size(n, args.phases.split(","), args.profile, args.linger_ms)
+    print("\nshare rate against the smallest size (flat in N means ~1.0):")
+    base = results[sizes[0]]
+    for n in sizes:
+        cells = [f"{name} {results[n][name].rate / base[name].rate:.2f}" for name in base]
+        print(f"  {n:>11,}: " + ", ".join(cells))
+    if args.peers != "none":
+        for n in sizes:
+            print(f"\npeers at {n:,} records:")
+            figures = peers.peer_figures(args.peers, n, PEER_CONSUMERS, args.gate_max_wait)
+            peers.print_comparison({4: results[n]["share"].rate}, figures)
 
 
 if __name__ == "__main__":

@@ -154,10 +154,12 @@ register(
 class BrokerConfig:
     """Resolved broker settings; read with ``config["num.partitions"]``."""
 
-    __slots__ = ("_values",)
+    __slots__ = ("_values", "explicit")
 
-    def __init__(self, values: Mapping[str, Any]) -> None:
+    def __init__(self, values: Mapping[str, Any], explicit: Iterable[str] = ()) -> None:
         self._values = dict(values)
+        self.explicit: frozenset[str] = frozenset(explicit)
+        """The names given explicitly (on the command line or as overrides), not defaulted."""
 
     @classmethod
     def from_pairs(cls, pairs: Iterable[str]) -> BrokerConfig:
@@ -178,7 +180,7 @@ class BrokerConfig:
         values = {name: s.default for name, s in SETTINGS.items()}
         for key, raw in overrides.items():
             values[key] = SETTINGS[key].parse(raw)
-        return cls(values)
+        return cls(values, overrides)
 
     def __getitem__(self, name: str) -> Any:
         if name not in self._values:
@@ -196,7 +198,20 @@ class BrokerConfig:
         values = dict(self._values)
         for key, raw in overrides.items():
             values[key] = SETTINGS[key].parse(raw)
-        return BrokerConfig(values)
+        return BrokerConfig(values, self.explicit | set(overrides))
+
+    def text(self, name: str) -> str | None:
+        """The value as Kafka prints it (booleans in lower case; ``None`` when unset)."""
+        return config_text(self[name])
 
     def items(self) -> list[tuple[str, Any]]:
         return sorted({name: self[name] for name in SETTINGS}.items())
+
+
+def config_text(value: Any) -> str | None:
+    """A config value as text, as Kafka describes it."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return str(value).lower()
+    return str(value)

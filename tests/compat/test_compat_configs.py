@@ -190,7 +190,6 @@ def test_topic_config_names(server: Server, names: tuple[str, str]) -> None:
     assert set(_describe(server, ResourceType.TOPIC, names[0])) == KAFKA_TOPIC_CONFIGS
 
 
-@pytest.mark.shareq_xfail("issue 24: DescribeConfigs synonyms (server features)")
 def test_topic_config_synonyms(server: Server, names: tuple[str, str]) -> None:
     """Synonyms name where a topic config's value comes from: the override, or the broker default."""
     create_topic(server, names[0], configs={"retention.ms": "3600000"})

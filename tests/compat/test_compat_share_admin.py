@@ -76,7 +76,6 @@ def test_describe_share_group(consumed: Consumed) -> None:
     assert len(m.member_id) == 22
 
 
-@pytest.mark.shareq_xfail("issue 24: share member host format (server features)")
 def test_describe_share_group_member_host(consumed: Consumed) -> None:
     """A member's host is shown as Kafka prints an InetAddress: /127.0.0.1."""
     d = consumed.admin.describe_share_group(consumed.group)

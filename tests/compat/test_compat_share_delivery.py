@@ -6,6 +6,7 @@ import time
 
 import pytest
 from compat_support import (
+    FAST,
     NOT_OWNED,
     Server,
     count_at_least,
@@ -17,7 +18,7 @@ from compat_support import (
     share_consumer,
     wait_equal,
 )
-from confluent_kafka import AcknowledgeType
+from confluent_kafka import AcknowledgeType, Producer
 
 from shareq.client import Admin
 
@@ -213,10 +214,10 @@ def test_two_consumers_share_one_partition(server: Server, names: tuple[str, str
         second.close()
 
 
-@pytest.mark.shareq_xfail("share fetch across partitions: being matched")
 def test_first_poll_across_two_partitions(server: Server, names: tuple[str, str]) -> None:
     """Two partitions with 50 records each, one consumer: the first non-empty poll returns one partition's
-    50 records, the next the other's."""
+    50 records, the next the other's (a fetch does not wait for a second share-partition's state to
+    load), and once both are loaded one poll returns the next 50 of each."""
     topic, group = names
     create_topic(server, topic, partitions=2)
     earliest_group(server, group)
@@ -231,6 +232,37 @@ def test_first_poll_across_two_partitions(server: Server, names: tuple[str, str]
         assert len({m.partition() for m in first}) == 1  # type: ignore[attr-defined]
         rest = poll_until(consumer, count_at_least(50))
         assert len(rest) == 50
+        assert {m.partition() for m in rest} != {m.partition() for m in first}  # type: ignore[attr-defined]
+        produce(server, topic, [b"q%d" % i for i in range(100)], partition=lambda i: i // 50)
+        more: list[object] = []
+        deadline = time.monotonic() + 30
+        while not more and time.monotonic() < deadline:
+            more = consumer.poll(0.5)
+        assert len(more) == 100
+        assert len({m.partition() for m in more}) == 2  # type: ignore[attr-defined]
+    finally:
+        consumer.close()
+
+
+def test_producer_batch_larger_than_the_window(server: Server, names: tuple[str, str]) -> None:
+    """One producer batch of 8,000 records, the default in-flight window of 2,000: batch-optimized
+    acquisition hands out the whole batch in one poll rather than 2,000 at a time."""
+    topic, group = names
+    create_topic(server, topic)
+    earliest_group(server, group)
+    producer = Producer(
+        {"bootstrap.servers": server.bootstrap, "linger.ms": 2000, "batch.num.messages": 100_000, **FAST}
+    )
+    for i in range(8_000):
+        producer.produce(topic, value=b"%099d" % i, partition=0)
+    assert producer.flush(30) == 0
+    consumer = share_consumer(server, group, [topic], explicit=True)
+    try:
+        first: list[object] = []
+        deadline = time.monotonic() + 30
+        while not first and time.monotonic() < deadline:
+            first = consumer.poll(0.5)
+        assert [m.offset() for m in first] == list(range(8_000))  # type: ignore[attr-defined]
     finally:
         consumer.close()
 

@@ -59,9 +59,6 @@ def test_heartbeat_epoch_ahead_is_fenced(joined: Joined) -> None:
     assert r.error_code == FENCED_MEMBER_EPOCH
 
 
-@pytest.mark.shareq_xfail(
-    NOT_OWNED + "Kafka accepts a heartbeat at the member's previous epoch; shareq fences it"
-)
 def test_heartbeat_previous_epoch_is_accepted(joined: Joined) -> None:
     """A heartbeat at the member's previous epoch (a response was lost) is answered without error."""
     assert joined.wire.epoch >= 2, "the member has no previous epoch to send"
@@ -84,9 +81,6 @@ def test_heartbeat_join_without_topics(server: Server, names: tuple[str, str]) -
         wire.close()
 
 
-@pytest.mark.shareq_xfail(
-    NOT_OWNED + "an empty group id: Kafka answers INVALID_REQUEST, shareq INVALID_GROUP_ID"
-)
 def test_heartbeat_empty_group_id(server: Server, names: tuple[str, str]) -> None:
     """ShareGroupHeartbeat with an empty group id: INVALID_REQUEST."""
     wire = ShareWire(server.bootstrap, names[1])
@@ -115,7 +109,6 @@ def test_share_fetch_unknown_topic_id(joined: Joined) -> None:
     assert partition_errors(r) == [UNKNOWN_TOPIC_ID]
 
 
-@pytest.mark.shareq_xfail("issue 21: ShareFetch MaxBytes=0")
 def test_share_fetch_max_bytes_zero(joined: Joined) -> None:
     """ShareFetch with MaxBytes 0: no error and no records acquired."""
     r = joined.wire.fetch(joined.topic_id, max_bytes=0)

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import kio.index as ki
 import pytest
-from compat_support import FAST, NOT_OWNED, Server, create_topic, produce
+from compat_support import FAST, Server, create_topic, produce
 from confluent_kafka import KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 from kafka import KafkaConsumer
@@ -96,9 +96,6 @@ def test_list_offsets_by_time_after_all(timestamped: Timestamped) -> None:
     assert timestamped.list_offset(OffsetSpec.for_timestamp(timestamped.base + 1000))[:2] == (-1, -1)
 
 
-@pytest.mark.shareq_xfail(
-    NOT_OWNED + "ListOffsets by a time after every record answers leader epoch 0 where Kafka answers -1"
-)
 def test_list_offsets_by_time_after_all_has_no_leader_epoch(timestamped: Timestamped) -> None:
     """ListOffsets by a time after every record carries no leader epoch (-1, None in librdkafka)."""
     assert timestamped.list_offset(OffsetSpec.for_timestamp(timestamped.base + 1000))[2] is None
@@ -245,7 +242,10 @@ def test_api_versions_share_apis(kio_conn: KioConnection) -> None:
     assert ranges[0][1] >= 3 and ranges[1][1] >= 4
 
 
-@pytest.mark.shareq_xfail("issue 24: ApiVersions features (server features)")
+@pytest.mark.shareq_xfail(
+    "issues 10, 11, 12: Kafka finalizes share.version 2 (dead-letter queues), group.version 1 "
+    "(consumer groups) and transaction.version 2; shareq finalizes only what it serves"
+)
 def test_api_versions_features(kio_conn: KioConnection) -> None:
     """ApiVersions v3 names the finalized features: share.version 2, group.version 1, transaction.version 2,
     and a metadata.version."""

@@ -170,7 +170,13 @@ def test_configs_verbs(cli: Cli) -> None:
         "value": "20000",
         "source": "GROUP_CONFIG",
         "default": False,
+        "synonyms": [
+            {"name": "share.record.lock.duration.ms", "value": "20000", "source": "GROUP_CONFIG"},
+            {"name": "group.share.record.lock.duration.ms", "value": "30000", "source": "DEFAULT_CONFIG"},
+        ],
     }
+    shown = cli("configs", "describe", "--group", "g").output
+    assert "DEFAULT_CONFIG:group.share.record.lock.duration.ms=30000" in shown
     assert described["share.delivery.count.limit"]["source"] == "DEFAULT_CONFIG"
     bad = cli("configs", "alter", "--group", "g", "--set", "share.delivery.count.limit=50", ok=False)
     assert "between 2 and 10" in bad.output
@@ -186,6 +192,20 @@ def test_configs_verbs(cli: Cli) -> None:
         cli.json("configs", "describe", "--group", "g")["share.record.lock.duration.ms"]["value"] == "30000"
     )
     assert "group.share.max.size" in cli("configs", "describe", "--broker").output
+    cli("configs", "alter", "--cluster-default", "--set", "log.retention.ms=5000")
+    cli("configs", "alter", "--broker", "--set", "log.retention.ms=6000")
+    assert cli.json("configs", "describe", "--cluster-default") == {
+        "log.retention.ms": {
+            "value": "5000",
+            "source": "DYNAMIC_DEFAULT_BROKER_CONFIG",
+            "default": False,
+            "synonyms": [
+                {"name": "log.retention.ms", "value": "5000", "source": "DYNAMIC_DEFAULT_BROKER_CONFIG"}
+            ],
+        }
+    }
+    own = cli.json("configs", "describe", "--broker")["log.retention.ms"]
+    assert (own["value"], own["source"]) == ("6000", "DYNAMIC_BROKER_CONFIG")
     cli("topics", "create", "ct")
     cli("configs", "alter", "--topic", "ct", "--set", "retention.ms=1000")
     assert cli.json("configs", "describe", "--topic", "ct")["retention.ms"]["value"] == "1000"
@@ -193,6 +213,26 @@ def test_configs_verbs(cli: Cli) -> None:
     assert usage.exit_code == 2 and "exactly one" in usage.output
     nothing = cli.runner.invoke(main, ["configs", "alter", "--group", "g"])
     assert nothing.exit_code == 2 and "nothing to change" in nothing.output
+
+
+def test_quotas_verbs(cli: Cli) -> None:
+    assert "no quotas" in cli("quotas", "describe").output
+    cli("quotas", "alter", "--client-id", "app", "--set", "producer_byte_rate=1024")
+    cli("quotas", "alter", "--client-id", "*", "--set", "consumer_byte_rate=2048")
+    assert cli.json("quotas", "describe", "--client-id", "app") == [
+        {"entity": {"client-id": "app"}, "values": {"producer_byte_rate": 1024.0}}
+    ]
+    assert cli.json("quotas", "describe", "--client-id", "*") == [
+        {"entity": {"client-id": None}, "values": {"consumer_byte_rate": 2048.0}}
+    ]
+    shown = cli("quotas", "describe").output
+    assert "client-id=app" in shown and "client-id=<default>" in shown
+    bad = cli("quotas", "alter", "--client-id", "app", "--set", "producer_byte_rate=1.5", ok=False)
+    assert "fractional" in bad.output
+    cli("quotas", "alter", "--client-id", "app", "--delete", "producer_byte_rate")
+    assert cli.json("quotas", "describe", "--client-id", "app") == []
+    usage = cli.runner.invoke(main, ["quotas", "alter", "--set", "producer_byte_rate=1"])
+    assert usage.exit_code == 2 and "--client-id" in usage.output
 
 
 def test_unreachable_broker_is_one_line() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -58,3 +59,35 @@ def test_bad_config_is_a_clear_error(tmp_path: Path, pair: str) -> None:
     assert result.returncode != 0
     assert "--config" in result.stderr
     assert pair.split("=")[0] in result.stderr
+
+
+def _serve(data_dir: Path, port: int) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "shareq", "serve", "--data-dir", str(data_dir), "--port", str(port)]
+    return subprocess.run(command, capture_output=True, text=True, timeout=20)
+
+
+@pytest.mark.timeout(30)
+def test_port_in_use_is_one_line_and_a_failed_exit(tmp_path: Path) -> None:
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        result = _serve(tmp_path / "data", port)
+    assert result.returncode == 1
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, result.stderr
+    assert lines[0].endswith(f"Socket server failed to bind to 127.0.0.1:{port}: Address already in use.")
+    assert "Traceback" not in result.stderr and result.stdout == ""
+
+
+@pytest.mark.timeout(30)
+def test_unusable_data_dir_is_one_line_and_a_failed_exit(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    data_dir = blocker / "data"
+    result = _serve(data_dir, 0)
+    assert result.returncode == 1
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, result.stderr
+    assert lines[0].endswith(f"Failed to create or validate data directory {data_dir}: Not a directory")
+    assert "Traceback" not in result.stderr and result.stdout == ""

@@ -92,6 +92,7 @@ def test_list_describe_lag_alter_and_resume(admin: Admin, broker: EmbeddedBroker
         described = admin.describe_share_group("g1")
         assert described.state == "Stable" and len(described.members) == 1
         assert described.members[0].assignment == {"orders": (0, 1)}
+        assert described.members[0].client_host == "/127.0.0.1"  # Kafka's InetAddress form, no port
         with pytest.raises(KafkaError) as refused:
             admin.alter_share_group_offsets("g1", {("orders", 0): 0})
         assert refused.value.code == ErrorCode.non_empty_group
@@ -234,11 +235,11 @@ def test_group_configs_bounds_and_restart(tmp_path: Path) -> None:
         assert before["share.record.lock.duration.ms"].source is ConfigSource.GROUP_CONFIG
         assert before["share.delivery.count.limit"].value == "5"
         assert before["share.delivery.count.limit"].is_default
-        broker_configs = admin.describe_configs([ConfigResource(ResourceType.BROKER, "")])
-        entry = broker_configs[ConfigResource(ResourceType.BROKER, "")][
+        broker_configs = admin.describe_configs([ConfigResource(ResourceType.BROKER, "0")])
+        entry = broker_configs[ConfigResource(ResourceType.BROKER, "0")][
             "group.share.max.record.lock.duration.ms"
         ]
-        assert entry.value == "40000"
+        assert entry.value == "40000" and entry.source is ConfigSource.STATIC_BROKER_CONFIG
     with EmbeddedBroker(data, bounds) as broker, Admin(broker.bootstrap) as admin:
         after = admin.describe_configs([resource])[resource]
         assert after["share.record.lock.duration.ms"].value == "35000"

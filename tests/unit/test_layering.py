@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "shareq"
-PURE_PACKAGES = ("protocol", "share", "coordinators")
+PURE_PACKAGES = ("protocol", "share", "coordinators", "quota")
 FORBIDDEN = {"asyncio", "socket", "threading", "time", "selectors", "concurrent"}
 
 

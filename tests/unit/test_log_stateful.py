@@ -28,7 +28,7 @@ class LogMachine(RuleBasedStateMachine):
         self.root = Path(tempfile.mkdtemp(prefix="shareq-log-"))
         self.directory = self.root / "t-0"
         self.config = LogConfig(
-            segment_bytes=1_500, index_interval_bytes=150, retention_bytes=5_000, retention_ms=-1
+            segment_bytes=2_000, index_interval_bytes=150, retention_bytes=5_000, retention_ms=-1
         )
         self.log = PartitionLog.open(self.directory, self.config, now_ms=0)
         # (first offset, last offset, stored bytes, record timestamps)
@@ -92,6 +92,25 @@ class LogMachine(RuleBasedStateMachine):
             biggest = max(len(b[2]) for b in self.batches)
             at_segment_end = self.batches[i + n][0] in {seg.base_offset for seg in self.log._segments}
             assert at_segment_end or max_bytes - len(got.records) < self.config.index_interval_bytes + biggest
+
+    @precondition(lambda self: self.end > self.start)
+    @rule(data=st.data(), max_bytes=st.integers(1, 2_000))
+    def read_to_end_offset(self, data: st.DataObject, max_bytes: int) -> None:
+        """A read bounded by ``end_offset`` covers the batch holding it (unless ``max_bytes`` cut
+        first) and reads at most one index interval plus one batch beyond it."""
+        offset = data.draw(st.integers(self.start, self.end - 1))
+        end_offset = data.draw(st.integers(offset, self.end - 1))
+        got = self.log.read(offset, max_bytes, end_offset=end_offset)
+        unbounded = self.log.read(offset, max_bytes)
+        n = len(got.batches)
+        assert n >= 1
+        assert got.batches == unbounded.batches[:n]
+        assert got.records == unbounded.records[: len(got.records)]
+        if got.batches[-1][1] < end_offset:
+            assert got.batches == unbounded.batches  # only max_bytes (or a segment end) stopped it
+        beyond = sum(len(b[2]) for b in self.batches if b[0] > end_offset and b[1] <= got.batches[-1][1])
+        biggest = max(len(b[2]) for b in self.batches)
+        assert beyond < self.config.index_interval_bytes + biggest
 
     @rule(data=st.data())
     def advance_log_start(self, data: st.DataObject) -> None:

@@ -214,12 +214,16 @@ class EngineMachine(RuleBasedStateMachine):
         ]
         assert got == expected
         assert result.acquired_count == len(got)
+        got_set = set(got)
         deadline = self.now + m.duration
         for o, count in got:
             rec = m.recs.get(o)
             assert rec is None or rec.state is AV, "nothing ACQUIRED is acquired again"
-            if rec is None:
-                assert o < m.spso + m.window, "first-time acquisition beyond the window"
+            if rec is None and o >= m.spso + m.window:
+                # batch optimized (as Kafka 4.4): a first-time lease that starts inside the window
+                # runs on to the end of its log batch, never into the next one
+                assert not exact and (o - 1, 1) in got_set, "first-time acquisition beyond the window"
+                assert bisect.bisect_right(self.firsts, o) == bisect.bisect_right(self.firsts, o - 1)
             assert count <= m.limit
             m.recs[o] = Rec(AQ, count, member, deadline)
             m.end = max(m.end, o + 1)
@@ -234,12 +238,15 @@ class EngineMachine(RuleBasedStateMachine):
         limit, hard = max_records, exact
         out: list[tuple[int, int]] = []
         for bf, bl in batches:
+            leasing = False  # a first-time lease of this batch is running (it started in the window)
             for o in range(max(bf, fetch), bl + 1):
                 rec = m.recs.get(o)
                 if rec is not None and rec.state is not AV:
+                    leasing = False
                     continue
-                if rec is None and o >= m.spso + m.window:
+                if rec is None and o >= m.spso + m.window and (exact or not leasing):
                     return out
+                leasing = rec is None
                 d = rec.count if rec is not None else 0
                 if d > 0 and (d + 1 >= m.limit or d >= threshold):
                     cap = 1 if d + 1 >= m.limit else max(1, max_records >> (d - threshold + 1))

@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import signal
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from shareq.config import BrokerConfig, ConfigError
+
+if TYPE_CHECKING:
+    from shareq.server import Broker
 
 
 @click.command()
@@ -30,18 +35,36 @@ def serve(data_dir: Path, port: int, host: str, pairs: tuple[str, ...], log_leve
         config = BrokerConfig.from_pairs(pairs)
     except ConfigError as error:
         raise click.BadParameter(str(error), param_hint="--config") from error
-    asyncio.run(_serve(data_dir, host, port, config))
+    from shareq.server.broker import BrokerStartError
+
+    try:
+        asyncio.run(_serve(data_dir, host, port, config))
+    except BrokerStartError as error:
+        # One line, as Kafka says it (``Socket server failed to bind to H:P: Address already in
+        # use.``), and a non-zero exit; the traceback helps no operator here.
+        logging.getLogger("shareq.server").error("%s", error)
+        sys.exit(1)
+
+
+def _io_line(broker: Broker) -> str:
+    return "io " + json.dumps({str(api): io for api, io in broker.io.snapshot().items()})
 
 
 async def _serve(data_dir: Path, host: str, port: int, config: BrokerConfig) -> None:
     from shareq.server import Broker
 
     broker = Broker(data_dir, config, host=host, port=port)
-    await broker.start()
+    try:
+        await broker.start()
+    except BaseException:
+        await broker.stop()  # close whatever opened before the failure
+        raise
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
+    # SIGUSR1 prints the per-api I/O counters as one JSON line (benchmarks and operators read it)
+    loop.add_signal_handler(signal.SIGUSR1, lambda: print(_io_line(broker), flush=True))
     print(f"shareq listening on {broker.host}:{broker.port}", flush=True)
     await stop.wait()
     logging.getLogger("shareq.server").info("shutting down")

@@ -7,6 +7,7 @@ the rest go to any broker. Batch calls raise ``KafkaError`` for the first failin
 from __future__ import annotations
 
 import datetime
+import time
 import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -14,23 +15,27 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from . import _admin_share as share
-from . import _offsets
+from . import _codec, _offsets
 from .admin_types import (
     AlterOp,
+    ClientQuota,
     ConfigEntry,
     ConfigResource,
     ConfigSource,
+    ConfigSynonym,
     CreatedTopic,
+    FeatureMetadata,
     GroupListing,
     NewTopic,
     OffsetInfo,
     OffsetSpec,
+    QuotaFilter,
     ResourceType,
     ShareGroupDescription,
     ShareGroupOffset,
 )
 from .cluster import Cluster, TopicInfo
-from .connection import BrokerConnection
+from .connection import API_VERSIONS, BrokerConnection
 from .errors import KafkaError, raise_for
 
 LIST_GROUPS = 16
@@ -38,7 +43,10 @@ CREATE_TOPICS = 19
 DELETE_TOPICS = 20
 DESCRIBE_CONFIGS = 32
 DELETE_GROUPS = 42
+DESCRIBE_CLIENT_QUOTAS = 48
+ALTER_CLIENT_QUOTAS = 49
 INCREMENTAL_ALTER_CONFIGS = 44
+LIST_CONFIG_RESOURCES = 74
 SHARE_GROUP_DESCRIBE = 77
 DESCRIBE_SHARE_GROUP_OFFSETS = 90
 ALTER_SHARE_GROUP_OFFSETS = 91
@@ -149,6 +157,32 @@ class Admin:
     def describe_topic(self, name: str) -> TopicInfo:
         return self.cluster.topic(name, refresh=True)
 
+    # -- features ----------------------------------------------------------------------------------
+
+    def describe_features(self) -> FeatureMetadata:
+        """Supported and finalized features, from ApiVersions at the highest version both speak (up to
+        v4: v3 leaves out features whose minimum level is 0), as Kafka's ``Admin.describeFeatures``."""
+        conn = self.cluster.any_connection()
+        conn.connect()
+        version = min(4, conn.broker_versions.get(API_VERSIONS, (0, 0))[1])
+        if version < 3:
+            return FeatureMetadata(supported={}, finalized={}, finalized_epoch=None)
+        m = _codec.request_module(API_VERSIONS, version)
+        response = conn.send(
+            m.ApiVersionsRequest(client_software_name="shareq", client_software_version="0.1.0"),
+            idempotent=True,
+        )
+        raise_for(response.error_code, None, context="ApiVersions")
+        epoch = int(response.finalized_features_epoch)
+        return FeatureMetadata(
+            supported={f.name: (int(f.min_version), int(f.max_version)) for f in response.supported_features},
+            finalized={
+                f.name: (int(f.min_version_level), int(f.max_version_level))
+                for f in response.finalized_features
+            },
+            finalized_epoch=epoch if epoch >= 0 else None,
+        )
+
     # -- configs -----------------------------------------------------------------------------------
 
     def _config_connection(self, resource: ConfigResource) -> BrokerConnection:
@@ -157,8 +191,15 @@ class Admin:
         return self.cluster.any_connection()
 
     def describe_configs(
-        self, resources: Sequence[ConfigResource], *, keys: Sequence[str] | None = None
+        self,
+        resources: Sequence[ConfigResource],
+        *,
+        keys: Sequence[str] | None = None,
+        include_synonyms: bool = False,
     ) -> dict[ConfigResource, dict[str, ConfigEntry]]:
+        """Configs of each resource. BROKER "<id>" is that broker's every config; BROKER "" only
+        the cluster defaults set at runtime. ``include_synonyms`` names what each value falls back
+        to, most specific first."""
         by_conn: dict[int, tuple[BrokerConnection, list[ConfigResource]]] = {}
         for r in resources:
             conn = self._config_connection(r)
@@ -175,7 +216,7 @@ class Admin:
                     )
                     for r in items
                 ),
-                include_synonyms=False,
+                include_synonyms=include_synonyms,
             )
             response = conn.send(request, idempotent=True)
             for res in response.results:
@@ -193,8 +234,30 @@ class Admin:
                         read_only=bool(c.read_only),
                         is_sensitive=bool(c.is_sensitive),
                         is_default=source is ConfigSource.DEFAULT_CONFIG,
+                        synonyms=tuple(
+                            ConfigSynonym(y.name, y.value, _config_source(int(y.source)))
+                            for y in getattr(c, "synonyms", ())
+                        ),
                     )
                 out[key] = entries
+        return out
+
+    def list_config_resources(self, types: Sequence[ResourceType] = ()) -> list[ConfigResource]:
+        """The resources that have configs (ListConfigResources v1): groups with overrides, brokers,
+        topics; ``types`` narrows it (empty: every type the broker lists)."""
+        conn = self.cluster.any_connection()
+        _v, m = conn.module(LIST_CONFIG_RESOURCES)
+        response = conn.send(
+            m.ListConfigResourcesRequest(resource_types=tuple(int(t) for t in types)), idempotent=True
+        )
+        raise_for(response.error_code, None, context="ListConfigResources")
+        out = []
+        for r in response.config_resources:
+            try:
+                kind = ResourceType(int(r.resource_type))
+            except ValueError:
+                continue  # a type this client does not model (client metrics, broker loggers)
+            out.append(ConfigResource(kind, r.resource_name))
         return out
 
     def alter_configs(
@@ -228,6 +291,63 @@ class Admin:
         response = conn.send(request)
         for r in response.responses:
             raise_for(r.error_code, r.error_message, context=f"IncrementalAlterConfigs({resource.name})")
+
+    # -- client quotas -----------------------------------------------------------------------------
+
+    def describe_client_quotas(
+        self, components: Sequence[QuotaFilter] = (), *, strict: bool = False
+    ) -> list[ClientQuota]:
+        """Quotas of the entities matching every component (``strict``: and no other entity type)."""
+        conn = self.cluster.any_connection()
+        _v, m = conn.module(DESCRIBE_CLIENT_QUOTAS)
+        request = m.DescribeClientQuotasRequest(
+            components=tuple(
+                m.ComponentData(entity_type=c.entity_type, match_type=int(c.match_type), match=c.match)
+                for c in components
+            ),
+            strict=strict,
+        )
+        response = conn.send(request, idempotent=True)
+        raise_for(response.error_code, response.error_message, context="DescribeClientQuotas")
+        return [
+            ClientQuota(
+                entity={e.entity_type: e.entity_name for e in entry.entity},
+                values={v.key: float(v.value) for v in entry.values},
+            )
+            for entry in response.entries or ()
+        ]
+
+    def alter_client_quotas(
+        self,
+        alterations: Sequence[ClientQuota | tuple[Mapping[str, str | None], Mapping[str, float | None]]],
+        *,
+        validate_only: bool = False,
+        raise_on_error: bool = True,
+    ) -> list[ErrorCode]:
+        """Set quota values per entity; a value of None removes that key. One error code per
+        alteration, in order."""
+        conn = self.cluster.any_connection()
+        _v, m = conn.module(ALTER_CLIENT_QUOTAS)
+        pairs = [(a.entity, a.values) if isinstance(a, ClientQuota) else a for a in alterations]
+        request = m.AlterClientQuotasRequest(
+            entries=tuple(
+                m.EntryData(
+                    entity=tuple(m.EntityData(entity_type=t, entity_name=n) for t, n in entity.items()),
+                    ops=tuple(
+                        m.OpData(key=k, value=0.0 if v is None else float(v), remove=v is None)
+                        for k, v in values.items()
+                    ),
+                )
+                for entity, values in pairs
+            ),
+            validate_only=validate_only,
+        )
+        response = conn.send(request)
+        codes = [r.error_code for r in response.entries]
+        if raise_on_error:
+            for r in response.entries:
+                raise_for(r.error_code, r.error_message, context="AlterClientQuotas")
+        return codes
 
     # -- offsets -----------------------------------------------------------------------------------
 
@@ -321,22 +441,34 @@ class Admin:
         return out
 
     def _coordinator_call(self, group_id: str, api_key: int, build: Any) -> Any:
-        """Send to the group coordinator, looking it up again once if it moved."""
-        for attempt in range(2):
-            conn = self.cluster.coordinator(group_id, refresh=attempt > 0)
+        """Send to the group coordinator, as Kafka's clients do: look it up again when it moved or
+        is not available, wait while it loads, with a growing backoff (about 5 s in all)."""
+        backoff = 0.05
+        code: ErrorCode | None = None
+        for attempt in range(_COORDINATOR_ATTEMPTS):
+            # a coordinator that moved or is unavailable is looked up again; one loading is waited on
+            conn = self.cluster.coordinator(group_id, refresh=code is not None and code is not _LOADING)
             _v, m = conn.module(api_key)
             response = conn.send(build(m))
-            if _moved(response) and attempt == 0:
-                continue
-            return response
+            code = _retriable(response)
+            if code is None or attempt == _COORDINATOR_ATTEMPTS - 1:
+                return response
+            time.sleep(backoff)
+            backoff = min(backoff * 2, 1.0)
         raise AssertionError("unreachable")
 
 
-def _moved(response: Any) -> bool:
+_COORDINATOR_ATTEMPTS = 10
+_LOADING = ErrorCode.coordinator_load_in_progress
+_RETRIABLE = (ErrorCode.not_coordinator, ErrorCode.coordinator_not_available, _LOADING)
+
+
+def _retriable(response: Any) -> ErrorCode | None:
+    """The coordinator error that makes the whole call worth repeating, if any."""
     codes = [getattr(response, "error_code", ErrorCode.none)]
     codes += [getattr(g, "error_code", ErrorCode.none) for g in getattr(response, "groups", ()) or ()]
     codes += [getattr(r, "error_code", ErrorCode.none) for r in getattr(response, "results", ()) or ()]
-    return any(c in (ErrorCode.not_coordinator, ErrorCode.coordinator_not_available) for c in codes)
+    return next((c for c in codes if c in _RETRIABLE), None)
 
 
 def _config_source(value: int) -> ConfigSource:

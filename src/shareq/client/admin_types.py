@@ -71,6 +71,15 @@ class ConfigResource:
     name: str
 
 
+@dataclass(frozen=True, slots=True)
+class ConfigSynonym:
+    """A layer a config falls back to: a topic or group override, a broker config, a default."""
+
+    name: str
+    value: str | None
+    source: ConfigSource
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ConfigEntry:
     name: str
@@ -79,6 +88,18 @@ class ConfigEntry:
     read_only: bool = False
     is_sensitive: bool = False
     is_default: bool = False
+    synonyms: tuple[ConfigSynonym, ...] = ()
+    """Most specific first; only when asked for (``include_synonyms``)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FeatureMetadata:
+    """Feature levels from ApiVersions v3+: ``supported`` and ``finalized`` map a feature name to its
+    ``(min, max)`` levels; ``finalized_epoch`` is None when the broker reports none."""
+
+    supported: Mapping[str, tuple[int, int]]
+    finalized: Mapping[str, tuple[int, int]]
+    finalized_epoch: int | None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -137,3 +158,29 @@ class ShareGroupOffset:
     lag: int | None = None
     error: ErrorCode = ErrorCode.none
     error_message: str | None = None
+
+
+class QuotaMatch(IntEnum):
+    """How a DescribeClientQuotas filter component matches an entity's name."""
+
+    EXACT = 0
+    DEFAULT = 1
+    SPECIFIED = 2  # any entity that has this type, whatever its name
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaFilter:
+    """``QuotaFilter("client-id", QuotaMatch.EXACT, "app")``; DEFAULT and SPECIFIED take no name."""
+
+    entity_type: str
+    match_type: QuotaMatch
+    match: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClientQuota:
+    """One entity's quotas: ``entity`` maps ``user``/``client-id``/``ip`` to a name (None: the
+    default of that type); ``values`` maps a quota key to its value."""
+
+    entity: Mapping[str, str | None]
+    values: Mapping[str, float]

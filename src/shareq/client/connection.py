@@ -40,6 +40,9 @@ CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
     32: (1, 4),  # DescribeConfigs
     42: (0, 2),  # DeleteGroups
     44: (0, 1),  # IncrementalAlterConfigs
+    48: (0, 1),  # DescribeClientQuotas
+    49: (0, 1),  # AlterClientQuotas
+    74: (1, 1),  # ListConfigResources (v0 was ListClientMetricsResources)
     76: (1, 1),  # ShareGroupHeartbeat
     77: (1, 1),  # ShareGroupDescribe
     78: (1, 2),  # ShareFetch

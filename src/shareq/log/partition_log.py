@@ -324,11 +324,15 @@ class PartitionLog:
 
     # -- read ---------------------------------------------------------------------------------------
 
-    def read(self, offset: int, max_bytes: int, *, min_one_batch: bool = True) -> FetchData:
+    def read(
+        self, offset: int, max_bytes: int, *, min_one_batch: bool = True, end_offset: int | None = None
+    ) -> FetchData:
         """Whole batches from the one containing ``offset``, up to ``max_bytes`` in total.
 
         The first batch is returned whole even if larger than ``max_bytes`` unless
-        ``min_one_batch`` is false. ``offset == log_end_offset`` gives no records; an offset outside
+        ``min_one_batch`` is false. ``end_offset`` bounds the read further: it ends soon after the
+        batch holding that offset (within one index interval), whatever ``max_bytes`` allows.
+        ``offset == log_end_offset`` gives no records; an offset outside
         ``[log_start_offset, log_end_offset]`` raises :class:`OffsetOutOfRangeError`.
         """
         self._check_open()
@@ -344,7 +348,13 @@ class PartitionLog:
             seg = self._segments[i]
             self._ensure_indexes(seg)
             data = read_batches(
-                self._read_fd(seg), seg, offset, max_bytes, min_one_batch, self.config.index_interval_bytes
+                self._read_fd(seg),
+                seg,
+                offset,
+                max_bytes,
+                min_one_batch,
+                self.config.index_interval_bytes,
+                end_offset,
             )
             if data is not None:
                 records, batches = data

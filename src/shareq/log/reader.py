@@ -23,6 +23,7 @@ from .batch import (
     read_batch_header,
 )
 from .errors import CorruptRecordError
+from .index import OffsetIndex
 from .records import decode_batch
 from .segment import H_BASE_OFFSET, H_BATCH_LENGTH, H_LAST_OFFSET_DELTA, H_MAGIC, LogSegment
 
@@ -35,11 +36,21 @@ class TimestampOffset(NamedTuple):
 
 
 def read_batches(
-    fd: int, seg: LogSegment, offset: int, max_bytes: int, min_one_batch: bool, interval: int
+    fd: int,
+    seg: LogSegment,
+    offset: int,
+    max_bytes: int,
+    min_one_batch: bool,
+    interval: int,
+    end_offset: int | None = None,
 ) -> tuple[bytes, tuple[tuple[int, int], ...]] | None:
     """Whole batches of ``seg`` from the one holding ``offset``, at most ``max_bytes`` unless the
     first alone is larger (then it alone, or nothing if not ``min_one_batch``); ``None`` if the
     segment holds no batch at or after ``offset``.
+
+    With ``end_offset`` the read also stops at the first indexed batch start beyond it, so it
+    covers the batch holding ``end_offset`` and at most one index interval more: a caller that can
+    use only so many offsets pays for those, not for ``max_bytes``.
 
     The returned bytes are exactly what one ``pread`` produced (no second copy) whenever a batch
     boundary known from the index or the segment end lies within ``max_bytes``: the answer may
@@ -74,6 +85,10 @@ def read_batches(
         stop = end if end <= limit else _boundary_at_or_before(index.positions, limit)
         if stop < start + first_size:
             return _read_trimmed(fd, start, min(limit, end))
+    if end_offset is not None and stop > start + first_size:
+        after = _boundary_after(index, end_offset - seg.base_offset)
+        if after is not None and after < stop:
+            stop = max(after, start + first_size)
     chunk = os.pread(fd, stop - start, start)
     return chunk, _batch_ranges(chunk, seg.base_offset)
 
@@ -82,6 +97,12 @@ def _boundary_at_or_before(positions: array[int], limit: int) -> int:
     """The last indexed batch start at or before ``limit`` (0 if none)."""
     i = bisect_right(positions, limit)
     return positions[i - 1] if i else 0
+
+
+def _boundary_after(index: OffsetIndex, relative_offset: int) -> int | None:
+    """The position of the first indexed batch that starts beyond ``relative_offset``, if any."""
+    i = bisect_right(index.offsets, relative_offset)
+    return index.positions[i] if i < len(index.offsets) else None
 
 
 def _batch_ranges(chunk: bytes, segment_base: int) -> tuple[tuple[int, int], ...]:

@@ -512,6 +512,8 @@ class BuiltinPersister:
         # without paying a thread hand-off per partition.
         chunks = [cycle.touched[i::_SYNC_THREADS] for i in range(min(_SYNC_THREADS, len(cycle.touched)))]
         syncs = [loop.run_in_executor(self._sync_pool, _sync_parts, chunk) for chunk in chunks]
+        if len(syncs) == 1:  # the usual cycle: one partition touched, no gathering task needed
+            return syncs[0]
 
         async def wait() -> None:
             await asyncio.gather(*syncs)

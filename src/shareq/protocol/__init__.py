@@ -19,6 +19,7 @@ from .messages import (
     decode_request,
     encode_api_versions_fallback,
     encode_response,
+    encode_response_chunks,
     encode_unsupported,
 )
 from .versions import BASE_VERSIONS, VersionRange
@@ -44,6 +45,7 @@ __all__ = [
     "decode_request",
     "encode_api_versions_fallback",
     "encode_response",
+    "encode_response_chunks",
     "encode_unsupported",
     "error_code_for",
     "frame",

@@ -91,6 +91,55 @@ def encode_response(request_codec: Codec, correlation_id: int, response: Any) ->
     return out.getvalue()
 
 
+Buffer = bytes | bytearray | memoryview
+
+# Byte values at least this long (record batches) are kept by reference rather than copied.
+BY_REFERENCE = 1024
+
+
+class _Chunks:
+    """A kio ``Writable`` that gathers a response as a list of buffers.
+
+    Small writes (lengths, ints, strings) accumulate in a ``bytearray``; long byte values, which
+    are the record batches of Fetch and ShareFetch, are appended as they are, so the log's bytes
+    reach the socket without a copy in this process.
+    """
+
+    __slots__ = ("chunks", "size", "small")
+
+    def __init__(self) -> None:
+        self.small = bytearray()
+        self.chunks: list[Buffer] = [self.small]
+        self.size = 0
+
+    def write(self, data: Buffer) -> int:
+        n = len(data)
+        self.size += n
+        if n >= BY_REFERENCE and not isinstance(data, bytearray):
+            self.chunks.append(data)
+            self.small = bytearray()
+            self.chunks.append(self.small)
+        else:
+            self.small += data
+        return n
+
+
+def encode_response_chunks(request_codec: Codec, correlation_id: int, response: Any) -> list[Buffer]:
+    """Frame a response as buffers to write in order; record bytes are passed through uncopied."""
+    if type(response) is not request_codec.response_class:
+        raise MalformedResponse(
+            f"api {request_codec.api_key} v{request_codec.version} handler returned {type(response).__name__}"
+        )
+    out = _Chunks()
+    out.write(b"\x00\x00\x00\x00")
+    out.write(response_header(correlation_id, request_codec.response_header_version))
+    request_codec.writer(out, response)
+    first = out.chunks[0]
+    assert isinstance(first, bytearray)
+    _I32.pack_into(first, 0, out.size - 4)
+    return [c for c in out.chunks if len(c)]
+
+
 class MalformedResponse(LocalProtocolError):
     """A handler returned the wrong response type (a local bug)."""
 

@@ -6,7 +6,9 @@ Everything runs on one asyncio loop; no mutation spans an ``await``, so nothing 
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
+import os
 import shutil
 import time
 from collections.abc import Mapping
@@ -15,9 +17,11 @@ from typing import Any
 
 from shareq.config import BrokerConfig
 from shareq.log import LogConfig, PartitionLog
+from shareq.quota import ClientQuotas, QuotaUsage
 
 from .connection import serve_connection
 from .handlers import HandlerTable, default_handlers
+from .io_stats import IoStats
 from .partitions import Partition
 from .share import ShareServices
 from .topic_configs import effective_topic_configs, validate_topic_configs
@@ -28,6 +32,15 @@ log = logging.getLogger("shareq.server")
 
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+class BrokerStartError(RuntimeError):
+    """The broker cannot start: the message is one line for the operator (no traceback needed)."""
+
+
+def _reason(error: OSError) -> str:
+    """``Address already in use`` rather than ``[Errno 98] error while attempting to bind ...``."""
+    return os.strerror(error.errno) if error.errno else str(error)
 
 
 class Broker:
@@ -57,21 +70,41 @@ class Broker:
         self.static_config = self.config
         self.stopping = False
         self.share: ShareServices | None = None
+        self.io = IoStats()
+        self.quotas = QuotaUsage(ClientQuotas())
 
     # -- lifecycle -------------------------------------------------------------------------------
 
     async def start(self) -> None:
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        self.registry = TopicRegistry(self.data_dir)
-        self.static_config = self.config
-        if self.registry.broker_overrides:
-            self.config = self.config.with_overrides(self.registry.broker_overrides)
-        for topic in self.registry:
-            for index in range(topic.partitions):
-                self._open_partition(topic, index)
+        """Open the data directory and the logs, then listen.
+
+        Raises ``BrokerStartError`` with one line saying what failed, in Kafka's words, when the
+        data directory cannot be created or written or the address cannot be bound; whatever was
+        opened before is left for ``stop()`` to close.
+        """
+        try:
+            self.data_dir.mkdir(parents=True, exist_ok=True)
+            if not os.access(self.data_dir, os.R_OK | os.W_OK | os.X_OK):
+                raise PermissionError(errno.EACCES, os.strerror(errno.EACCES))
+            self.registry = TopicRegistry(self.data_dir)
+            self.quotas = QuotaUsage(ClientQuotas.from_json(self.registry.client_quotas))
+            self.static_config = self.config
+            self.config = self._dynamic_config(self.registry.cluster_defaults, self.registry.broker_overrides)
+            for topic in self.registry:
+                for index in range(topic.partitions):
+                    self._open_partition(topic, index)
+        except OSError as error:
+            raise BrokerStartError(
+                f"Failed to create or validate data directory {self.data_dir.absolute()}: {_reason(error)}"
+            ) from error
         self.share = ShareServices(self)
         await self.share.start()
-        self._server = await asyncio.start_server(self._on_connection, self.host, self.port)
+        try:
+            self._server = await asyncio.start_server(self._on_connection, self.host, self.port)
+        except OSError as error:
+            raise BrokerStartError(
+                f"Socket server failed to bind to {self.host}:{self.port}: {_reason(error)}."
+            ) from error
         self.port = self._server.sockets[0].getsockname()[1]
         self._spawn(self._retention_loop())
 
@@ -192,10 +225,21 @@ class Broker:
             if partition is not None:
                 partition.log.config = self.log_config(topic)
 
-    def alter_broker_configs(self, overrides: Mapping[str, str]) -> None:
-        """Replace the dynamic broker configs (validated, persisted) and reconfigure every log."""
-        config = self.static_config.with_overrides(overrides)
-        self.topics.set_broker_overrides(overrides)
+    def _dynamic_config(
+        self, cluster_defaults: Mapping[str, str], overrides: Mapping[str, str]
+    ) -> BrokerConfig:
+        """Static configs, then the cluster defaults, then this broker's own dynamic configs."""
+        return self.static_config.with_overrides({**cluster_defaults, **overrides})
+
+    def alter_broker_configs(self, overrides: Mapping[str, str], *, cluster_default: bool = False) -> None:
+        """Replace this broker's dynamic configs, or the cluster defaults (validated, persisted),
+        and reconfigure every log."""
+        if cluster_default:
+            config = self._dynamic_config(overrides, self.topics.broker_overrides)
+            self.topics.set_cluster_defaults(overrides)
+        else:
+            config = self._dynamic_config(self.topics.cluster_defaults, overrides)
+            self.topics.set_broker_overrides(overrides)
         self.config = config
         for partition in self.partitions.values():
             topic = self.topics.get(partition.topic)

@@ -16,12 +16,14 @@ from shareq.protocol import (
     PeerProtocolError,
     UnsupportedRequest,
     decode_request,
-    encode_response,
+    encode_response_chunks,
     encode_unsupported,
     read_frame_size,
 )
+from shareq.protocol.messages import Buffer
 
 from .context import RequestContext
+from .send import send_chunks
 
 if TYPE_CHECKING:
     from .broker import Broker
@@ -51,8 +53,12 @@ async def serve_connection(
                 return
             reply = await _handle_frame(broker, payload, peer, connection_id)
             if reply is not None:
-                writer.write(reply)
-                await writer.drain()
+                api_key, chunks = reply
+                buffered = await send_chunks(writer, chunks)
+                io = broker.io.api(api_key)
+                io.requests += 1
+                io.bytes_sent += sum(len(c) for c in chunks)
+                io.bytes_buffered += buffered
     except PeerProtocolError as error:
         log.warning("closing %s: %s", peer, error)
     except (ConnectionError, asyncio.CancelledError):
@@ -63,13 +69,16 @@ async def serve_connection(
         writer.close()
 
 
-async def _handle_frame(broker: Broker, payload: bytes, peer: str, connection_id: int) -> bytes | None:
+async def _handle_frame(
+    broker: Broker, payload: bytes, peer: str, connection_id: int
+) -> tuple[int, list[Buffer]] | None:
+    """The api key and the framed reply (``None``: the request takes no reply)."""
     supported = broker.handlers.versions
     try:
         request = decode_request(payload, supported)
     except UnsupportedRequest as unsupported:
         log.info("%s sent unsupported api %d v%d", peer, unsupported.api_key, unsupported.api_version)
-        return encode_unsupported(unsupported, supported)
+        return unsupported.api_key, [encode_unsupported(unsupported, supported)]
     handler = broker.handlers.get(request.api_key)
     assert handler is not None  # decode_request only accepts registered keys
     context = RequestContext(
@@ -80,4 +89,4 @@ async def _handle_frame(broker: Broker, payload: bytes, peer: str, connection_id
         response = await response
     if response is None:
         return None
-    return encode_response(request.codec, request.header.correlation_id, response)
+    return request.api_key, encode_response_chunks(request.codec, request.header.correlation_id, response)

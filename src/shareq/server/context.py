@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -30,11 +31,37 @@ class RequestContext:
     def version(self) -> int:
         return self.header.api_version
 
+    @property
+    def client_host(self) -> str:
+        """The peer's address as Kafka reports a member's host (``InetAddress.toString``: ``/127.0.0.1``)."""
+        return kafka_host(self.peer)
+
     def build(self, name: str | None = None, /, **values: Any) -> Any:
         from shareq.protocol import build
 
         cls = self.codec.response_class if name is None else getattr(self.codec.response_module, name)
         return build(cls, **values)
+
+
+def kafka_host(peer: str) -> str:
+    """``"127.0.0.1:5555"`` -> ``"/127.0.0.1"``; IPv6 written as Java does (``/0:0:0:0:0:0:0:1``).
+
+    Kafka describes a group member's host as ``InetAddress.toString()`` of the connection's client
+    address: an empty host name, a slash, then the literal address without the port. Java writes
+    IPv6 addresses as eight uncompressed groups of lower-case hex without leading zeros.
+    """
+    host = peer.rpartition(":")[0] if ":" in peer else peer
+    host = host.strip("[]")
+    try:
+        address = ipaddress.ip_address(host.split("%")[0])
+    except ValueError:
+        return "/" + host
+    if isinstance(address, ipaddress.IPv6Address):
+        if address.ipv4_mapped is not None:
+            return f"/{address.ipv4_mapped}"  # Java turns a mapped address into its IPv4 form
+        groups = address.exploded.split(":")
+        return "/" + ":".join(format(int(g, 16), "x") for g in groups)
+    return f"/{address}"
 
 
 Handler = Callable[[Any, RequestContext], "Awaitable[Any] | Any"]

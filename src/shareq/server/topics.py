@@ -75,6 +75,8 @@ class TopicRegistry:
         self.cluster_id = new_cluster_id()
         self.next_producer_id = 1000
         self.broker_overrides: dict[str, str] = {}
+        self.cluster_defaults: dict[str, str] = {}
+        self.client_quotas: list[dict[str, Any]] = []
         if self._path.exists():
             self._load()
         else:
@@ -122,8 +124,20 @@ class TopicRegistry:
         self._save()
 
     def set_broker_overrides(self, overrides: Mapping[str, str]) -> None:
-        """Dynamic broker configs (set by IncrementalAlterConfigs), reapplied on restart."""
+        """This broker's own dynamic configs (IncrementalAlterConfigs on BROKER "<node id>"),
+        reapplied on restart."""
         self.broker_overrides = dict(overrides)
+        self._save()
+
+    def set_cluster_defaults(self, defaults: Mapping[str, str]) -> None:
+        """The cluster-wide dynamic defaults (IncrementalAlterConfigs on BROKER ""), kept apart
+        from the broker's own: a broker's own value wins over the cluster default."""
+        self.cluster_defaults = dict(defaults)
+        self._save()
+
+    def set_client_quotas(self, quotas: list[dict[str, Any]]) -> None:
+        """Client quotas (AlterClientQuotas), as ``quota.ClientQuotas.to_json`` writes them."""
+        self.client_quotas = list(quotas)
         self._save()
 
     def allocate_producer_id(self) -> int:
@@ -140,6 +154,8 @@ class TopicRegistry:
         self.cluster_id = document["cluster_id"]
         self.next_producer_id = int(document["next_producer_id"])
         self.broker_overrides = dict(document.get("broker_overrides", {}))
+        self.cluster_defaults = dict(document.get("cluster_default_configs", {}))
+        self.client_quotas = list(document.get("client_quotas", []))
         for entry in document["topics"]:
             info = TopicInfo(
                 name=entry["name"],
@@ -155,6 +171,8 @@ class TopicRegistry:
             "cluster_id": self.cluster_id,
             "next_producer_id": self.next_producer_id,
             "broker_overrides": self.broker_overrides,
+            "cluster_default_configs": self.cluster_defaults,
+            "client_quotas": self.client_quotas,
             "topics": [
                 {
                     "name": t.name,

@@ -6,6 +6,9 @@ first time (within the in-flight window), everything else is skipped. Offsets th
 (the range before the first fetched batch and between fetched batches) are archived if they were
 AVAILABLE, so compaction cannot pin the SPSO.
 
+The in-flight window (SPSO + ``max_record_locks``) is exact in record-limit mode; in batch-optimized
+mode it is checked where a first-time lease starts, which then runs to the end of its log batch.
+
 Poison isolation, as Kafka's newest code: a record on its last delivery attempt is delivered alone;
 a record with at least ``max(2, ceil(limit / 2))`` deliveries halves the records this acquisition may
 return for each delivery beyond that threshold.
@@ -75,8 +78,11 @@ def acquire(
         for run in segments:
             seg_end = bl if run is None else run.first - 1
             if pos <= seg_end:
-                # Offsets no run covers: leased for the first time, inside the window.
-                e = seg_end if seg_end < window_end else window_end - 1
+                # Offsets no run covers: leased for the first time, inside the window. Batch
+                # optimized, a batch that starts inside the window is leased to its end (as Kafka
+                # does), so a producer batch larger than the window ships once, not in pieces.
+                whole = seg_end < window_end or (not exact and pos < window_end)
+                e = seg_end if whole else window_end - 1
                 if hard and e >= pos + (limit - acquired):
                     e = pos + (limit - acquired) - 1
                 if e < pos:

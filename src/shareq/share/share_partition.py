@@ -204,6 +204,20 @@ class SharePartition:
             best = hole
         return best if best >= self._log_start_floor else self._log_start_floor
 
+    def read_end(self, max_records: int) -> int | None:
+        """The last offset an acquisition of ``max_records`` from ``next_fetch_offset()`` can use,
+        so the shell reads the log only that far; ``None`` when nothing is acquirable (nothing to
+        re-deliver and the in-flight window is full), so it need not read at all.
+
+        Re-deliveries lie below the end offset; first-time leases start inside the window (a
+        batch-optimized lease runs on to its batch's end, which the log read includes anyway).
+        """
+        start = self.next_fetch_offset()
+        window_last = self._spso + self._config.max_record_locks - 1
+        if start >= self._end and start > window_last:
+            return None
+        return min(start + max(max_records, 1) - 1, max(self._end - 1, window_last))
+
     def alter_config(self, config: ShareConfig) -> None:
         """Replace the group configuration; it applies to later acquisitions and releases."""
         self._config = config

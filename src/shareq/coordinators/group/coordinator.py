@@ -19,6 +19,7 @@ from __future__ import annotations
 import heapq
 import uuid
 from collections.abc import Iterable, Mapping
+from types import MappingProxyType
 
 from shareq.coordinators.group.admin import ShareGroupAdmin
 from shareq.coordinators.group.assignor import assign
@@ -64,6 +65,9 @@ def _err(code: GroupErrorCode, message: str) -> GroupRequestError:
     return GroupRequestError(code, message)
 
 
+_NO_OVERRIDES: Mapping[str, str] = MappingProxyType({})
+
+
 class ShareGroupCoordinator(ShareGroupAdmin):
     """All share groups of this broker, keyed by group id."""
 
@@ -71,6 +75,7 @@ class ShareGroupCoordinator(ShareGroupAdmin):
         self.broker = broker or ShareBrokerConfig()
         self._groups: dict[str, ShareGroup] = {}
         self._configs: dict[str, dict[str, str]] = {}
+        self._resolved: dict[str, tuple[Mapping[str, str], ShareBrokerConfig, ShareGroupConfig]] = {}
         self._foreign: dict[str, str] = {}
         self._deadlines: list[tuple[int, str, str]] = []
 
@@ -96,12 +101,12 @@ class ShareGroupCoordinator(ShareGroupAdmin):
         """Serve one ShareGroupHeartbeat. ``topics`` is the broker's whole topic image.
 
         Raises ``GroupRequestError`` (state unchanged) for UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH,
-        INVALID_REQUEST, INVALID_GROUP_ID, GROUP_ID_NOT_FOUND, GROUP_MAX_SIZE_REACHED and
+        INVALID_REQUEST (also an empty group id, as Kafka), GROUP_ID_NOT_FOUND, GROUP_MAX_SIZE_REACHED and
         INCONSISTENT_GROUP_PROTOCOL.
         """
         gid, mid, epoch = request.group_id, request.member_id, request.member_epoch
-        if not gid:
-            raise _err(GroupErrorCode.INVALID_GROUP_ID, "group id must not be empty")
+        if not gid:  # Kafka: INVALID_REQUEST "GroupId can't be empty" (not INVALID_GROUP_ID)
+            raise _err(GroupErrorCode.INVALID_REQUEST, "group id must not be empty")
         if not mid:
             raise _err(GroupErrorCode.INVALID_REQUEST, "member id must not be empty")
         if epoch < LEAVE_EPOCH:
@@ -131,7 +136,7 @@ class ShareGroupCoordinator(ShareGroupAdmin):
             member = group.members.get(mid)
             if member is None:
                 raise _err(GroupErrorCode.UNKNOWN_MEMBER_ID, f"member {mid} is not in group {gid}")
-            if epoch != member.member_epoch:
+            if epoch != member.member_epoch and epoch != member.previous_member_epoch:
                 raise _err(
                     GroupErrorCode.FENCED_MEMBER_EPOCH,
                     f"member epoch {epoch} does not match the current epoch {member.member_epoch}",
@@ -165,7 +170,9 @@ class ShareGroupCoordinator(ShareGroupAdmin):
         initialize = self._partitions_to_initialize(group)
 
         new_assignment = group.target.get(mid, {})
-        send = epoch == JOIN_EPOCH or new_assignment != member.assignment
+        send = epoch == JOIN_EPOCH or epoch != member.member_epoch or new_assignment != member.assignment
+        if member.member_epoch != group.assignment_epoch:
+            member.previous_member_epoch = member.member_epoch
         member.member_epoch = group.assignment_epoch
         member.assignment = new_assignment
         self._touch(group, member, now_ms, config.session_timeout_ms)
@@ -385,13 +392,25 @@ class ShareGroupCoordinator(ShareGroupAdmin):
         Overrides that no longer fit the broker's bounds (the operator narrowed them after they
         were set) are ignored as a whole rather than failing heartbeats and fetches.
         """
+        overrides = self._configs.get(group_id, _NO_OVERRIDES)
+        cached = self._resolved.get(group_id)
+        # every fetch asks; an override dict is replaced, never changed in place, so identity
+        # of (overrides, broker config) says whether the resolved config still holds
+        if cached is not None and cached[0] is overrides and cached[1] is self.broker:
+            return cached[2]
         try:
-            return resolve_group_config(self._configs.get(group_id, {}), self.broker)
+            resolved = resolve_group_config(overrides, self.broker)
         except GroupRequestError:
-            return resolve_group_config({}, self.broker)
+            resolved = resolve_group_config(_NO_OVERRIDES, self.broker)
+        self._resolved[group_id] = (overrides, self.broker, resolved)
+        return resolved
 
     def describe_configs(self, group_id: str) -> tuple[ConfigEntry, ...]:
         return describe_group_config(self._configs.get(group_id, {}), self.broker)
+
+    def configured_groups(self) -> tuple[str, ...]:
+        """The groups with at least one config override (whether or not they have members yet)."""
+        return tuple(group_id for group_id, configs in self._configs.items() if configs)
 
     def alter_configs(
         self, group_id: str, changes: Mapping[str, str | None], *, validate_only: bool = False

@@ -22,6 +22,7 @@ class GroupState(enum.Enum):
 class ShareGroupMember:
     member_id: str
     member_epoch: int = 0
+    previous_member_epoch: int = -1  # accepted too: the response that moved the member on may be lost
     rack_id: str | None = None
     client_id: str = ""
     client_host: str = ""

@@ -8,6 +8,7 @@ module and one line in ``default_handlers``.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from types import MappingProxyType
 
 from shareq.protocol import VersionRange
 
@@ -21,9 +22,11 @@ class HandlerTable:
 
     def __init__(self) -> None:
         self._entries: dict[int, HandlerEntry] = {}
+        self._versions: Mapping[int, VersionRange] = {}
 
     def register(self, api_key: int, versions: VersionRange, handler: Handler) -> None:
         self._entries[api_key] = (versions, handler)
+        self._versions = MappingProxyType({key: v for key, (v, _) in self._entries.items()})
 
     def update(self, handlers: Mapping[int, HandlerEntry]) -> None:
         for api_key, (versions, handler) in handlers.items():
@@ -34,13 +37,15 @@ class HandlerTable:
         return None if entry is None else entry[1]
 
     @property
-    def versions(self) -> dict[int, VersionRange]:
-        return {key: versions for key, (versions, _) in self._entries.items()}
+    def versions(self) -> Mapping[int, VersionRange]:
+        """Api key -> advertised versions (read on every request, so kept, not rebuilt)."""
+        return self._versions
 
 
 def default_handlers() -> HandlerTable:
     from . import (
         api_versions,
+        client_quotas,
         configs,
         coordinator,
         fetch,
@@ -67,6 +72,7 @@ def default_handlers() -> HandlerTable:
         coordinator,
         producer_id,
         configs,
+        client_quotas,
         share_group_heartbeat,
         share_fetch,
         share_acknowledge,

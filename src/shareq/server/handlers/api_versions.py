@@ -1,4 +1,5 @@
-"""ApiVersions: the versions advertised are exactly those with a registered handler."""
+"""ApiVersions: the versions advertised are exactly those with a registered handler; v3+ also
+carries the supported and finalized features (``server/features.py``)."""
 
 from __future__ import annotations
 
@@ -11,15 +12,41 @@ from shareq.protocol import VersionRange, api_version_entries
 from shareq.protocol.versions import API_VERSIONS
 
 from ..context import RequestContext
+from ..features import FINALIZED_FEATURES_EPOCH, finalized_features, supported_features
 
 NO_THROTTLE = datetime.timedelta(0)
 
 
 def handle_api_versions(request: Any, ctx: RequestContext) -> Any:
+    features: dict[str, Any] = {}
+    if ctx.version >= 3:
+        features = {
+            "supported_features": tuple(
+                ctx.build(
+                    "SupportedFeatureKey",
+                    name=f.name,
+                    min_version=f.min_supported,
+                    max_version=f.max_supported,
+                )
+                for f in supported_features(ctx.version)
+            ),
+            "finalized_features_epoch": FINALIZED_FEATURES_EPOCH,
+            "finalized_features": tuple(
+                ctx.build(
+                    "FinalizedFeatureKey",
+                    name=f.name,
+                    max_version_level=f.finalized,
+                    min_version_level=f.finalized,
+                )
+                for f in finalized_features(ctx.version)
+            ),
+            "zk_migration_ready": False,
+        }
     return ctx.build(
         error_code=ErrorCode.none,
         api_keys=api_version_entries(ctx.codec.response_module, ctx.broker.handlers.versions),
         throttle_time=NO_THROTTLE,
+        **features,
     )
 
 

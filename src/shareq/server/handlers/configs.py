@@ -7,15 +7,26 @@ records before the answer; a group's configs may be set before the group exists.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
-from shareq.config import SETTINGS, ConfigError
+from shareq.config import SETTINGS, ConfigError, config_text
 from shareq.coordinators.group import GroupRequestError
 from shareq.protocol import VersionRange
 from shareq.protocol.versions import DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS
 
+from ..config_synonyms import (
+    GROUP_CONFIG_SYNONYMS,
+    ConfigLayers,
+    Described,
+    Source,
+    default_layer,
+    describe_broker_config,
+    describe_cluster_default,
+    describe_group_config,
+    describe_topic_config,
+)
 from ..context import RequestContext
 from ..topic_configs import TOPIC_SETTINGS, InvalidConfigError, effective_topic_configs
 from .api_versions import NO_THROTTLE
@@ -27,15 +38,12 @@ from .group_support import (
     persist_records,
 )
 
+if TYPE_CHECKING:
+    from ..broker import Broker
+
 TOPIC = 2
 BROKER = 4
 GROUP = 32
-
-# ConfigSource values of the protocol.
-SOURCE_TOPIC = 1
-SOURCE_DYNAMIC_BROKER = 2
-SOURCE_STATIC_BROKER = 4
-SOURCE_DEFAULT = 5
 
 # ConfigType values of the protocol (DescribeConfigs v3+).
 _TYPES = {bool: 1, str: 2, int: 5}
@@ -59,54 +67,69 @@ DYNAMIC_BROKER_KEYS = frozenset(
 )
 
 
+def config_layers(broker: Broker) -> ConfigLayers:
+    """The broker's config layers as DescribeConfigs names them (see ``config_synonyms``)."""
+    static = broker.static_config
+    return ConfigLayers(
+        dynamic_broker=broker.topics.broker_overrides,
+        dynamic_default=broker.topics.cluster_defaults,
+        static={name: text for name in static.explicit if (text := static.text(name)) is not None},
+        defaults=default_layer({name: config_text(s.default) for name, s in SETTINGS.items()}),
+    )
+
+
 def handle_describe_configs(request: Any, ctx: RequestContext) -> Any:
+    layers = config_layers(ctx.broker)
+    synonyms_wanted = bool(getattr(request, "include_synonyms", False))
     results = []
     for resource in request.resources:
-        keys = None if resource.configuration_keys is None else set(resource.configuration_keys)
-        code, message, entries = ErrorCode.none, None, []
+        keys = None if not resource.configuration_keys else set(resource.configuration_keys)
+        code, message = ErrorCode.none, None
+        described: list[tuple[str, str | None, Described, int, bool]] = []
         if resource.resource_type == TOPIC:
             topic = ctx.broker.topics.get(resource.resource_name)
             if topic is None:
                 code, message = ErrorCode.unknown_topic_or_partition, f"no topic {resource.resource_name}"
             else:
                 effective = effective_topic_configs(topic.configs, ctx.broker.config)
-                for name, (value, explicit) in effective.items():
-                    if keys is None or name in keys:
-                        kind = _TOPIC_TYPES[TOPIC_SETTINGS[name].kind]
-                        entries.append(
-                            _entry(ctx, name, value, SOURCE_TOPIC if explicit else SOURCE_DEFAULT, kind)
-                        )
+                for name, (value, _explicit) in effective.items():
+                    kind = _TOPIC_TYPES[TOPIC_SETTINGS[name].kind]
+                    where = describe_topic_config(name, value, topic.configs, layers)
+                    described.append((name, value, where, kind, False))
         elif resource.resource_type == BROKER:
-            if resource.resource_name not in ("", str(ctx.broker.node_id)):
-                code, message = ErrorCode.invalid_request, f"no broker {resource.resource_name}"
-            else:
-                dynamic = ctx.broker.topics.broker_overrides
-                for name, setting in sorted(SETTINGS.items()):
-                    if keys is not None and name not in keys:
-                        continue
-                    value = ctx.broker.config[name]
-                    if name in dynamic:
-                        source = SOURCE_DYNAMIC_BROKER
-                    elif ctx.broker.static_config[name] != setting.default:
-                        source = SOURCE_STATIC_BROKER
-                    else:
-                        source = SOURCE_DEFAULT
-                    text = (
-                        None
-                        if value is None
-                        else (str(value).lower() if setting.type is bool else str(value))
+            name = resource.resource_name
+            if name == "":
+                for key in sorted(ctx.broker.topics.cluster_defaults):
+                    value = ctx.broker.topics.cluster_defaults[key]
+                    kind = _TYPES.get(SETTINGS[key].type, 0) if key in SETTINGS else 0
+                    described.append((key, value, describe_cluster_default(key, layers), kind, False))
+            elif name == str(ctx.broker.node_id):
+                for key, setting in sorted(SETTINGS.items()):
+                    where = describe_broker_config(key, layers)
+                    read_only = key not in DYNAMIC_BROKER_KEYS
+                    described.append(
+                        (key, ctx.broker.config.text(key), where, _TYPES.get(setting.type, 0), read_only)
                     )
-                    entries.append(_entry(ctx, name, text, source, _TYPES.get(setting.type, 0)))
+            else:
+                code, message = ErrorCode.invalid_request, _unexpected_broker(ctx, name)
         elif resource.resource_type == GROUP:
             try:
                 for entry in coordinator(ctx).describe_configs(resource.resource_name):
-                    if keys is None or entry.name in keys:
-                        kind = _TYPES[str] if entry.name in _GROUP_STRING_CONFIGS else _INT
-                        entries.append(_entry(ctx, entry.name, entry.value, int(entry.source), kind))
+                    kind = _TYPES[str] if entry.name in _GROUP_STRING_CONFIGS else _INT
+                    broker_key = GROUP_CONFIG_SYNONYMS.get(entry.name)
+                    default = "" if broker_key is None else ctx.broker.config.text(broker_key)
+                    overridden = entry.source == _GROUP_SOURCE
+                    where = describe_group_config(entry.name, entry.value, default, overridden, layers)
+                    described.append((entry.name, entry.value, where, kind, False))
             except AdminFailure as failure:
                 code, message = failure.code, str(failure)
         else:
             code, message = ErrorCode.invalid_request, f"unsupported resource type {resource.resource_type}"
+        entries = tuple(
+            _entry(ctx, name, value, where, kind, read_only, synonyms_wanted)
+            for name, value, where, kind, read_only in described
+            if keys is None or name in keys
+        )
         results.append(
             ctx.build(
                 "DescribeConfigsResult",
@@ -114,25 +137,42 @@ def handle_describe_configs(request: Any, ctx: RequestContext) -> Any:
                 error_message=message,
                 resource_type=resource.resource_type,
                 resource_name=resource.resource_name,
-                configs=tuple(entries),
+                configs=entries if code == ErrorCode.none else (),
             )
         )
     return ctx.build(throttle_time=NO_THROTTLE, results=tuple(results))
 
 
 _INT = 3
+_GROUP_SOURCE = int(Source.GROUP_CONFIG)
 
 
-def _entry(ctx: RequestContext, name: str, value: str | None, source: int, config_type: int) -> Any:
+def _entry(
+    ctx: RequestContext,
+    name: str,
+    value: str | None,
+    where: Described,
+    config_type: int,
+    read_only: bool,
+    with_synonyms: bool,
+) -> Any:
+    synonyms = (
+        tuple(
+            ctx.build("DescribeConfigsSynonym", name=s.name, value=s.value, source=int(s.source))
+            for s in where.synonyms
+        )
+        if with_synonyms
+        else ()
+    )
     return ctx.build(
         "DescribeConfigsResourceResult",
         name=name,
         value=value,
-        read_only=False,
-        config_source=source,
-        is_default=source == SOURCE_DEFAULT,
+        read_only=read_only,
+        config_source=int(where.source),
+        is_default=where.source is Source.DEFAULT_CONFIG,
         is_sensitive=False,
-        synonyms=(),
+        synonyms=synonyms,
         config_type=config_type,
         documentation=None,
     )
@@ -204,15 +244,20 @@ def _alter_topic(resource: Any, ctx: RequestContext, validate_only: bool) -> Non
 
 
 def _alter_broker(resource: Any, ctx: RequestContext, validate_only: bool) -> None:
-    if resource.resource_name not in ("", str(ctx.broker.node_id)):
-        raise _Fail(ErrorCode.invalid_request, f"no broker {resource.resource_name}")
-    updated = _apply(ctx.broker.topics.broker_overrides, resource.configs)
-    for name in updated:
-        if name not in DYNAMIC_BROKER_KEYS:
-            raise InvalidConfigError(f"broker config {name!r} cannot be changed at runtime")
+    """BROKER "<node id>" alters this broker's own dynamic configs; BROKER "" the cluster defaults."""
+    name = resource.resource_name
+    if name not in ("", str(ctx.broker.node_id)):
+        raise _Fail(ErrorCode.invalid_request, _unexpected_broker(ctx, name))
+    cluster_default = name == ""
+    registry = ctx.broker.topics
+    current = registry.cluster_defaults if cluster_default else registry.broker_overrides
+    updated = _apply(current, resource.configs)
+    for key in updated:
+        if key not in DYNAMIC_BROKER_KEYS:
+            raise InvalidConfigError(f"broker config {key!r} cannot be changed at runtime")
     ctx.broker.static_config.with_overrides(updated)  # validates
     if not validate_only:
-        ctx.broker.alter_broker_configs(updated)
+        ctx.broker.alter_broker_configs(updated, cluster_default=cluster_default)
 
 
 def _alter_group(resource: Any, ctx: RequestContext, validate_only: bool) -> None:
@@ -232,13 +277,56 @@ def _alter_group(resource: Any, ctx: RequestContext, validate_only: bool) -> Non
         group_config_changed(ctx, resource.resource_name)
 
 
+def _unexpected_broker(ctx: RequestContext, name: str) -> str:
+    return f"Unexpected broker id, expected {ctx.broker.node_id} or empty string, but received {name}"
+
+
 class _Fail(Exception):
     def __init__(self, code: ErrorCode, message: str) -> None:
         super().__init__(message)
         self.code = code
 
 
+LIST_CONFIG_RESOURCES = 74
+CLIENT_METRICS = 16
+BROKER_LOGGER = 8
+# v0 was ListClientMetricsResources; v1 (Kafka 4.1, KIP-1142) lists any config resource type.
+# BROKER_LOGGER is left out: shareq has no per-logger configs to describe.
+_LISTABLE = {0: (CLIENT_METRICS,), 1: (GROUP, CLIENT_METRICS, BROKER, TOPIC)}
+
+
+def handle_list_config_resources(request: Any, ctx: RequestContext) -> Any:
+    """The resources that have configs, in Kafka's order: groups with overrides (a group that so
+    far has only configs included), client-metrics subscriptions (shareq has none), the broker,
+    then every topic (internal ones too, as Kafka's ``getAllTopics``)."""
+    supported = _LISTABLE[min(ctx.version, 1)]
+    asked = tuple(int(t) for t in getattr(request, "resource_types", ())) or supported
+    unsupported = [t for t in asked if t not in supported]
+    if unsupported:
+        return ctx.build(
+            throttle_time=NO_THROTTLE,
+            error_code=ErrorCode.unsupported_version,
+            config_resources=(),
+        )
+    found: list[tuple[int, str]] = []
+    share = ctx.broker.share
+    if GROUP in asked and share is not None:
+        found += [(GROUP, group_id) for group_id in share.coordinator.configured_groups()]
+    if BROKER in asked:
+        found.append((BROKER, str(ctx.broker.node_id)))
+    if TOPIC in asked:
+        found += [(TOPIC, topic.name) for topic in ctx.broker.topics]
+    return ctx.build(
+        throttle_time=NO_THROTTLE,
+        error_code=ErrorCode.none,
+        config_resources=tuple(
+            ctx.build("ConfigResource", resource_name=name, resource_type=kind) for kind, name in found
+        ),
+    )
+
+
 HANDLERS = {
     DESCRIBE_CONFIGS: (VersionRange(1, 4), handle_describe_configs),
     INCREMENTAL_ALTER_CONFIGS: (VersionRange(0, 1), handle_incremental_alter_configs),
+    LIST_CONFIG_RESOURCES: (VersionRange(0, 1), handle_list_config_resources),
 }

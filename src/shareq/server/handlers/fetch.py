@@ -7,6 +7,7 @@ long poll costs nothing while idle and answers as soon as data lands.
 from __future__ import annotations
 
 import asyncio
+import datetime
 import uuid
 from typing import Any
 
@@ -19,7 +20,7 @@ from shareq.protocol.versions import FETCH
 from ..context import RequestContext
 from ..errors import error_code
 from ..partitions import Partition, wait_for_data
-from .api_versions import NO_THROTTLE
+from ..quotas import fetch_max_bytes, fetch_throttle_ms
 
 ZERO_UUID = uuid.UUID(int=0)
 
@@ -29,11 +30,20 @@ async def handle_fetch(request: Any, ctx: RequestContext) -> Any:
     deadline = loop.time() + request.max_wait.total_seconds()
     wanted = _resolve(request, ctx)
     while True:
-        responses, total, failed = _collect(request, ctx, wanted)
+        responses, total, failed, count = _collect(request, ctx, wanted)
         remaining = deadline - loop.time()
         if total >= request.min_bytes or failed or remaining <= 0 or ctx.broker.stopping:
+            # Client quotas (server/quotas.py): over consumer_byte_rate, answer with no records.
+            throttle_ms = await fetch_throttle_ms(ctx, total)
+            if not throttle_ms:
+                io = ctx.broker.io.api(FETCH)
+                io.bytes_delivered += total
+                io.records_delivered += count
             return ctx.build(
-                throttle_time=NO_THROTTLE, error_code=ErrorCode.none, session_id=0, responses=responses
+                throttle_time=datetime.timedelta(milliseconds=throttle_ms),
+                error_code=ErrorCode.none,
+                session_id=0,
+                responses=() if throttle_ms else responses,
             )
         await wait_for_data([p for _, _, p in wanted if p is not None], remaining)
 
@@ -55,10 +65,15 @@ def _resolve(request: Any, ctx: RequestContext) -> list[Wanted]:
     return wanted
 
 
-def _collect(request: Any, ctx: RequestContext, wanted: list[Wanted]) -> tuple[tuple[Any, ...], int, bool]:
-    budget = request.max_bytes
+def _collect(
+    request: Any, ctx: RequestContext, wanted: list[Wanted]
+) -> tuple[tuple[Any, ...], int, bool, int]:
+    """The response entries, their record bytes, whether a partition failed, and their records."""
+    budget = fetch_max_bytes(ctx, request.max_bytes)  # client quotas (server/quotas.py): capped
     total = 0
     failed = False
+    count = 0
+    io = ctx.broker.io.api(FETCH)
     by_topic: dict[int, tuple[Any, list[Any]]] = {}
     no_leader = ctx.build("LeaderIdAndEpoch") if ctx.version >= 12 else None
     no_divergence = ctx.build("EpochEndOffset") if ctx.version >= 12 else None
@@ -83,6 +98,8 @@ def _collect(request: Any, ctx: RequestContext, wanted: list[Wanted]) -> tuple[t
                     code = error_code(error)
                 else:
                     records = data.records
+                    io.bytes_read += len(records)
+                    count += sum(last - first + 1 for first, last in data.batches)
         if code is not ErrorCode.none:
             failed = True
         total += len(records)
@@ -110,7 +127,7 @@ def _collect(request: Any, ctx: RequestContext, wanted: list[Wanted]) -> tuple[t
         )
         for topic, entries in by_topic.values()
     )
-    return responses, total, failed
+    return responses, total, failed, count
 
 
 HANDLERS = {FETCH: (VersionRange(4, 17), handle_fetch)}

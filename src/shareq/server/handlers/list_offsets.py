@@ -51,7 +51,7 @@ def handle_list_offsets(request: Any, ctx: RequestContext) -> Any:
                     error_code=code,
                     timestamp=timestamp,
                     offset=offset,
-                    leader_epoch=0,
+                    leader_epoch=0 if offset >= 0 else -1,  # no record found: no epoch, as Kafka
                 )
             )
         topics.append(ctx.build("ListOffsetsTopicResponse", name=topic.name, partitions=tuple(partitions)))

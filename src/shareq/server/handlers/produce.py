@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import datetime
 import logging
 from typing import Any
 
@@ -14,13 +16,30 @@ from shareq.protocol.versions import PRODUCE
 from ..broker import now_ms
 from ..context import RequestContext
 from ..errors import error_code
-from .api_versions import NO_THROTTLE
+from ..quotas import muted_for_s, produce_throttle_ms
 
 log = logging.getLogger("shareq.server.produce")
 
 
 def handle_produce(request: Any, ctx: RequestContext) -> Any:
+    """Append; answered at once, or after this connection's mute when an earlier produce or fetch
+    went over its client quota (``server/quotas.py``)."""
+    wait_s = muted_for_s(ctx)
+    if wait_s > 0:
+        return _produce_after(wait_s, request, ctx)
+    return _produce(request, ctx)
+
+
+async def _produce_after(wait_s: float, request: Any, ctx: RequestContext) -> Any:
+    await asyncio.sleep(wait_s)
+    return _produce(request, ctx)
+
+
+def _produce(request: Any, ctx: RequestContext) -> Any:
     broker = ctx.broker
+    throttle_ms = produce_throttle_ms(
+        ctx, sum(len(data.records or b"") for topic in request.topic_data for data in topic.partition_data)
+    )
     acks = request.acks
     topic_responses = []
     for topic_data in request.topic_data:
@@ -72,7 +91,9 @@ def handle_produce(request: Any, ctx: RequestContext) -> Any:
         )
     if acks == 0:
         return None
-    return ctx.build(throttle_time=NO_THROTTLE, responses=tuple(topic_responses))
+    return ctx.build(
+        throttle_time=datetime.timedelta(milliseconds=throttle_ms), responses=tuple(topic_responses)
+    )
 
 
 HANDLERS = {PRODUCE: (VersionRange(3, 13), handle_produce)}

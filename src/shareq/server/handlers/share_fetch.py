@@ -24,9 +24,10 @@ from shareq.share.session import SessionAction, ShareSessionError, TopicIdPartit
 
 from ..context import RequestContext
 from ..partitions import wait_for_data
+from ..quotas import fetch_max_bytes, share_fetch_throttle_ms, wait_out_mute
 from ..share import ShareServices
 from ..share.manager import Acquired
-from ..share.requests import acknowledge_all, resolve, session_error_code
+from ..share.requests import acknowledge_all, locate, resolve, session_error_code
 from .share_response import current_leader, error_response, share_response
 
 SHARE_FETCH = 78
@@ -52,6 +53,7 @@ async def handle_share_fetch(request: Any, ctx: RequestContext) -> Any:
         for f in request.forgotten_topics_data
         for p in f.partitions
     ]
+    await wait_out_mute(ctx)  # client quotas: an earlier throttled answer mutes the connection
     if epoch == 0 and share.coordinator.member_assignment(group_id, member_id) is None:
         return error_response(
             ctx, ErrorCode.unknown_member_id, f"member {member_id} is not in share group {group_id}"
@@ -74,18 +76,27 @@ async def handle_share_fetch(request: Any, ctx: RequestContext) -> Any:
         return error_response(ctx, session_error_code(error), error.message)
     if update.released:
         share.session_closed(group_id, member_id, update.released)
-    ack_codes: dict[TopicIdPartition, ErrorCode] = {}
-    if acks:
-        codes = await acknowledge_all(share, group_id, member_id, acks)
-        ack_codes = {tip: code for (tip, _), code in zip(acks, codes, strict=True)}
+    # The acknowledgements' durable write runs while the next records are acquired (they touch
+    # other records: acknowledged ones stay ACQUIRED by this member until their write commits);
+    # the response waits for it, so an acknowledgement still takes effect only once durable.
+    writing = asyncio.ensure_future(acknowledge_all(share, group_id, member_id, acks)) if acks else None
     results: dict[TopicIdPartition, tuple[ErrorCode, Acquired | None]] = {}
-    if update.action is SessionAction.CLOSED:
-        released = share.session_closed(group_id, member_id, update.partitions)
-        if released:
-            await asyncio.gather(*released)
-    else:
-        results = await _acquire(share, ctx, request, member_id, sorted(update.partitions))
-    return _response(share, ctx, group_id, results, ack_codes)
+    try:
+        if update.action is SessionAction.CLOSED:
+            if writing is not None:
+                await asyncio.shield(writing)
+            released = share.session_closed(group_id, member_id, update.partitions)
+            if released:
+                await asyncio.gather(*released)
+        else:
+            partitions = sorted(update.partitions)
+            results = await _acquire(share, ctx, request, member_id, partitions, writing)
+    finally:
+        codes = await writing if writing is not None else []
+    ack_codes = {tip: code for (tip, _), code in zip(acks, codes, strict=True)}
+    handed_out = sum(len(a.records) for _, a in results.values() if a is not None)
+    throttle_ms = await share_fetch_throttle_ms(ctx, handed_out)
+    return _response(share, ctx, group_id, results, ack_codes, throttle_ms)
 
 
 async def _acquire(
@@ -94,16 +105,14 @@ async def _acquire(
     request: Any,
     member_id: str,
     partitions: list[TopicIdPartition],
+    writing: asyncio.Future[list[ErrorCode]] | None,
 ) -> dict[TopicIdPartition, tuple[ErrorCode, Acquired | None]]:
+    """Acquire within the request's limits, parking until ``max_wait`` while nothing is acquirable.
+
+    While the request's own acknowledgements are being written nothing parks: if the window is
+    full the write's commit is what frees it, so the fetch waits for the write and tries again."""
     group_id = request.group_id
-    results: dict[TopicIdPartition, tuple[ErrorCode, Acquired | None]] = {}
-    live: list[tuple[TopicIdPartition, Any]] = []
-    for tip in partitions:
-        sp, code = await resolve(share, group_id, tip)
-        if sp is None:
-            results[tip] = (code, None)
-        else:
-            live.append((tip, sp))
+    results, live = await _ready(share, group_id, partitions)
     if not live:
         return results
     if len(live) > 1:  # rotate so a small max_records does not always favour the first partition
@@ -118,10 +127,12 @@ async def _acquire(
     batch_size = request.batch_size if request.batch_size > 0 else request.max_records
     loop = asyncio.get_running_loop()
     deadline = loop.time() + request.max_wait.total_seconds()
+    io = ctx.broker.io.api(SHARE_FETCH)
     while True:
         now = share.now_ms()
         records_left = request.max_records if request.max_records > 0 else 500
-        bytes_left = request.max_bytes if request.max_bytes > 0 else 1 << 20
+        # 0 asks for no records, as Kafka answers it; a consumer quota caps it at one quota window
+        bytes_left = fetch_max_bytes(ctx, request.max_bytes)
         got = False
         for tip, sp in live:
             if records_left <= 0 or bytes_left <= 0:
@@ -135,17 +146,61 @@ async def _acquire(
                 max_bytes=bytes_left,
                 now=now,
             )
+            io.bytes_read += acquired.bytes_read
             if acquired.count:
                 got = True
+                io.records_delivered += acquired.count
+                io.bytes_delivered += len(acquired.records)
                 records_left -= acquired.count
                 bytes_left -= len(acquired.records)
                 results[tip] = (ErrorCode.none, acquired)
         remaining = deadline - loop.time()
         if got or remaining <= 0 or ctx.broker.stopping:
             return results
+        if writing is not None and not writing.done():
+            await asyncio.shield(writing)
+            continue
         await _park(share, [sp.key for _, sp in live], remaining)
         if share.sessions.get(group_id, member_id) is None:
             return results  # the session closed while parked (member left or expired)
+
+
+async def _ready(
+    share: ShareServices, group_id: str, partitions: list[TopicIdPartition]
+) -> tuple[dict[TopicIdPartition, tuple[ErrorCode, Acquired | None]], list[tuple[TopicIdPartition, Any]]]:
+    """The errors to report and the share-partitions this fetch acquires from.
+
+    As in Kafka, a share-partition serves fetches once its state is loaded, and a fetch does not wait
+    for the loading of others: those not yet loaded start loading and join a later fetch. Only when
+    none is ready does the fetch wait, for the first in request order (so a consumer's first poll
+    on several new share-partitions returns one partition's records, as Kafka 4.4's does).
+    """
+    results: dict[TopicIdPartition, tuple[ErrorCode, Acquired | None]] = {}
+    live: list[tuple[TopicIdPartition, Any]] = []
+    loading: list[tuple[TopicIdPartition, asyncio.Future[tuple[Any, ErrorCode]]]] = []
+    for tip in partitions:
+        sp, key, code = locate(share, group_id, tip)
+        if sp is not None:
+            live.append((tip, sp))
+        elif key is None:
+            results[tip] = (code, None)
+        else:
+            loading.append((tip, asyncio.ensure_future(resolve(share, group_id, tip))))
+    if loading and not live:
+        tip, first = loading.pop(0)
+        sp, code = await asyncio.shield(first)
+        if sp is None:
+            results[tip] = (code, None)
+        else:
+            live.append((tip, sp))
+    for _, other in loading:  # they finish on their own; a failure is reported by a later fetch
+        other.add_done_callback(_retrieved)
+    return results, live
+
+
+def _retrieved(future: asyncio.Future[Any]) -> None:
+    if not future.cancelled():
+        future.exception()
 
 
 async def _park(share: ShareServices, keys: list[SharePartitionKey], timeout_s: float) -> None:
@@ -165,6 +220,7 @@ def _response(
     group_id: str,
     results: dict[TopicIdPartition, tuple[ErrorCode, Acquired | None]],
     ack_codes: dict[TopicIdPartition, ErrorCode],
+    throttle_ms: int,
 ) -> Any:
     build = ctx.build
     leader = current_leader(ctx)
@@ -194,7 +250,7 @@ def _response(
                 else (),
             )
         )
-    return share_response(ctx, share, group_id, "ShareFetchableTopicResponse", by_topic)
+    return share_response(ctx, share, group_id, "ShareFetchableTopicResponse", by_topic, throttle_ms)
 
 
 HANDLERS = {SHARE_FETCH: (VersionRange(1, 2), handle_share_fetch)}

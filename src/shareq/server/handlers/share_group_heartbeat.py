@@ -32,7 +32,7 @@ async def handle_share_group_heartbeat(request: Any, ctx: RequestContext) -> Any
         rack_id=request.rack_id,
         subscribed_topic_names=None if names is None else tuple(names),
         client_id=ctx.header.client_id or "",
-        client_host=ctx.peer,
+        client_host=ctx.client_host,
     )
     try:
         result = await share.heartbeat(heartbeat)

@@ -40,13 +40,14 @@ def share_response(
     group_id: str,
     topic_entity: str,
     by_topic: dict[Any, list[Any]],
+    throttle_ms: int = 0,
 ) -> Any:
     """A successful response: ``by_topic`` maps topic id to its built partition entries, wrapped in
     ``topic_entity`` (the response's per-topic struct name)."""
     build = ctx.build
     broker = ctx.broker
     return build(
-        throttle_time=NO_THROTTLE,
+        throttle_time=datetime.timedelta(milliseconds=throttle_ms) if throttle_ms else NO_THROTTLE,
         error_code=ErrorCode.none,
         error_message=None,
         acquisition_lock_timeout=datetime.timedelta(milliseconds=share.lock_duration_ms(group_id)),

@@ -34,7 +34,7 @@ def handle_create_topics(request: Any, ctx: RequestContext) -> Any:
             if wanted.name in seen:
                 raise _Fail(ErrorCode.invalid_request, f"topic {wanted.name} listed twice")
             if wanted.name in broker.topics:
-                raise _Fail(ErrorCode.topic_already_exists, f"topic {wanted.name} already exists")
+                raise _Fail(ErrorCode.topic_already_exists, f"Topic '{wanted.name}' already exists.")
             if wanted.assignments:
                 raise _Fail(ErrorCode.invalid_request, "manual replica assignment is not supported")
             if partitions < 1 or partitions > MAX_PARTITIONS:

@@ -54,17 +54,20 @@ def share_config(group: ShareGroupConfig) -> ShareConfig:
 
 
 class Acquired:
-    """What one share-partition contributes to a ShareFetch response."""
+    """What one share-partition contributes to a ShareFetch response, and what the log read cost."""
 
-    __slots__ = ("count", "ranges", "records")
+    __slots__ = ("bytes_read", "count", "ranges", "records")
 
-    def __init__(self, ranges: tuple[AcquiredRecords, ...], records: bytes, count: int) -> None:
+    def __init__(
+        self, ranges: tuple[AcquiredRecords, ...], records: bytes | memoryview, count: int, bytes_read: int
+    ) -> None:
         self.ranges = ranges
         self.records = records
         self.count = count
+        self.bytes_read = bytes_read
 
 
-NOTHING = Acquired((), b"", 0)
+NOTHING = Acquired((), b"", 0, 0)
 
 
 class SharePartitionManager:
@@ -166,8 +169,11 @@ class SharePartitionManager:
             offset = max(sp.next_fetch_offset(), plog.log_start_offset)
         if offset >= plog.log_end_offset:
             return NOTHING
+        end = sp.read_end(max_records)
+        if end is None:  # the window is full: reading would only be thrown away
+            return NOTHING
         try:
-            data = plog.read(offset, max(max_bytes, 1))
+            data = plog.read(offset, max(max_bytes, 1), end_offset=end)
         except OffsetOutOfRangeError:
             self.update_log_start(sp, plog.log_start_offset)
             return NOTHING
@@ -183,10 +189,14 @@ class SharePartitionManager:
             self.spawn_write(sp, result.write)
         if result.lock_deadline is not None:
             self._services.schedule(result.lock_deadline)
+        read = len(data.records)
         if not result.records:
-            return NOTHING
+            return Acquired((), b"", 0, read)
         return Acquired(
-            result.records, slice_batches(data.records, data.batches, result.records), result.acquired_count
+            result.records,
+            slice_batches(data.records, data.batches, result.records),
+            result.acquired_count,
+            read,
         )
 
     def update_log_start(self, sp: SharePartition, log_start: int) -> None:
@@ -301,8 +311,9 @@ class SharePartitionManager:
 
 def slice_batches(
     records: bytes, batches: Sequence[tuple[int, int]], ranges: Sequence[AcquiredRecords]
-) -> bytes:
-    """The bytes of the batches overlapping any acquired range (both sorted by offset)."""
+) -> bytes | memoryview:
+    """The bytes of the batches overlapping any acquired range (both sorted by offset): a view of
+    ``records`` when they are contiguous (the usual case), else a joined copy."""
     pos = 0
     start = end = -1
     pieces: list[tuple[int, int]] = []
@@ -325,5 +336,5 @@ def slice_batches(
         pieces.append((start, end))
     if len(pieces) == 1:
         a, b = pieces[0]
-        return records if a == 0 and b == len(records) else bytes(view[a:b])
+        return records if a == 0 and b == len(records) else view[a:b]
     return b"".join(view[a:b] for a, b in pieces)

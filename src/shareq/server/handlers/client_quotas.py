@@ -1,0 +1,106 @@
+"""DescribeClientQuotas and AlterClientQuotas: quotas per user / client-id / ip, kept in the
+broker's registry (``topics.json``) and enforced by ``server/quotas.py``.
+
+DescribeUserScramCredentials is answered too, because Kafka's ``ConfigCommand --describe
+--entity-type users`` asks it after the quotas: shareq has no SASL/SCRAM users, so it lists none
+and names each asked-for user as not found, as Kafka does for a user without credentials."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from shareq.protocol import VersionRange
+from shareq.quota import ClientQuotas, Entity, FilterComponent, QuotaError, make_entity
+
+from ..context import RequestContext
+from .api_versions import NO_THROTTLE
+
+DESCRIBE_CLIENT_QUOTAS = 48
+ALTER_CLIENT_QUOTAS = 49
+DESCRIBE_USER_SCRAM_CREDENTIALS = 50
+
+
+def handle_describe_client_quotas(request: Any, ctx: RequestContext) -> Any:
+    components = [FilterComponent(c.entity_type, int(c.match_type), c.match) for c in request.components]
+    try:
+        found = ctx.broker.quotas.quotas.describe(components, strict=bool(request.strict))
+    except QuotaError as error:
+        return ctx.build(
+            throttle_time=NO_THROTTLE,
+            error_code=ErrorCode[error.error],
+            error_message=str(error),
+            entries=None,
+        )
+    entries = tuple(
+        ctx.build(
+            "EntryData",
+            entity=_entity(ctx, entity),
+            values=tuple(ctx.build("ValueData", key=k, value=v) for k, v in sorted(values.items())),
+        )
+        for entity, values in found
+    )
+    return ctx.build(
+        throttle_time=NO_THROTTLE, error_code=ErrorCode.none, error_message=None, entries=entries
+    )
+
+
+def handle_alter_client_quotas(request: Any, ctx: RequestContext) -> Any:
+    quotas: ClientQuotas = ctx.broker.quotas.quotas
+    results = []
+    accepted: list[tuple[Entity, dict[str, float | None]]] = []
+    for entry in request.entries:
+        code, message = ErrorCode.none, None
+        try:
+            entity = make_entity((e.entity_type, e.entity_name) for e in entry.entity)
+            changes: dict[str, float | None] = {
+                op.key: None if op.remove else float(op.value) for op in entry.ops
+            }
+            quotas.check_alter(entity, changes)
+            accepted.append((entity, changes))
+        except QuotaError as error:
+            code, message = ErrorCode[error.error], str(error)
+        results.append(
+            ctx.build(
+                "EntryData",
+                error_code=code,
+                error_message=message,
+                entity=tuple(
+                    ctx.build("EntityData", entity_type=e.entity_type, entity_name=e.entity_name)
+                    for e in entry.entity
+                ),
+            )
+        )
+    if not request.validate_only:
+        changed = [quotas.alter(entity, changes) for entity, changes in accepted]
+        if any(changed):
+            ctx.broker.topics.set_client_quotas(quotas.to_json())
+    return ctx.build(throttle_time=NO_THROTTLE, entries=tuple(results))
+
+
+def _entity(ctx: RequestContext, entity: Entity) -> tuple[Any, ...]:
+    return tuple(ctx.build("EntityData", entity_type=t, entity_name=n) for t, n in entity)
+
+
+def handle_describe_user_scram_credentials(request: Any, ctx: RequestContext) -> Any:
+    results = tuple(
+        ctx.build(
+            "DescribeUserScramCredentialsResult",
+            user=user.name,
+            error_code=ErrorCode.resource_not_found,
+            error_message=f"Attempt to describe a user credential that does not exist: {user.name}",
+            credential_infos=(),
+        )
+        for user in request.users or ()
+    )
+    return ctx.build(
+        throttle_time=NO_THROTTLE, error_code=ErrorCode.none, error_message=None, results=results
+    )
+
+
+HANDLERS = {
+    DESCRIBE_CLIENT_QUOTAS: (VersionRange(0, 1), handle_describe_client_quotas),
+    ALTER_CLIENT_QUOTAS: (VersionRange(0, 1), handle_alter_client_quotas),
+    DESCRIBE_USER_SCRAM_CREDENTIALS: (VersionRange(0, 0), handle_describe_user_scram_credentials),
+}
