@@ -55,6 +55,8 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
         reason = report.longrepr[2]
     if reason:
         entry["reason"] = reason
+    if report.failed and report.longrepr is not None:
+        entry["message"] = str(report.longrepr).strip().splitlines()[-1][:500]
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:

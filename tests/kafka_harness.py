@@ -12,12 +12,14 @@ from __future__ import annotations
 import atexit
 import base64
 import contextlib
+import ctypes
 import fcntl
 import os
 import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator, Mapping
@@ -146,7 +148,11 @@ def run_tool(main_class: str, *args: str, timeout: float = 60.0) -> subprocess.C
         ),
     )
     process = subprocess.Popen(
-        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=_detach_and_die_with_parent,
     )
     try:
         out, err = process.communicate(timeout=timeout)
@@ -154,6 +160,14 @@ def run_tool(main_class: str, *args: str, timeout: float = 60.0) -> subprocess.C
         _kill_group(process)
         raise
     return subprocess.CompletedProcess(command, process.returncode, out, err)
+
+
+def _detach_and_die_with_parent() -> None:
+    """In the child before exec: its own process group (so it is stopped as a group), and on Linux a
+    SIGKILL when the process that started it dies, so a crashed test worker leaves no JVM behind."""
+    os.setsid()
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
 def _kill_group(process: subprocess.Popen[bytes] | subprocess.Popen[str]) -> None:
@@ -211,7 +225,7 @@ class KafkaNode:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,
-                start_new_session=True,
+                preexec_fn=_detach_and_die_with_parent,
             )
         _RUNNING[self.process.pid] = self.process
 
@@ -286,7 +300,7 @@ class KafkaCluster:
                     ),
                     stdout=subprocess.PIPE,
                     stderr=subprocess.STDOUT,
-                    start_new_session=True,
+                    preexec_fn=_detach_and_die_with_parent,
                 )
                 for n in self.nodes
             ]

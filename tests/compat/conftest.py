@@ -9,6 +9,7 @@ xdist group so one worker owns the Kafka node. A difference that stays is marked
 from __future__ import annotations
 
 import sys
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -26,7 +27,6 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "shareq_xfail(reason): shareq differs from Kafka here, for this reason"
     )
-    config.addinivalue_line("markers", "kafka_cluster: runs Kafka as a three-node cluster")
 
 
 def _server_params(metafunc: pytest.Metafunc) -> list[object]:
@@ -49,28 +49,75 @@ def _unavailable(reason: str) -> None:
     pytest.skip(f"Kafka not available: {reason}")
 
 
+class _KafkaNode:
+    """The session's one-node Kafka, started on first use; started again (fresh) if its process died, e.g.
+    killed from outside, so one lost JVM does not fail every later test."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.cluster: kafka_harness.KafkaCluster | None = None
+        self.starts = 0
+
+    def server(self) -> Server:
+        if self.cluster is None or not all(n.alive() for n in self.cluster.nodes):
+            if self.cluster is not None:
+                self.cluster.stop()
+                warnings.warn(
+                    f"Kafka node died, starting another:\n{self.cluster.nodes[0].log_tail()}", stacklevel=1
+                )
+            self.starts += 1
+            self.cluster = kafka_harness.KafkaCluster(self.directory / f"run{self.starts}", 1, COMMON).start()
+        return Server("kafka", self.cluster.bootstrap, nodes=1)
+
+    def stop(self) -> None:
+        if self.cluster is not None:
+            self.cluster.stop()
+
+
 @pytest.fixture(scope="session")
-def kafka_node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    """One KRaft node (broker + controller) for the whole session of this worker."""
+def _kafka_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[_KafkaNode]:
     try:
         kafka_harness.ensure_kafka_jars()
     except (kafka_harness.KafkaUnavailable, OSError) as error:
         _unavailable(str(error))
-    with kafka_harness.kafka_cluster(tmp_path_factory.mktemp("kafka"), 1, COMMON) as cluster:
-        yield Server("kafka", cluster.bootstrap, nodes=1)
+    node = _KafkaNode(tmp_path_factory.mktemp("kafka"))
+    try:
+        yield node
+    finally:
+        node.stop()
+
+
+@pytest.fixture
+def kafka_node(_kafka_session: _KafkaNode) -> Server:
+    """One KRaft node (broker + controller) shared by the tests of this worker."""
+    return _kafka_session.server()
 
 
 @pytest.fixture(scope="session")
-def shareq_node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    """``shareq serve`` as a subprocess, with the same broker configs as the Kafka node."""
-    broker = BrokerProcess(
-        tmp_path_factory.mktemp("shareq") / "data", *(f"{k}={v}" for k, v in COMMON.items())
-    )
-    broker.start()
+def _shareq_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[BrokerProcess]]:
+    brokers: list[BrokerProcess] = []
     try:
-        yield Server("shareq", broker.bootstrap, nodes=1)
+        yield brokers
     finally:
-        broker.kill()
+        for broker in brokers:
+            broker.kill()
+
+
+@pytest.fixture
+def shareq_node(_shareq_session: list[BrokerProcess], tmp_path_factory: pytest.TempPathFactory) -> Server:
+    """``shareq serve`` as a subprocess with the same broker configs as the Kafka node, shared by the tests
+    of this worker (started again if its process died)."""
+    if not _shareq_session or not _shareq_session[-1].alive():
+        if _shareq_session:
+            warnings.warn(
+                f"shareq died, starting another: {_shareq_session[-1].stderr_lines[-20:]}", stacklevel=1
+            )
+        broker = BrokerProcess(
+            tmp_path_factory.mktemp("shareq") / "data", *(f"{k}={v}" for k, v in COMMON.items())
+        )
+        _shareq_session.append(broker)
+        broker.start()
+    return Server("shareq", _shareq_session[-1].bootstrap, nodes=1)
 
 
 @pytest.fixture
@@ -111,3 +158,12 @@ def names(request: pytest.FixtureRequest) -> tuple[str, str]:
     stem = request.node.originalname.removeprefix("test_").replace("_", "-")[:40]
     suffix = uuid.uuid4().hex[:8]
     return f"{stem}-{suffix}", f"g-{stem}-{suffix}"
+
+
+@pytest.fixture(scope="session")
+def java_tools() -> None:
+    """Kafka's jars for its command-line tools and Java clients (run against either server)."""
+    try:
+        kafka_harness.ensure_kafka_jars()
+    except (kafka_harness.KafkaUnavailable, OSError) as error:
+        _unavailable(str(error))
