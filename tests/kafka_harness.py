@@ -81,8 +81,12 @@ def in_ci() -> bool:
 
 
 def random_id() -> str:
-    """A Kafka cluster or directory id: 16 random bytes, base64url without padding."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    """A Kafka cluster or directory id: 16 random bytes, base64url without padding; like Kafka's
+    ``Uuid.randomUuid``, never one starting with "-" (a command line would read it as an option)."""
+    while True:
+        value = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not value.startswith("-"):
+            return value
 
 
 def free_port() -> int:
