@@ -81,12 +81,12 @@ def in_ci() -> bool:
 
 
 def random_id() -> str:
-    """A Kafka cluster or directory id: 16 random bytes, base64url without padding. Never one that
-    starts with '-': StorageTool's argument parser would take it for an option (1 in 64 otherwise)."""
+    """A Kafka cluster or directory id: 16 random bytes, base64url without padding; like Kafka's
+    ``Uuid.randomUuid``, never one starting with "-" (a command line would read it as an option)."""
     while True:
-        found = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-        if not found.startswith("-"):
-            return found
+        value = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not value.startswith("-"):
+            return value
 
 
 def free_port() -> int:
