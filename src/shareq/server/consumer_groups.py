@@ -54,7 +54,7 @@ from shareq.coordinators.consumer import (
     ConsumerHeartbeatResult,
 )
 from shareq.coordinators.group import SHARE_GROUP_TYPE, CoordinatorRecord
-from shareq.log.records import decode_batches
+from shareq.log.scan import keyed_records
 
 if TYPE_CHECKING:
     from .broker import Broker
@@ -64,7 +64,6 @@ log = logging.getLogger("shareq.groups")
 CLASSIC_GROUP_TYPE = "classic"
 CONSUMER_GROUP_TYPE = "consumer"
 GROUP_METADATA_TOPIC = "__consumer_offsets"
-_READ_CHUNK = 1 << 20
 _FAR = float("inf")
 
 JoinKey = tuple[str, str]
@@ -127,18 +126,9 @@ class ConsumerGroupServices:
         partition = self.broker.partition(GROUP_METADATA_TOPIC, 0)
         if partition is None:
             return
-        plog = partition.log
-        offset = plog.log_start_offset
-        while offset < plog.log_end_offset:
-            data = plog.read(offset, _READ_CHUNK)
-            if not data.batches:
-                break
-            for batch in decode_batches(data.records, verify_crc=False):
-                for record in batch.records:
-                    key = record.key
-                    if record.offset >= offset and key is not None and record_type(key) in RECORD_TYPES:
-                        self.replay(key, record.value)
-            offset = data.batches[-1][1] + 1
+        for key, value in keyed_records(partition.log):
+            if record_type(key) in RECORD_TYPES:
+                self.replay(key, value)
 
     def replay(self, key: bytes, value: bytes | None) -> None:
         """Apply one durable classic-group or offset record."""

@@ -34,7 +34,8 @@ from shareq.coordinators.group import (
     TopicPartitions,
 )
 from shareq.coordinators.share.shard import ShareCoordinatorConfig
-from shareq.log.records import Record, decode_batches, encode_batch
+from shareq.log.records import Record, encode_batch
+from shareq.log.scan import keyed_records
 from shareq.persister.builtin import STATE_TOPIC, BuiltinPersister, FlushMode, StateLog
 from shareq.share import SharePartition
 from shareq.share.persister import PersisterError, SharePartitionKey
@@ -49,7 +50,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("shareq.share")
 
 GROUP_METADATA_TOPIC = "__consumer_offsets"
-_READ_CHUNK = 1 << 20
 _FAR = float("inf")
 
 
@@ -171,17 +171,8 @@ class ShareServices:
     def _replay_group_metadata(self) -> None:
         partition = self.broker.partition(GROUP_METADATA_TOPIC, 0)
         assert partition is not None
-        plog = partition.log
-        offset = plog.log_start_offset
-        while offset < plog.log_end_offset:
-            data = plog.read(offset, _READ_CHUNK)
-            if not data.batches:
-                break
-            for batch in decode_batches(data.records, verify_crc=False):
-                for record in batch.records:
-                    if record.offset >= offset and record.key is not None:
-                        self.coordinator.replay(record.key, record.value)
-            offset = data.batches[-1][1] + 1
+        for key, value in keyed_records(partition.log):
+            self.coordinator.replay(key, value)
 
     def persist_group_records(self, records: Iterable[CoordinatorRecord]) -> None:
         """Append group records to the group-metadata log (page cache: survives a process crash)."""
