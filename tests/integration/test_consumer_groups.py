@@ -262,6 +262,7 @@ def test_admin_client_consumer_group_calls(group_broker: EmbeddedBroker) -> None
         assert described.partition_assignor == "range"
         (member,) = described.members
         assert member.client_id == "adm-client"
+        assert member.host == "/127.0.0.1"  # Kafka's InetAddress form, as for share group members
         assert {tp.partition for tp in member.assignment.topic_partitions} == {0, 1}
         with pytest.raises(Exception):  # noqa: B017 - a group with members cannot be deleted
             admin.delete_consumer_groups(["adm-g"])["adm-g"].result(10)

@@ -58,7 +58,7 @@ async def handle_join_group(request: Any, ctx: RequestContext) -> Any:
         session_timeout_ms=session_ms,
         rebalance_timeout_ms=_ms(getattr(request, "rebalance_timeout", session_ms)),
         client_id=ctx.header.client_id or "",
-        client_host=ctx.peer,
+        client_host=ctx.client_host,
         require_known_member_id=ctx.version >= 4,
     )
     try:

@@ -14,6 +14,7 @@ from shareq.protocol import VersionRange
 from ..context import RequestContext
 from .api_versions import NO_THROTTLE
 from .classic_groups import services
+from .share_group_heartbeat import heartbeat_error
 
 CONSUMER_GROUP_HEARTBEAT = 68
 
@@ -42,20 +43,12 @@ def handle_consumer_group_heartbeat(request: Any, ctx: RequestContext) -> Any:
         server_assignor=request.server_assignor,
         owned=owned,
         client_id=ctx.header.client_id or "",
-        client_host=ctx.peer,
+        client_host=ctx.client_host,
     )
     try:
         result = services(ctx).consumer_heartbeat(heartbeat)
     except ClassicRequestError as error:
-        return ctx.build(
-            throttle_time=NO_THROTTLE,
-            error_code=ErrorCode(error.code.value),
-            error_message=error.message,
-            member_id=None,
-            member_epoch=0,
-            heartbeat_interval=datetime.timedelta(0),
-            assignment=None,
-        )
+        return heartbeat_error(ctx, ErrorCode(error.code.value), error.message)
     assignment = None
     if result.assignment is not None:
         assignment = ctx.build(

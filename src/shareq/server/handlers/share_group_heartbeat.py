@@ -37,15 +37,7 @@ async def handle_share_group_heartbeat(request: Any, ctx: RequestContext) -> Any
     try:
         result = await share.heartbeat(heartbeat)
     except GroupRequestError as error:
-        return ctx.build(
-            throttle_time=NO_THROTTLE,
-            error_code=ErrorCode(error.code.value),
-            error_message=error.message,
-            member_id=None,
-            member_epoch=0,
-            heartbeat_interval=datetime.timedelta(0),
-            assignment=None,
-        )
+        return heartbeat_error(ctx, ErrorCode(error.code.value), error.message)
     assignment = None
     if result.assignment is not None:
         assignment = ctx.build(
@@ -63,6 +55,19 @@ async def handle_share_group_heartbeat(request: Any, ctx: RequestContext) -> Any
         member_epoch=result.member_epoch,
         heartbeat_interval=datetime.timedelta(milliseconds=result.heartbeat_interval_ms),
         assignment=assignment,
+    )
+
+
+def heartbeat_error(ctx: RequestContext, code: ErrorCode, message: str) -> Any:
+    """A failed ShareGroupHeartbeat or ConsumerGroupHeartbeat (both responses have these fields)."""
+    return ctx.build(
+        throttle_time=NO_THROTTLE,
+        error_code=code,
+        error_message=message,
+        member_id=None,
+        member_epoch=0,
+        heartbeat_interval=datetime.timedelta(0),
+        assignment=None,
     )
 
 
