@@ -159,7 +159,28 @@ register(
     Setting(name="group.consumer.session.timeout.ms", type=int, default=45_000, validator=_positive),
     Setting(name="group.consumer.heartbeat.interval.ms", type=int, default=5_000, validator=_positive),
     Setting(name="group.consumer.max.size", type=int, default=2**31 - 1, validator=_positive),
+    Setting(
+        name="group.consumer.assignors",
+        type=str,
+        default="uniform,range",
+        validator=lambda v: bool(consumer_assignors(v)),
+        doc="server-side assignors KIP-848 members may choose (uniform, range); the first is the default",
+    ),
 )
+
+_ASSIGNOR_CLASSES = {
+    "org.apache.kafka.coordinator.group.assignor.UniformAssignor": "uniform",
+    "org.apache.kafka.coordinator.group.assignor.RangeAssignor": "range",
+}
+
+
+def consumer_assignors(value: str) -> tuple[str, ...]:
+    """``group.consumer.assignors`` as assignor names (Kafka's class names map to theirs); empty if any
+    entry is unknown."""
+    names = [_ASSIGNOR_CLASSES.get(part.strip(), part.strip()) for part in value.split(",") if part.strip()]
+    if not names or any(name not in ("uniform", "range") for name in names):
+        return ()
+    return tuple(dict.fromkeys(names))
 
 
 class BrokerConfig:

@@ -22,6 +22,7 @@ import uuid
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from shareq.config import consumer_assignors
 from shareq.coordinators.classic import (
     RECORD_TYPES,
     ClassicConfig,
@@ -93,6 +94,7 @@ class ConsumerGroupServices:
                 session_timeout_ms=config["group.consumer.session.timeout.ms"],
                 heartbeat_interval_ms=config["group.consumer.heartbeat.interval.ms"],
                 max_size=config["group.consumer.max.size"],
+                assignors=consumer_assignors(config["group.consumer.assignors"]),
             )
         )
         self.offsets = ConsumerOffsets()
@@ -343,7 +345,7 @@ class ConsumerGroupServices:
             raise ClassicRequestError(ClassicErrorCode.GROUP_ID_NOT_FOUND, f"group {group_id} not found")
         consumer = self.consumer.group(group_id)
         if consumer is not None:
-            subscribed = frozenset().union(*(m.subscribed for m in consumer.members.values()))
+            subscribed = frozenset().union(*(m.resolved for m in consumer.members.values()))
         else:
             subscribed = self.coordinator.subscribed_topics(group_id) or frozenset()
         errors = [

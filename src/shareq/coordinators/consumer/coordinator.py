@@ -1,7 +1,11 @@
 """KIP-848 consumer groups: ConsumerGroupHeartbeat with a server-side assignor, sans-I/O.
 
 A join, leave, subscription change or topic metadata change bumps the group epoch and recomputes
-the target assignment (``uniform``) at once. Each member then reconciles towards its target:
+the target assignment at once, with the assignor most members ask for (``group.remote.assignor``),
+else the first of ``group.consumer.assignors``. A member subscribes by topic names, by a regular
+expression (matched against whole topic names, as Kafka's RE2/J ``matches()``), or both; the
+expression is resolved against the topics that exist at each heartbeat, so a topic created later
+joins the subscription on the next one. Each member then reconciles towards its target:
 
 1. partitions it owns but is no longer targeted are revoked first: the member is answered with
    its assignment minus them and keeps its epoch until a heartbeat reports (``owned``) that it
@@ -16,14 +20,17 @@ after a restart with UNKNOWN_MEMBER_ID). Time comes in as ``now_ms``; ``next_dea
 
 from __future__ import annotations
 
+import functools
 import heapq
+import re
 import uuid
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from shareq.coordinators.classic.errors import ClassicErrorCode, ClassicRequestError
 
-from .assignor import UNIFORM, Assignment, uniform_assign
+from .assignor import ASSIGNORS, RANGE, UNIFORM, Assignment
 
 E = ClassicErrorCode
 JOIN_EPOCH = 0
@@ -40,6 +47,8 @@ class ConsumerConfig:
     """``group.consumer.heartbeat.interval.ms``"""
     max_size: int = 2**31 - 1
     """``group.consumer.max.size``"""
+    assignors: tuple[str, ...] = (UNIFORM, RANGE)
+    """``group.consumer.assignors``: those clients may ask for; the first is the default."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -52,6 +61,8 @@ class ConsumerHeartbeat:
     rebalance_timeout_ms: int = -1
     """-1: unchanged since the last heartbeat."""
     subscribed_topic_names: tuple[str, ...] | None = None
+    subscribed_topic_regex: str | None = None
+    """``None``: unchanged; ``""``: no longer subscribed by expression."""
     server_assignor: str | None = None
     owned: Assignment | None = None
     client_id: str = ""
@@ -75,6 +86,11 @@ class ConsumerMember:
     client_id: str = ""
     client_host: str = ""
     subscribed: frozenset[str] = frozenset()
+    """Topic names subscribed to by name."""
+    regex: str | None = None
+    resolved: frozenset[str] = frozenset()
+    """Existing topics subscribed to: by name, or matching ``regex``."""
+    server_assignor: str | None = None
     epoch: int = 0
     previous_epoch: int = -1
     assigned: Assignment = field(default_factory=dict)
@@ -93,6 +109,8 @@ class ConsumerGroup:
     target: dict[str, Assignment] = field(default_factory=dict)
     topics: dict[str, tuple[uuid.UUID, int]] = field(default_factory=dict)
     """Subscribed topics that exist: name -> (topic id, partitions)."""
+    assignor: str = UNIFORM
+    """The assignor of the current target assignment."""
 
     @property
     def state(self) -> str:
@@ -120,6 +138,16 @@ def _and(a: Assignment, b: Mapping[uuid.UUID, frozenset[int]]) -> Assignment:
 
 def _err(code: ClassicErrorCode, message: str) -> ClassicRequestError:
     return ClassicRequestError(code, message)
+
+
+def _compile(regex: str) -> re.Pattern[str]:
+    try:
+        return _compiled(regex)
+    except re.error as error:
+        raise _err(E.INVALID_REGULAR_EXPRESSION, f"invalid regular expression {regex!r}: {error}") from None
+
+
+_compiled = functools.lru_cache(maxsize=256)(re.compile)
 
 
 class ConsumerGroupCoordinator:
@@ -155,8 +183,13 @@ class ConsumerGroupCoordinator:
         gid, epoch = request.group_id, request.member_epoch
         if not gid:
             raise _err(E.INVALID_REQUEST, "group id must not be empty")
-        if request.server_assignor not in (None, UNIFORM):
-            raise _err(E.UNSUPPORTED_ASSIGNOR, f"assignor {request.server_assignor} is not supported")
+        if request.server_assignor is not None and request.server_assignor not in self.config.assignors:
+            raise _err(
+                E.UNSUPPORTED_ASSIGNOR,
+                f"assignor {request.server_assignor} is not one of {', '.join(self.config.assignors)}",
+            )
+        if request.subscribed_topic_regex:
+            _compile(request.subscribed_topic_regex)
         group = self._groups.get(gid)
         mid = request.member_id
         if epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
@@ -167,8 +200,10 @@ class ConsumerGroupCoordinator:
                 member_id=mid, member_epoch=epoch, heartbeat_interval_ms=0, assignment=None
             )
         if epoch == JOIN_EPOCH:
-            if request.subscribed_topic_names is None:
-                raise _err(E.INVALID_REQUEST, "subscribed topic names must be set when joining")
+            if request.subscribed_topic_names is None and request.subscribed_topic_regex is None:
+                raise _err(
+                    E.INVALID_REQUEST, "subscribed topic names or a topic regex must be set when joining"
+                )
             if group is not None and mid not in group.members and len(group.members) >= self.config.max_size:
                 raise _err(E.GROUP_MAX_SIZE_REACHED, f"group {gid} is full")
         elif epoch < 0:
@@ -204,10 +239,13 @@ class ConsumerGroupCoordinator:
         if request.rebalance_timeout_ms >= 0:
             member.rebalance_timeout_ms = request.rebalance_timeout_ms
         if request.subscribed_topic_names is not None:
-            names = frozenset(request.subscribed_topic_names)
-            if names != member.subscribed:
-                member.subscribed = names
+            member.subscribed = frozenset(request.subscribed_topic_names)
+        if request.subscribed_topic_regex is not None:
+            member.regex = request.subscribed_topic_regex or None
+        if request.server_assignor is not None:
+            if request.server_assignor != member.server_assignor:
                 bump = True
+            member.server_assignor = request.server_assignor
         bump |= self._refresh_topics(group, topics)
         if bump:
             self._bump(group)
@@ -233,22 +271,41 @@ class ConsumerGroupCoordinator:
         return not _minus(request.owned, member.assigned)
 
     def _refresh_topics(self, group: ConsumerGroup, topics: Mapping[str, tuple[uuid.UUID, int]]) -> bool:
-        subscribed = set().union(*(m.subscribed for m in group.members.values()))
-        fresh = {name: topics[name] for name in sorted(subscribed) if name in topics}
-        if fresh == group.topics:
-            return False
-        group.topics = fresh
-        return True
+        """Resolve each member's subscription against ``topics``; whether anything changed."""
+        changed = False
+        for member in group.members.values():
+            resolved = frozenset(n for n in member.subscribed if n in topics)
+            if member.regex is not None:
+                pattern = _compile(member.regex)
+                resolved |= {n for n in topics if pattern.fullmatch(n)}
+            if resolved != member.resolved:
+                member.resolved = resolved
+                changed = True
+        subscribed = set().union(*(m.resolved for m in group.members.values()))
+        fresh = {name: topics[name] for name in sorted(subscribed)}
+        if fresh != group.topics:
+            group.topics = fresh
+            changed = True
+        return changed
+
+    def _choose_assignor(self, group: ConsumerGroup) -> str:
+        """The assignor most members ask for (ties: the one listed first), else the default."""
+        votes = Counter(m.server_assignor for m in group.members.values() if m.server_assignor)
+        if not votes:
+            return self.config.assignors[0]
+        order = {name: i for i, name in enumerate(self.config.assignors)}
+        return min(votes, key=lambda name: (-votes[name], order.get(name, len(order))))
 
     def _bump(self, group: ConsumerGroup) -> None:
         group.group_epoch += 1
         name_to_id = {name: tid for name, (tid, _) in group.topics.items()}
         subscriptions = {
-            mid: frozenset(name_to_id[n] for n in m.subscribed if n in name_to_id)
+            mid: frozenset(name_to_id[n] for n in m.resolved if n in name_to_id)
             for mid, m in group.members.items()
         }
         partitions = dict(group.topics.values())
-        group.target = uniform_assign(subscriptions, partitions, group.target)
+        group.assignor = self._choose_assignor(group)
+        group.target = ASSIGNORS[group.assignor](subscriptions, partitions, group.target)
         group.assignment_epoch = group.group_epoch
 
     def _reconcile(

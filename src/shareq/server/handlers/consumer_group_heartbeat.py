@@ -40,6 +40,7 @@ def handle_consumer_group_heartbeat(request: Any, ctx: RequestContext) -> Any:
         subscribed_topic_names=None
         if request.subscribed_topic_names is None
         else tuple(request.subscribed_topic_names),
+        subscribed_topic_regex=getattr(request, "subscribed_topic_regex", None),
         server_assignor=request.server_assignor,
         owned=owned,
         client_id=ctx.header.client_id or "",

@@ -1,0 +1,147 @@
+"""KIP-848 consumer groups (``group.protocol=consumer``) through librdkafka, against Kafka and shareq:
+regular-expression subscriptions, the server-side ``range`` assignor, an assignor the broker does not
+offer, and the ``consumer.*`` group configs."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+from compat_support import FAST, Server, create_topic, differs_on_shareq, produce
+from confluent_kafka import Consumer, KafkaError, KafkaException
+
+from shareq.client import Admin, ConfigResource, ResourceType
+from shareq.client import KafkaError as ShareqKafkaError
+
+pytestmark = pytest.mark.timeout(90)
+
+INVALID_CONFIG = 40
+
+
+def _consumer(server: Server, group: str, **extra: Any) -> Consumer:
+    return Consumer(
+        {
+            "bootstrap.servers": server.bootstrap,
+            "group.id": group,
+            "group.protocol": "consumer",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            **FAST,
+            **extra,
+        }
+    )
+
+
+def _poll_values(consumer: Consumer, count: int, seconds: float) -> list[tuple[str, bytes]]:
+    got: list[tuple[str, bytes]] = []
+    deadline = time.monotonic() + seconds
+    while len(got) < count and time.monotonic() < deadline:
+        message = consumer.poll(0.2)
+        if message is not None and message.error() is None:
+            got.append((message.topic(), message.value()))
+    return got
+
+
+def test_regex_subscription(server: Server, names: tuple[str, str]) -> None:
+    """``^<prefix>-.*`` takes the topics whose whole name matches, not one that only contains the prefix,
+    and a matching topic created later joins the subscription."""
+    topic, group = names
+    matching = [f"{topic}-a", f"{topic}-b"]
+    for name in (*matching, f"x{topic}-z"):
+        create_topic(server, name)
+        produce(server, name, [name.encode() + b"/%d" % i for i in range(3)])
+    consumer = _consumer(server, group)
+    try:
+        consumer.subscribe([f"^{topic}-.*"])
+        got = _poll_values(consumer, 6, 30)
+        assert sorted(got) == sorted((t, t.encode() + b"/%d" % i) for t in matching for i in range(3))
+        assert {tp.topic for tp in consumer.assignment()} == set(matching)
+        create_topic(server, f"{topic}-c")
+        produce(server, f"{topic}-c", [b"later"])
+        assert _poll_values(consumer, 1, 45) == [(f"{topic}-c", b"later")]
+    finally:
+        consumer.close()
+
+
+def test_range_assignor_co_partitions(server: Server, names: tuple[str, str]) -> None:
+    """Two members with ``group.remote.assignor=range`` on two topics of 4 partitions each: each member
+    gets a contiguous range of partition numbers, the same numbers of both topics."""
+    topic, group = names
+    left, right = f"{topic}-l", f"{topic}-r"
+    create_topic(server, left, partitions=4)
+    create_topic(server, right, partitions=4)
+    members = [_consumer(server, group, **{"group.remote.assignor": "range"}) for _ in range(2)]
+    try:
+        for member in members:
+            member.subscribe([left, right])
+        deadline = time.monotonic() + 45
+        assignments: list[set[tuple[str, int]]] = [set(), set()]
+        while time.monotonic() < deadline:
+            for member in members:
+                member.poll(0.1)
+            assignments = [{(tp.topic, tp.partition) for tp in m.assignment()} for m in members]
+            if [len(a) for a in assignments] == [4, 4]:
+                break
+        assert [len(a) for a in assignments] == [4, 4]
+        assert assignments[0] | assignments[1] == {(t, p) for t in (left, right) for p in range(4)}
+        for owned in assignments:
+            numbers = sorted(p for t, p in owned if t == left)
+            assert numbers == sorted(p for t, p in owned if t == right)
+            assert numbers == list(range(numbers[0], numbers[0] + 2))
+    finally:
+        for member in members:
+            member.close()
+
+
+def test_unknown_remote_assignor_is_fatal(server: Server, names: tuple[str, str]) -> None:
+    """A member asking for an assignor the broker does not offer gets UNSUPPORTED_ASSIGNOR, which
+    librdkafka raises as a fatal error."""
+    topic, group = names
+    create_topic(server, topic)
+    consumer = _consumer(server, group, **{"group.remote.assignor": "no-such-assignor"})
+    try:
+        consumer.subscribe([topic])
+        error: KafkaError | None = None
+        deadline = time.monotonic() + 20
+        while error is None and time.monotonic() < deadline:
+            try:
+                message = consumer.poll(0.2)
+            except KafkaException as raised:
+                error = raised.args[0]
+                break
+            if message is not None and message.error() is not None:
+                error = message.error()
+        assert error is not None
+        assert error.code() == KafkaError._FATAL or error.fatal()
+        assert "assignor" in error.str().lower()
+    finally:
+        consumer.close()
+
+
+def _alter(server: Server, group: str, name: str, value: str) -> int:
+    with Admin(server.bootstrap) as admin:
+        try:
+            admin.alter_configs(ConfigResource(ResourceType.GROUP, group), {name: value})
+        except ShareqKafkaError as error:
+            return int(error.code)
+    return 0
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "code"),
+    [
+        ("consumer.session.timeout.ms", "50000", 0),
+        ("consumer.session.timeout.ms", "1000", INVALID_CONFIG),
+        ("consumer.heartbeat.interval.ms", "6000", 0),
+        ("consumer.heartbeat.interval.ms", "100", INVALID_CONFIG),
+    ],
+    ids=["session-ok", "session-below-min", "heartbeat-ok", "heartbeat-below-min"],
+)
+def test_consumer_group_config_bounds(
+    server: Server, names: tuple[str, str], name: str, value: str, code: int, request: pytest.FixtureRequest
+) -> None:
+    """The ``consumer.*`` group configs are checked against the broker's ``group.consumer.*`` bounds."""
+    if code == 0:  # shareq refuses consumer.* names as unknown group configs
+        differs_on_shareq(request, server, "issue 11: consumer.* group configs")
+    assert _alter(server, names[1], name, value) == code
