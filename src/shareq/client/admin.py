@@ -14,6 +14,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from . import _admin_consumer as consumer
 from . import _admin_share as share
 from . import _codec, _offsets
 from .admin_types import (
@@ -23,6 +24,8 @@ from .admin_types import (
     ConfigResource,
     ConfigSource,
     ConfigSynonym,
+    ConsumerGroupDescription,
+    ConsumerGroupOffset,
     CreatedTopic,
     FeatureMetadata,
     GroupListing,
@@ -38,7 +41,12 @@ from .cluster import Cluster, TopicInfo
 from .connection import API_VERSIONS, BrokerConnection
 from .errors import KafkaError, raise_for
 
+OFFSET_COMMIT = 8
+OFFSET_FETCH = 9
+DESCRIBE_GROUPS = 15
 LIST_GROUPS = 16
+OFFSET_DELETE = 47
+CONSUMER_GROUP_DESCRIBE = 69
 CREATE_TOPICS = 19
 DELETE_TOPICS = 20
 DESCRIBE_CONFIGS = 32
@@ -438,6 +446,74 @@ class Admin:
         out = share.parse_delete_share_group_offsets(response, group_id)
         if raise_on_error:
             share.first_error(out, f"DeleteShareGroupOffsets({group_id})")
+        return out
+
+    # -- consumer groups ---------------------------------------------------------------------------
+
+    def describe_consumer_group(self, group_id: str) -> ConsumerGroupDescription:
+        """A consumer group of either protocol: KIP-848 (ConsumerGroupDescribe) when the group is
+        one, else classic (DescribeGroups); GROUP_ID_NOT_FOUND when neither knows it."""
+        response = self._coordinator_call(
+            group_id,
+            CONSUMER_GROUP_DESCRIBE,
+            lambda m: m.ConsumerGroupDescribeRequest(
+                group_ids=(group_id,), include_authorized_operations=False
+            ),
+        )
+        (g,) = response.groups
+        if g.error_code != ErrorCode.group_id_not_found:
+            return consumer.parse_consumer_group_describe(response)
+        response = self._coordinator_call(
+            group_id,
+            DESCRIBE_GROUPS,
+            lambda m: m.DescribeGroupsRequest(groups=(group_id,), include_authorized_operations=False),
+        )
+        (g,) = response.groups
+        if g.group_state == "Dead" and g.error_code == ErrorCode.none:
+            raise KafkaError(ErrorCode.group_id_not_found, None, context=f"group {group_id}")
+        return consumer.parse_describe_groups(response)
+
+    def list_consumer_group_offsets(
+        self, group_id: str, topics: Mapping[str, Sequence[int]] | None = None
+    ) -> dict[tuple[str, int], ConsumerGroupOffset]:
+        """Committed offsets per (topic, partition); ``topics=None`` asks for all of them. Waits out
+        offsets held by an open transaction (UNSTABLE_OFFSET_COMMIT) as Kafka's admin client does."""
+        backoff = 0.05
+        deadline = time.monotonic() + self.cluster.request_timeout
+        while True:
+            response = self._coordinator_call(
+                group_id, OFFSET_FETCH, lambda m: consumer.build_offset_fetch(m, group_id, topics)
+            )
+            try:
+                return consumer.parse_offset_fetch(response, group_id)
+            except KafkaError as error:
+                if error.code != ErrorCode.unstable_offset_commit or time.monotonic() > deadline:
+                    raise
+            time.sleep(backoff)
+            backoff = min(backoff * 2, 1.0)
+
+    def alter_consumer_group_offsets(
+        self, group_id: str, offsets: Mapping[tuple[str, int], int], *, raise_on_error: bool = True
+    ) -> dict[tuple[str, int], ErrorCode]:
+        """Commit ``offsets`` for the group (it must have no members)."""
+        response = self._coordinator_call(
+            group_id, OFFSET_COMMIT, lambda m: consumer.build_offset_commit(m, group_id, offsets)
+        )
+        out = consumer.parse_partition_errors(response)
+        if raise_on_error:
+            share.first_error(out, f"OffsetCommit({group_id})")
+        return out
+
+    def delete_consumer_group_offsets(
+        self, group_id: str, partitions: Sequence[tuple[str, int]], *, raise_on_error: bool = True
+    ) -> dict[tuple[str, int], ErrorCode]:
+        """Delete committed offsets (refused per partition while the group consumes its topic)."""
+        response = self._coordinator_call(
+            group_id, OFFSET_DELETE, lambda m: consumer.build_offset_delete(m, group_id, partitions)
+        )
+        out = consumer.parse_partition_errors(response)
+        if raise_on_error:
+            share.first_error(out, f"OffsetDelete({group_id})")
         return out
 
     def _coordinator_call(self, group_id: str, api_key: int, build: Any) -> Any:
