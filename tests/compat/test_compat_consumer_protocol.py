@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 from compat_support import FAST, Server, create_topic, differs_on_shareq, produce
 from confluent_kafka import Consumer, KafkaError, KafkaException
+from kio.schema.errors import ErrorCode
 
-from shareq.client import Admin, ConfigResource, ResourceType
+from shareq.client import Admin, ConfigResource, GroupConsumer, ResourceType
 from shareq.client import KafkaError as ShareqKafkaError
 
 pytestmark = pytest.mark.timeout(90)
@@ -145,3 +146,38 @@ def test_consumer_group_config_bounds(
     if code == 0:  # shareq refuses consumer.* names as unknown group configs
         differs_on_shareq(request, server, "issue 11: consumer.* group configs")
     assert _alter(server, names[1], name, value) == code
+
+
+def test_shareq_group_consumer_and_admin(server: Server, names: tuple[str, str]) -> None:
+    """shareq's own KIP-848 ``GroupConsumer`` and consumer-group admin calls speak only Kafka's wire:
+    two members split a 4-partition topic, read every record once, commit, leave; the admin client
+    then describes the empty group and its committed offsets, resets one and deletes another."""
+    topic, group = names
+    create_topic(server, topic, partitions=4)
+    produce(server, topic, [b"r%d" % i for i in range(40)], partition=lambda i: i % 4)
+    members = [GroupConsumer(server.bootstrap, group, [topic], request_timeout=15) for _ in range(2)]
+    seen: list[tuple[int, int]] = []
+    try:
+        deadline = time.monotonic() + 45
+        while len(seen) < 40 and time.monotonic() < deadline:
+            for member in members:
+                seen += [(r.partition, r.offset) for r in member.poll(0.2)]
+                member.commit()
+        owned = [set(m.assignment()) for m in members]
+    finally:
+        for member in members:
+            member.close()
+    assert sorted(seen) == [(p, o) for p in range(4) for o in range(10)]
+    assert not owned[0] & owned[1]
+    with Admin(server.bootstrap) as admin:
+        described = admin.describe_consumer_group(group)
+        assert (described.type, described.state, described.members) == ("consumer", "Empty", ())
+        committed = admin.list_consumer_group_offsets(group)
+        assert {k: o.offset for k, o in committed.items()} == {(topic, p): 10 for p in range(4)}
+        admin.alter_consumer_group_offsets(group, {(topic, 0): 3})
+        admin.delete_consumer_group_offsets(group, [(topic, 1)])
+        after = admin.list_consumer_group_offsets(group, {topic: [0, 1, 2, 3]})
+        assert [after[(topic, p)].offset for p in range(4)] == [3, -1, 10, 10]
+        with pytest.raises(ShareqKafkaError) as missing:
+            admin.describe_consumer_group(group + "-none")
+        assert missing.value.code == ErrorCode.group_id_not_found

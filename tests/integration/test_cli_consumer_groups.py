@@ -88,3 +88,20 @@ def test_consumer_group_describe_and_offsets(cli: Cli, broker: EmbeddedBroker, p
     assert cli.json("offsets", "describe", "billing")[0]["offset"] == 5
     assert "deleted consumer group billing" in cli("groups", "delete", "billing").output
     assert "does not exist" in cli("groups", "describe", "billing", ok=False).output
+
+
+def test_console_consumer_in_a_consumer_group(cli: Cli) -> None:
+    """``consume --mode consumer`` joins a KIP-848 group, prints records and commits them: a second run
+    starts where the first stopped."""
+    cli("topics", "create", "orders", "-p", "2")
+    cli("produce", "--topic", "orders", "--partition", "0", input="a\nb\nc\n")
+    cli("produce", "--topic", "orders", "--partition", "1", input="d\ne\n")
+    args = ("consume", "--group", "audit", "--topic", "orders", "--mode", "consumer")
+    first = cli(*args, "--max-records", "5", "--timeout", "20")
+    assert sorted(first.stdout.split()) == ["a", "b", "c", "d", "e"]
+    committed = cli.json("offsets", "describe", "audit")
+    assert [(o["partition"], o["offset"], o["lag"]) for o in committed] == [(0, 3, 0), (1, 2, 0)]
+    cli("produce", "--topic", "orders", "--partition", "1", input="f\n")
+    second = cli(*args, "--max-records", "1", "--timeout", "20")
+    assert second.stdout.split() == ["f"]
+    assert cli.json("groups", "describe", "audit")["state"] == "Empty"

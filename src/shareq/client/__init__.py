@@ -38,6 +38,7 @@ from .errors import (
     ProtocolViolation,
     UnsupportedVersionError,
 )
+from .group_consumer import GroupConsumer
 from .partitioner import murmur2, partition_for_key
 from .producer import Producer, RecordMetadata, SendFuture
 from .records import ConsumerRecord
@@ -68,6 +69,7 @@ __all__ = [
     "CreatedTopic",
     "FeatureMetadata",
     "FetchResult",
+    "GroupConsumer",
     "GroupListing",
     "KafkaError",
     "NewTopic",

@@ -46,6 +46,7 @@ CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
     47: (0, 0),  # OffsetDelete
     48: (0, 1),  # DescribeClientQuotas
     49: (0, 1),  # AlterClientQuotas
+    68: (0, 1),  # ConsumerGroupHeartbeat
     69: (0, 1),  # ConsumerGroupDescribe
     74: (1, 1),  # ListConfigResources (v0 was ListClientMetricsResources)
     76: (1, 1),  # ShareGroupHeartbeat
