@@ -62,6 +62,7 @@ def default_handlers() -> HandlerTable:
         share_fetch,
         share_group_heartbeat,
         topics,
+        transactions,
     )
 
     table = HandlerTable()
@@ -84,6 +85,7 @@ def default_handlers() -> HandlerTable:
         classic_groups,
         offsets,
         consumer_group_heartbeat,
+        transactions,
     ):
         table.update(module.HANDLERS)
     return table
