@@ -218,3 +218,58 @@ def test_kafka_python_transactional_producer(embedded_broker: EmbeddedBroker) ->
 
 
 _ = FAST_FAILURE
+
+
+def test_send_offsets_to_transaction(embedded_broker: EmbeddedBroker) -> None:
+    """Consume-transform-produce: the group's offsets commit with the output, stay pending (and
+    invisible to a require_stable fetch) until the marker, and an abort leaves the old ones."""
+    from confluent_kafka import Producer
+
+    bootstrap = embedded_broker.bootstrap
+    source, sink = create_topic(bootstrap, 1), create_topic(bootstrap, 1)
+    feeder = Producer({"bootstrap.servers": bootstrap, **FAST_FAILURE})
+    for i in range(20):
+        feeder.produce(source, f"in-{i}".encode(), partition=0)
+    assert feeder.flush(15) == 0
+    group = f"ctp-{uuid.uuid4().hex[:6]}"
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            "isolation.level": "read_committed",
+            **CONSUMER_FAST,
+        }
+    )
+    producer = txn_producer(bootstrap, f"ctp-{uuid.uuid4().hex[:6]}")
+    try:
+        consumer.subscribe([source])
+        messages: list[object] = []
+        deadline = time.monotonic() + 20
+        while len(messages) < 10:
+            assert time.monotonic() < deadline, "the group consumer got no records"
+            messages += [m for m in consumer.consume(10 - len(messages), timeout=0.5) if m.error() is None]
+        producer.begin_transaction()
+        for m in messages:
+            producer.produce(sink, m.value().upper(), partition=0)  # type: ignore[attr-defined]
+        producer.send_offsets_to_transaction(
+            [TopicPartition(source, 0, 10)], consumer.consumer_group_metadata(), 15
+        )
+        assert producer.flush(15) == 0
+        # Pending until the marker: librdkafka asks with require_stable and keeps retrying on
+        # UNSTABLE_OFFSET_COMMIT, so the lookup cannot complete before the commit.
+        with pytest.raises(KafkaException, match="Timed out"):
+            consumer.committed([TopicPartition(source, 0)], timeout=1)
+        producer.commit_transaction(15)
+        assert consumer.committed([TopicPartition(source, 0)], timeout=10)[0].offset == 10
+        producer.begin_transaction()
+        producer.produce(sink, b"ABORTED", partition=0)
+        producer.send_offsets_to_transaction(
+            [TopicPartition(source, 0, 20)], consumer.consumer_group_metadata(), 15
+        )
+        producer.abort_transaction(15)
+        assert consumer.committed([TopicPartition(source, 0)], timeout=10)[0].offset == 10
+    finally:
+        consumer.close()
+    assert sorted(read_all(bootstrap, sink, 1, "read_committed")) == sorted(f"IN-{i}" for i in range(10))
