@@ -147,3 +147,27 @@ def _walk(records: bytes) -> Iterator[tuple[int, int, int]]:
             return
         yield base, base + delta, size
         pos += size
+
+
+_PRODUCER = struct.Struct(">hiqqqh")  # attributes .. producerEpoch, from byte 21
+
+
+def committed_batches(records: bytes, end: int, aborted: list[AbortedTxn]) -> tuple[tuple[int, int], ...]:
+    """(first, last) of the batches in ``records`` a read_committed reader may be handed: below
+    ``end`` (the LSO) and not data of an aborted transaction. Control batches stay (their offsets
+    are handed out as gaps); aborted batches are left out, as records the log does not have."""
+    by_producer: dict[int, list[AbortedTxn]] = {}
+    for a in aborted:
+        by_producer.setdefault(a.producer_id, []).append(a)
+    kept: list[tuple[int, int]] = []
+    pos = 0
+    for first, last, size in _walk(records):
+        if last >= end:
+            break
+        attributes, _, _, _, producer_id, _ = _PRODUCER.unpack_from(records, pos + 21)
+        pos += size
+        aborts = by_producer.get(producer_id) if attributes & 0x10 and not attributes & 0x20 else None
+        if aborts and any(a.first_offset <= first <= a.last_offset for a in aborts):
+            continue
+        kept.append((first, last))
+    return tuple(kept)
