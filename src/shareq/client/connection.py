@@ -42,6 +42,8 @@ CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
     44: (0, 1),  # IncrementalAlterConfigs
     48: (0, 1),  # DescribeClientQuotas
     49: (0, 1),  # AlterClientQuotas
+    65: (0, 0),  # DescribeTransactions
+    66: (0, 2),  # ListTransactions (v2 adds the transactional id pattern)
     74: (1, 1),  # ListConfigResources (v0 was ListClientMetricsResources)
     76: (1, 1),  # ShareGroupHeartbeat
     77: (1, 1),  # ShareGroupDescribe

@@ -63,6 +63,7 @@ def default_handlers() -> HandlerTable:
         share_group_heartbeat,
         topics,
         transactions,
+        transactions_admin,
     )
 
     table = HandlerTable()
@@ -86,6 +87,7 @@ def default_handlers() -> HandlerTable:
         offsets,
         consumer_group_heartbeat,
         transactions,
+        transactions_admin,
     ):
         table.update(module.HANDLERS)
     return table
