@@ -116,6 +116,10 @@ register(
         validator=lambda v: v in ("earliest", "latest") or v.startswith("by_duration:"),
     ),
     Setting(name="group.share.isolation.level", type=str, default="read_uncommitted"),
+    Setting(name="transaction.max.timeout.ms", type=int, default=900_000, validator=_positive),
+    Setting(
+        name="transactional.id.expiration.ms", type=int, default=7 * 24 * 3600 * 1000, validator=_positive
+    ),
     Setting(name="share.coordinator.state.topic.num.partitions", type=int, default=50, validator=_positive),
     Setting(
         name="share.coordinator.state.topic.segment.bytes",

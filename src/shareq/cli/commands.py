@@ -14,5 +14,18 @@ from shareq.cli.quotas import quotas
 from shareq.cli.scenario import scenario
 from shareq.cli.serve import serve
 from shareq.cli.topics import topics
+from shareq.cli.transactions import transactions
 
-ALL: list[click.Command] = [serve, scenario, groups, offsets, configs, quotas, topics, produce, consume, demo]
+ALL: list[click.Command] = [
+    serve,
+    scenario,
+    groups,
+    offsets,
+    configs,
+    quotas,
+    topics,
+    transactions,
+    produce,
+    consume,
+    demo,
+]

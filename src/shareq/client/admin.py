@@ -36,6 +36,8 @@ from .admin_types import (
     ResourceType,
     ShareGroupDescription,
     ShareGroupOffset,
+    TransactionDescription,
+    TransactionListing,
 )
 from .cluster import Cluster, TopicInfo
 from .connection import API_VERSIONS, BrokerConnection
@@ -59,6 +61,9 @@ SHARE_GROUP_DESCRIBE = 77
 DESCRIBE_SHARE_GROUP_OFFSETS = 90
 ALTER_SHARE_GROUP_OFFSETS = 91
 DELETE_SHARE_GROUP_OFFSETS = 92
+INIT_PRODUCER_ID = 22
+DESCRIBE_TRANSACTIONS = 65
+LIST_TRANSACTIONS = 66
 
 
 class Admin:
@@ -515,6 +520,65 @@ class Admin:
         if raise_on_error:
             share.first_error(out, f"OffsetDelete({group_id})")
         return out
+
+    # -- transactions ------------------------------------------------------------------------------
+
+    def list_transactions(
+        self, *, states: Sequence[str] = (), pattern: str | None = None
+    ) -> list[TransactionListing]:
+        """Transactional ids the coordinator knows (ListTransactions), optionally by state or regex."""
+        conn = self.cluster.any_connection()
+        v, m = conn.module(LIST_TRANSACTIONS)
+        fields: dict[str, Any] = {"state_filters": tuple(states), "producer_id_filters": ()}
+        if v >= 2:
+            fields["transactional_id_pattern"] = pattern
+        response = conn.send(m.ListTransactionsRequest(**fields), idempotent=True)
+        raise_for(response.error_code, None, context="ListTransactions")
+        rows = [
+            TransactionListing(
+                transactional_id=t.transactional_id, producer_id=t.producer_id, state=t.transaction_state
+            )
+            for t in response.transaction_states
+        ]
+        return sorted(rows, key=lambda r: r.transactional_id)
+
+    def describe_transaction(self, transactional_id: str) -> TransactionDescription:
+        """One transactional id's state, producer, timeout and partitions (DescribeTransactions)."""
+        conn = self.cluster.any_connection()
+        _v, m = conn.module(DESCRIBE_TRANSACTIONS)
+        response = conn.send(
+            m.DescribeTransactionsRequest(transactional_ids=(transactional_id,)), idempotent=True
+        )
+        t = response.transaction_states[0]
+        raise_for(t.error_code, None, context=f"DescribeTransactions({transactional_id})")
+        return TransactionDescription(
+            transactional_id=t.transactional_id,
+            state=t.transaction_state,
+            producer_id=t.producer_id,
+            producer_epoch=t.producer_epoch,
+            timeout_ms=int(t.transaction_timeout.total_seconds() * 1000),
+            start_ms=round(t.transaction_start_time.timestamp() * 1000)
+            if t.transaction_state == "Ongoing"
+            else -1,
+            partitions=tuple((d.topic, p) for d in t.topics for p in d.partitions),
+        )
+
+    def abort_transaction(self, transactional_id: str, timeout_ms: int) -> tuple[int, int]:
+        """Abort the open transaction of ``transactional_id`` the way a new producer instance
+        does: InitProducerId fences the current producer (epoch bump) and aborts what it left
+        open. Returns the new (producer id, epoch)."""
+        conn = self.cluster.any_connection()
+        _v, m = conn.module(INIT_PRODUCER_ID)
+        request = m.InitProducerIdRequest(
+            transactional_id=transactional_id, transaction_timeout=datetime.timedelta(milliseconds=timeout_ms)
+        )
+        for _ in range(_COORDINATOR_ATTEMPTS):
+            response = conn.send(request)
+            if response.error_code is not ErrorCode.concurrent_transactions:
+                break
+            time.sleep(0.1)
+        raise_for(response.error_code, None, context=f"InitProducerId({transactional_id})")
+        return response.producer_id, response.producer_epoch
 
     def _coordinator_call(self, group_id: str, api_key: int, build: Any) -> Any:
         """Send to the group coordinator, as Kafka's clients do: look it up again when it moved or

@@ -217,3 +217,25 @@ class ConsumerGroupOffset:
     partition: int
     offset: int
     metadata: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TransactionListing:
+    """One transactional id as ListTransactions reports it."""
+
+    transactional_id: str
+    producer_id: int
+    state: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TransactionDescription:
+    """One transactional id as DescribeTransactions reports it (``start_ms`` -1 unless Ongoing)."""
+
+    transactional_id: str
+    state: str
+    producer_id: int
+    producer_epoch: int
+    timeout_ms: int
+    start_ms: int
+    partitions: tuple[tuple[str, int], ...]

@@ -46,6 +46,8 @@ CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
     47: (0, 0),  # OffsetDelete
     48: (0, 1),  # DescribeClientQuotas
     49: (0, 1),  # AlterClientQuotas
+    65: (0, 0),  # DescribeTransactions
+    66: (0, 2),  # ListTransactions (v2 adds the transactional id pattern)
     68: (0, 1),  # ConsumerGroupHeartbeat
     69: (0, 1),  # ConsumerGroupDescribe
     74: (1, 1),  # ListConfigResources (v0 was ListClientMetricsResources)

@@ -55,7 +55,7 @@ from shareq.coordinators.consumer import (
     ConsumerHeartbeatResult,
 )
 from shareq.coordinators.group import SHARE_GROUP_TYPE, CoordinatorRecord
-from shareq.log.scan import keyed_records
+from shareq.log.scan import DATA, log_entries
 
 if TYPE_CHECKING:
     from .broker import Broker
@@ -128,19 +128,24 @@ class ConsumerGroupServices:
         partition = self.broker.partition(GROUP_METADATA_TOPIC, 0)
         if partition is None:
             return
-        for key, value in keyed_records(partition.log):
-            if record_type(key) in RECORD_TYPES:
-                self.replay(key, value)
+        for entry in log_entries(partition.log):
+            if entry.marker != DATA:
+                self.offsets.end_transaction(entry.producer_id, commit=entry.marker == 1)
+            elif entry.key is not None and record_type(entry.key) in RECORD_TYPES:
+                self.replay(entry.key, entry.value, producer_id=entry.producer_id)
 
-    def replay(self, key: bytes, value: bytes | None) -> None:
-        """Apply one durable classic-group or offset record."""
+    def replay(self, key: bytes, value: bytes | None, *, producer_id: int = -1) -> None:
+        """Apply one durable classic-group or offset record (a transactional one stays pending)."""
         decoded = decode_key(key)
         gid = decoded.group_id
         if decoded.record_type is ClassicRecordType.CLASSIC_GROUP:
             self.coordinator.replay_group(gid, None if value is None else decode_group_value(value))
         else:
             parsed: OffsetValue | None = None if value is None else decode_offset_value(value)
-            self.offsets.apply(gid, decoded.topic, decoded.partition, parsed)
+            if producer_id >= 0:
+                self.offsets.stage(producer_id, gid, decoded.topic, decoded.partition, parsed)
+            else:
+                self.offsets.apply(gid, decoded.topic, decoded.partition, parsed)
             if parsed is not None:
                 self.coordinator.ensure_group(gid)
         self._register(gid)
@@ -306,6 +311,14 @@ class ConsumerGroupServices:
     ) -> list[ClassicErrorCode]:
         """Validate and persist an OffsetCommit; one code per commit. Raises ``ClassicRequestError``
         for the whole request."""
+        self._validate_commit(group_id, generation, member_id, group_instance_id, version=version)
+        records, errors = self.offsets.commit(group_id, commits, now_ms=_wall_ms())
+        self._persist(records)
+        return errors
+
+    def _validate_commit(
+        self, group_id: str, generation: int, member_id: str, group_instance_id: str | None, *, version: int
+    ) -> None:
         if self.is_share_group(group_id):
             raise ClassicRequestError(
                 ClassicErrorCode.GROUP_ID_NOT_FOUND, f"group {group_id} is not a consumer group"
@@ -326,9 +339,37 @@ class ConsumerGroupServices:
             self._register(group_id)
         else:
             self.coordinator.validate_offset_commit(group_id, generation, member_id, group_instance_id)
-        records, errors = self.offsets.commit(group_id, commits, now_ms=_wall_ms())
-        self._persist(records)
+
+    def commit_transactional_offsets(
+        self,
+        group_id: str,
+        generation: int,
+        member_id: str,
+        group_instance_id: str | None,
+        commits: list[OffsetCommit],
+        *,
+        producer_id: int,
+        producer_epoch: int,
+    ) -> list[ClassicErrorCode]:
+        """TxnOffsetCommit: validate like OffsetCommit, then write the offsets in a transactional
+        batch of ``producer_id`` and hold them pending until the transaction's marker."""
+        self._validate_commit(group_id, generation, member_id, group_instance_id, version=9)
+        records, errors = self.offsets.commit(group_id, commits, now_ms=_wall_ms(), producer_id=producer_id)
+        if records:
+            share = self.broker.share
+            if share is None:
+                raise ClassicRequestError(
+                    ClassicErrorCode.COORDINATOR_NOT_AVAILABLE, "groups are not running"
+                )
+            share.persist_group_records(records, producer_id=producer_id, producer_epoch=producer_epoch)
         return errors
+
+    def end_transaction(self, producer_id: int, *, commit: bool) -> None:
+        """A marker reached the group-metadata log: settle ``producer_id``'s pending offsets."""
+        self.offsets.end_transaction(producer_id, commit=commit)
+
+    def pending_offsets(self, group_id: str) -> set[tuple[str, int]]:
+        return self.offsets.pending(group_id)
 
     def fetch_offsets(self, group_id: str) -> dict[tuple[str, int], OffsetValue]:
         """Committed offsets of a group (none for an unknown one). Raises GROUP_ID_NOT_FOUND for

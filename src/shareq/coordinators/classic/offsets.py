@@ -2,6 +2,11 @@
 
 ``commit`` returns the records to append before answering and applies them through the same
 ``apply`` that loading replays, so the in-memory view is always the durable one.
+
+Transactional commits (TxnOffsetCommit, ``send_offsets_to_transaction``) are written as the
+same records in a transactional batch and held pending per producer id (``stage``) until the
+transaction's marker: COMMIT makes them the committed offsets, ABORT drops them
+(``end_transaction``), as Kafka's ``pendingTransactionalOffsets``.
 """
 
 from __future__ import annotations
@@ -36,11 +41,15 @@ class ConsumerOffsets:
     def __init__(self, metadata_max_bytes: int = METADATA_MAX_BYTES) -> None:
         self.metadata_max_bytes = metadata_max_bytes
         self._offsets: dict[str, dict[TopicPartition, OffsetValue]] = {}
+        self._pending: dict[int, dict[tuple[str, str, int], OffsetValue]] = {}
 
     def commit(
-        self, group_id: str, commits: Iterable[OffsetCommit], *, now_ms: int
+        self, group_id: str, commits: Iterable[OffsetCommit], *, now_ms: int, producer_id: int = -1
     ) -> tuple[list[CoordinatorRecord], list[ClassicErrorCode]]:
-        """Records for the valid commits and one error code per commit (in order)."""
+        """Records for the valid commits and one error code per commit (in order).
+
+        With a ``producer_id`` the commits are staged in that producer's transaction instead.
+        """
         records: list[CoordinatorRecord] = []
         errors: list[ClassicErrorCode] = []
         for c in commits:
@@ -52,7 +61,10 @@ class ConsumerOffsets:
                 offset=c.offset, leader_epoch=c.leader_epoch, metadata=metadata, commit_timestamp_ms=now_ms
             )
             records.append(offset_record(group_id, c.topic, c.partition, value))
-            self.apply(group_id, c.topic, c.partition, value)
+            if producer_id >= 0:
+                self.stage(producer_id, group_id, c.topic, c.partition, value)
+            else:
+                self.apply(group_id, c.topic, c.partition, value)
             errors.append(ClassicErrorCode.NONE)
         return records, errors
 
@@ -65,6 +77,25 @@ class ConsumerOffsets:
                     del self._offsets[group_id]
             return
         self._offsets.setdefault(group_id, {})[(topic, partition)] = value
+
+    def stage(
+        self, producer_id: int, group_id: str, topic: str, partition: int, value: OffsetValue | None
+    ) -> None:
+        """Hold a transactional commit until ``producer_id``'s transaction ends."""
+        if value is not None:
+            self._pending.setdefault(producer_id, {})[(group_id, topic, partition)] = value
+
+    def end_transaction(self, producer_id: int, *, commit: bool) -> None:
+        """The marker of ``producer_id``'s transaction: apply (COMMIT) or drop (ABORT) its commits."""
+        staged = self._pending.pop(producer_id, None)
+        if staged is None or not commit:
+            return
+        for (group_id, topic, partition), value in staged.items():
+            self.apply(group_id, topic, partition, value)
+
+    def pending(self, group_id: str) -> set[TopicPartition]:
+        """Partitions of ``group_id`` with a transactional commit not yet decided."""
+        return {(t, p) for staged in self._pending.values() for (g, t, p) in staged if g == group_id}
 
     def fetch(self, group_id: str) -> Mapping[TopicPartition, OffsetValue]:
         return self._offsets.get(group_id, {})

@@ -21,6 +21,7 @@ from kio.schema.errors import ErrorCode
 from shareq.coordinators.group import ShareGroupConfig
 from shareq.log.batch import LOG_OVERHEAD
 from shareq.log.errors import LogError, OffsetOutOfRangeError
+from shareq.log.transactions import committed_batches
 from shareq.share import (
     AcknowledgementBatch,
     AcquiredRecords,
@@ -182,8 +183,18 @@ class SharePartitionManager:
             return NOTHING
         if not data.batches:
             return NOTHING
+        batches = data.batches
+        txns = plog.producer_state.txns
+        if (txns.ongoing or txns.aborted) and self._read_committed(sp):
+            # share.isolation.level=read_committed: acquire below the LSO only; aborted
+            # transactional batches are treated as records the log does not have (archived,
+            # never delivered); markers are handed out and acknowledged as gaps.
+            stable = plog.last_stable_offset
+            batches = committed_batches(data.records, stable, plog.aborted_transactions(offset, stable))
+            if not batches:
+                return NOTHING
         result = sp.acquire(
-            member, data.batches, max_records=max_records, batch_size=batch_size, mode=mode, now=now
+            member, batches, max_records=max_records, batch_size=batch_size, mode=mode, now=now
         )
         if result.write is not None:
             self.spawn_write(sp, result.write)
@@ -198,6 +209,10 @@ class SharePartitionManager:
             result.acquired_count,
             read,
         )
+
+    def _read_committed(self, sp: SharePartition) -> bool:
+        config = self._services.coordinator.group_config(sp.key.group_id)
+        return config.isolation_level == "read_committed"
 
     def update_log_start(self, sp: SharePartition, log_start: int) -> None:
         """The log of ``sp`` starts at ``log_start``: move its SPSO past records that are gone."""
