@@ -164,6 +164,14 @@ register(
     Setting(name="group.consumer.heartbeat.interval.ms", type=int, default=5_000, validator=_positive),
     Setting(name="group.consumer.max.size", type=int, default=2**31 - 1, validator=_positive),
     Setting(
+        name="offsets.retention.minutes",
+        type=int,
+        default=10_080,
+        validator=_positive,
+        doc="how long an empty group keeps its committed offsets (7 days, as Kafka)",
+    ),
+    Setting(name="offsets.retention.check.interval.ms", type=int, default=600_000, validator=_positive),
+    Setting(
         name="group.consumer.assignors",
         type=str,
         default="uniform,range",

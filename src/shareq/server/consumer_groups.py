@@ -98,6 +98,9 @@ class ConsumerGroupServices:
             )
         )
         self.offsets = ConsumerOffsets()
+        self._retention_ms = config["offsets.retention.minutes"] * 60_000
+        self._retention_check_ms = config["offsets.retention.check.interval.ms"]
+        self._retention_due = _wall_ms() + self._retention_check_ms
         self._joins: dict[JoinKey, asyncio.Future[JoinResponse]] = {}
         self._syncs: dict[JoinKey, asyncio.Future[SyncResponse]] = {}
         self._timer: asyncio.TimerHandle | None = None
@@ -408,6 +411,36 @@ class ConsumerGroupServices:
         self._persist(records)
         self._register(group_id)
 
+    def _consumed(self, group_id: str) -> frozenset[str] | None:
+        """Topics whose offsets the group's members keep alive; ``None`` when it has no members."""
+        consumer = self.consumer.group(group_id)
+        if consumer is not None:
+            if not consumer.members:
+                return None
+            return frozenset().union(*(m.resolved for m in consumer.members.values()))
+        topics = self.coordinator.subscribed_topics(group_id)
+        group = self.coordinator.group(group_id)
+        if topics is not None and group is not None and group.protocol_type != "consumer":
+            return frozenset(t for t, _ in self.offsets.fetch(group_id))  # not ours to read: keep all
+        return topics
+
+    def _expire_offsets(self, now_ms: int) -> None:
+        """Offset retention: tombstones for expired offsets, then the removal of empty groups left
+        with none (as Kafka deletes them)."""
+        before = set(self.offsets.group_ids())
+        records = self.offsets.expire(now_ms, self._retention_ms, self._consumed)
+        for group_id in sorted(before - set(self.offsets.group_ids())):
+            if self._consumed(group_id) is None and self.group_type(group_id) is not None:
+                if self.consumer.group(group_id) is not None:
+                    self.consumer.delete(group_id)
+                    records.append(group_record(group_id, None))
+                else:
+                    records += self.coordinator.delete(group_id)
+                log.info("group %s expired: no members and no offsets left", group_id)
+        self._persist(records)
+        for group_id in before:
+            self._register(group_id)
+
     # -- the timer -----------------------------------------------------------------------------
 
     def _arm(self, deadline_ms: int | None) -> None:
@@ -426,7 +459,9 @@ class ConsumerGroupServices:
             self._timer = None
         self._timer_at = _FAR
         deadlines = [
-            d for d in (self.coordinator.next_deadline(), self.consumer.next_deadline()) if d is not None
+            d
+            for d in (self.coordinator.next_deadline(), self.consumer.next_deadline(), self._retention_due)
+            if d is not None
         ]
         self._arm(min(deadlines, default=None))
 
@@ -437,6 +472,10 @@ class ConsumerGroupServices:
             now = _wall_ms()
             self.consumer.expire(now, self._topics())
             self._apply(self.coordinator.expire(now))
+            if now >= self._retention_due:
+                self._retention_due = now + self._retention_check_ms
+                self._expire_offsets(now)
+                self._reschedule()
         except Exception:
             log.exception("classic group timers failed")
             self._reschedule()

@@ -7,11 +7,16 @@ Transactional commits (TxnOffsetCommit, ``send_offsets_to_transaction``) are wri
 same records in a transactional batch and held pending per producer id (``stage``) until the
 transaction's marker: COMMIT makes them the committed offsets, ABORT drops them
 (``end_transaction``), as Kafka's ``pendingTransactionalOffsets``.
+
+Retention (``offsets.retention.minutes``, KIP-211): ``expire`` drops the offsets no member
+consumes once they are older than the retention, counted from their commit, or for a group with
+no members from when it was last seen with members (so a group that stops keeps its offsets for a
+whole retention period after it stopped, however long ago it last committed).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from shareq.coordinators.group.records import CoordinatorRecord
@@ -42,6 +47,8 @@ class ConsumerOffsets:
         self.metadata_max_bytes = metadata_max_bytes
         self._offsets: dict[str, dict[TopicPartition, OffsetValue]] = {}
         self._pending: dict[int, dict[tuple[str, str, int], OffsetValue]] = {}
+        self._last_live: dict[str, int] = {}
+        """Group id -> when ``expire`` last saw it with members (or first saw it at all)."""
 
     def commit(
         self, group_id: str, commits: Iterable[OffsetCommit], *, now_ms: int, producer_id: int = -1
@@ -113,6 +120,31 @@ class ConsumerOffsets:
             if (topic, partition) in self._offsets.get(group_id, {}):
                 records.append(offset_record(group_id, topic, partition, None))
                 self.apply(group_id, topic, partition, None)
+        return records
+
+    def expire(
+        self, now_ms: int, retention_ms: int, consumed: Callable[[str], frozenset[str] | None]
+    ) -> list[CoordinatorRecord]:
+        """Tombstones for the offsets past retention; ``consumed(group)`` is the topics its members
+        consume, ``None`` when it has no members. Offsets held by an open transaction stay."""
+        records: list[CoordinatorRecord] = []
+        pending = {key for staged in self._pending.values() for key in staged}
+        for group_id in list(self._offsets):
+            topics = consumed(group_id)
+            if topics is not None or group_id not in self._last_live:
+                self._last_live[group_id] = now_ms
+            since = self._last_live[group_id]
+            for (topic, partition), value in list(self._offsets[group_id].items()):
+                if (topics is not None and topic in topics) or (group_id, topic, partition) in pending:
+                    continue
+                base = (
+                    value.commit_timestamp_ms if topics is not None else max(value.commit_timestamp_ms, since)
+                )
+                if now_ms >= base + retention_ms:
+                    records.append(offset_record(group_id, topic, partition, None))
+                    self.apply(group_id, topic, partition, None)
+            if group_id not in self._offsets:
+                self._last_live.pop(group_id, None)
         return records
 
     def delete_group(self, group_id: str) -> list[CoordinatorRecord]:
