@@ -119,7 +119,9 @@ class SharePartitionManager:
         partition = self._services.log_partition(key.topic_id, key.partition)
         if partition is not None:  # the log may have moved on while the group was away
             self.update_log_start(sp, partition.log.log_start_offset)
-        if sp.archiving_count():  # persisted ARCHIVING (a crash before ARCHIVED): write them again
+        archiving = sp.archiving_count()
+        if archiving:  # persisted ARCHIVING (a crash before ARCHIVED): write them again
+            log.info("%s loaded with %d records ARCHIVING: dead-lettering them again", key, archiving)
             self._services.dead_letters.notify(key)
         return sp
 
