@@ -7,6 +7,7 @@ import click
 from shareq.cli.configs import configs
 from shareq.cli.consume import consume
 from shareq.cli.demo import demo
+from shareq.cli.dlq import dlq
 from shareq.cli.groups import groups
 from shareq.cli.offsets import offsets
 from shareq.cli.produce import produce
@@ -15,4 +16,16 @@ from shareq.cli.scenario import scenario
 from shareq.cli.serve import serve
 from shareq.cli.topics import topics
 
-ALL: list[click.Command] = [serve, scenario, groups, offsets, configs, quotas, topics, produce, consume, demo]
+ALL: list[click.Command] = [
+    serve,
+    scenario,
+    groups,
+    offsets,
+    configs,
+    quotas,
+    topics,
+    produce,
+    consume,
+    dlq,
+    demo,
+]
