@@ -120,6 +120,18 @@ register(
     Setting(
         name="transactional.id.expiration.ms", type=int, default=7 * 24 * 3600 * 1000, validator=_positive
     ),
+    Setting(
+        name="errors.deadletterqueue.auto.create.topics.enable",
+        type=bool,
+        default=False,
+        doc="create a share group's missing dead-letter topic on its first dead letter",
+    ),
+    Setting(
+        name="errors.deadletterqueue.topic.name.prefix",
+        type=str,
+        default="dlq.",
+        doc="dead-letter topics must start with this prefix (empty: no rule)",
+    ),
     Setting(name="share.coordinator.state.topic.num.partitions", type=int, default=50, validator=_positive),
     Setting(
         name="share.coordinator.state.topic.segment.bytes",

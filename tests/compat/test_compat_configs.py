@@ -43,7 +43,6 @@ MISSING_GROUP_CONFIGS = {
     + "group config share.assignment.interval.ms not described by shareq",
     "share.renew.acknowledge.enable": NOT_OWNED
     + "group config share.renew.acknowledge.enable not described by shareq",
-    "errors.deadletterqueue.copy.record.enable": "issue 10: dead-letter queue configs",
 }
 
 # Kafka 4.4's topic configs (DescribeConfigs of a topic created with no configs).

@@ -13,7 +13,7 @@ def test_levels_are_what_shareq_serves() -> None:
         "group.version": (0, 1, 1),  # KIP-848 consumer groups
         "kraft.version": (0, 0, 0),
         "metadata.version": (7, 33, 33),  # 3.3-IV3 .. 4.4-IV2
-        "share.version": (0, 1, 1),  # share groups, no dead-letter queues (level 2)
+        "share.version": (0, 2, 2),  # share groups with dead-letter queues (level 2)
         "streams.version": (0, 0, 0),
         "transaction.version": (0, 0, 0),
     }

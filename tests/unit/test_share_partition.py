@@ -263,6 +263,28 @@ def test_dead_lettered_records_become_archived_and_free_the_spso() -> None:
     assert h.sp.dead_lettered(0, 3) is None
 
 
+def test_reject_goes_archiving_with_a_dlq_and_archived_without() -> None:
+    for dlq, state in ((False, None), (True, "ARCHIVING")):
+        h = Harness(ShareConfig(dlq_enabled=dlq))
+        h.acquire("c1", [(0, 2)], 3)
+        h.ack("c1", 0, 2, A.ACCEPT, A.REJECT, A.ACCEPT)
+        assert h.runs() == (
+            [] if state is None else [(1, 1, state, 1, None), (2, 2, "ACKNOWLEDGED", 1, None)]
+        )
+        assert h.sp.spso == (3 if state is None else 1)
+        assert h.sp.archiving_count() == (0 if state is None else 1)
+
+
+def test_a_write_making_records_archiving_says_so() -> None:
+    h = Harness(ShareConfig(dlq_enabled=True))
+    h.acquire("c1", [(0, 1)], 2)
+    write = h.sp.acknowledge("c1", [ab(0, 1, A.REJECT)], now=0).write
+    assert write is not None and [b.delivery_state for b in write.params.state_batches] == [3]
+    assert h.sp.archiving_runs() == (), "not before the write is durable"
+    assert h.sp.complete(write.handle, True, 0).archiving
+    assert h.sp.archiving_count() == 2
+
+
 def test_renew_restarts_the_lock_without_a_write() -> None:
     h = Harness(ShareConfig(record_lock_duration_ms=1_000))
     h.acquire("c1", [(0, 9)], 10, now=0)

@@ -7,6 +7,7 @@ import click
 from shareq.cli.configs import configs
 from shareq.cli.consume import consume
 from shareq.cli.demo import demo
+from shareq.cli.dlq import dlq
 from shareq.cli.groups import groups
 from shareq.cli.offsets import offsets
 from shareq.cli.produce import produce
@@ -27,5 +28,6 @@ ALL: list[click.Command] = [
     transactions,
     produce,
     consume,
+    dlq,
     demo,
 ]

@@ -13,9 +13,8 @@ The levels are chosen honestly, feature by feature, against Kafka 4.4's meaning 
   protocol surface shareq answers to: its share-group APIs (ShareGroupHeartbeat 1, ShareFetch 2,
   ShareAcknowledge 2, DescribeShareGroupOffsets 1) are those of Kafka 4.4. The supported range
   starts at Kafka's ``MINIMUM_VERSION`` (``3.3-IV3``, level 7).
-- ``share.version`` 1. In Kafka, level 1 turns share groups on (KIP-932) and level 2 adds
-  dead-letter queues (KIP-1191: ``ShareVersion.supportsShareGroupDLQ``). shareq serves share groups
-  but does not yet copy records to a dead-letter topic, so it finalizes 1, not Kafka 4.4's 2.
+- ``share.version`` 2. In Kafka, level 1 turns share groups on (KIP-932) and level 2 adds
+  dead-letter queues (KIP-1191: ``ShareVersion.supportsShareGroupDLQ``), as shareq serves them.
   Renewing acquisition locks (RENEW, ShareAcknowledge v2) is gated by the api version, not by this
   feature, and is served.
 - ``group.version`` 1: the consumer rebalance protocol of KIP-848 (ConsumerGroupHeartbeat), served
@@ -60,7 +59,7 @@ FEATURES: tuple[Feature, ...] = (
         max_supported=METADATA_VERSION_4_4_IV2,
         finalized=METADATA_VERSION_4_4_IV2,
     ),
-    Feature(name="share.version", min_supported=0, max_supported=1, finalized=1),
+    Feature(name="share.version", min_supported=0, max_supported=2, finalized=2),
     Feature(name="streams.version", min_supported=0, max_supported=0, finalized=0),
     Feature(name="transaction.version", min_supported=0, max_supported=0, finalized=0),
 )

@@ -7,6 +7,9 @@ from dataclasses import dataclass
 
 from shareq.config import BrokerConfig
 
+DLQ_GROUP_ENABLE = "errors.deadletterqueue.group.enable"
+"""A topic opts in to receive share groups' dead letters (KIP-1191)."""
+
 
 class InvalidConfigError(ValueError):
     """An unknown topic config or a value it cannot take."""
@@ -17,7 +20,7 @@ class TopicSetting:
     name: str
     broker_key: str | None  # the broker setting that supplies the default, if any
     default: str
-    kind: str  # "long", "int", "string", "list"
+    kind: str  # "long", "int", "string", "list", "boolean"
     choices: tuple[str, ...] = ()
     minimum: int | None = None
 
@@ -33,6 +36,7 @@ TOPIC_SETTINGS: dict[str, TopicSetting] = {
         TopicSetting("cleanup.policy", None, "delete", "list", choices=("delete",)),
         TopicSetting("message.timestamp.type", None, "CreateTime", "string", choices=("CreateTime",)),
         TopicSetting("min.insync.replicas", None, "1", "int", minimum=1),
+        TopicSetting(DLQ_GROUP_ENABLE, None, "false", "boolean", choices=("true", "false")),
     )
 }
 

@@ -51,6 +51,8 @@ _ACQUIRED = RecordState.ACQUIRED
 _AVAILABLE = RecordState.AVAILABLE
 _RENEW = AcknowledgeType.RENEW
 _RELEASE = AcknowledgeType.RELEASE
+_REJECT = AcknowledgeType.REJECT
+_ARCHIVING = RecordState.ARCHIVING
 
 
 class SharePartition:
@@ -275,6 +277,9 @@ class SharePartition:
                     elif ack is _RELEASE:
                         target = self._release_target(run)
                         durable = True
+                    elif ack is _REJECT and self._config.dlq_enabled:
+                        target = _ARCHIVING  # to the dead-letter queue first
+                        durable = True
                     else:
                         target = ACK_TARGET[ack]
                         durable = True
@@ -364,6 +369,12 @@ class SharePartition:
                 txn.pieces.append((run, RecordState.ARCHIVED))
         return self._start_write(txn) if txn.pieces else None
 
+    def archiving_count(self) -> int:
+        """Records ARCHIVING (waiting for, or being written to, the dead-letter queue)."""
+        return sum(
+            v.last_offset - v.first_offset + 1 for v in self.runs() if v.state is RecordState.ARCHIVING
+        )
+
     def _idle(self, offset: int) -> bool:
         run = self._runs.run_at(offset)
         return run is not None and run.txn is None
@@ -432,10 +443,13 @@ class SharePartition:
             if txn.kind is TransitionKind.LOG_START:
                 _log_start.commit_move(self, txn)
                 return CompleteResult(committed=True, spso=self._spso, records_released=False)
+            archiving = any(target is _ARCHIVING for _, target in txn.pieces)
             released = self._commit(txn, now)
             if txn.start_offset != NO_START_OFFSET:
                 self._durable_spso = max(self._durable_spso, txn.start_offset)
-            return CompleteResult(committed=True, spso=self._spso, records_released=released)
+            return CompleteResult(
+                committed=True, spso=self._spso, records_released=released, archiving=archiving
+            )
         if txn.kind is TransitionKind.LOG_START:
             self._log_start_floor = -1
         follow_ups = self._rollback(txn, now)

@@ -86,12 +86,14 @@ class AcknowledgeResult:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CompleteResult:
     """Outcome of ``complete``: ``writes`` are follow-ups (a rolled-back ack whose lock had lapsed);
-    ``records_released`` tells the shell that parked fetches may now find AVAILABLE records."""
+    ``records_released`` tells the shell that parked fetches may now find AVAILABLE records;
+    ``archiving`` that records became ARCHIVING, durably: the dead-letter writer has work."""
 
     committed: bool
     spso: int
     records_released: bool
     writes: tuple[PendingWrite, ...] = ()
+    archiving: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

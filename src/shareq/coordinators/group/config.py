@@ -23,6 +23,7 @@ ISOLATION_LEVEL = "share.isolation.level"
 HEARTBEAT_INTERVAL_MS = "share.heartbeat.interval.ms"
 SESSION_TIMEOUT_MS = "share.session.timeout.ms"
 DLQ_TOPIC_NAME = "errors.deadletterqueue.topic.name"
+DLQ_COPY_RECORD_ENABLE = "errors.deadletterqueue.copy.record.enable"
 
 GROUP_CONFIG_NAMES: tuple[str, ...] = (
     RECORD_LOCK_DURATION_MS,
@@ -33,6 +34,7 @@ GROUP_CONFIG_NAMES: tuple[str, ...] = (
     HEARTBEAT_INTERVAL_MS,
     SESSION_TIMEOUT_MS,
     DLQ_TOPIC_NAME,
+    DLQ_COPY_RECORD_ENABLE,
 )
 
 ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
@@ -118,6 +120,7 @@ class ShareGroupConfig:
     heartbeat_interval_ms: int
     session_timeout_ms: int
     dlq_topic_name: str
+    dlq_copy_record: bool = False
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -224,8 +227,13 @@ def resolve_group_config(overrides: Mapping[str, str], broker: ShareBrokerConfig
     if isolation not in ISOLATION_LEVELS:
         raise _invalid(f"{ISOLATION_LEVEL} must be one of {', '.join(ISOLATION_LEVELS)}, got {isolation!r}")
     dlq = overrides.get(DLQ_TOPIC_NAME, "").strip()
+    if dlq.startswith("__"):  # Kafka's GroupConfig.validateValues, word for word
+        raise _invalid(f"{DLQ_TOPIC_NAME}: DLQ topic name must not start with '__'")
     if dlq and (_TOPIC_NAME.fullmatch(dlq) is None or dlq in (".", "..")):
         raise _invalid(f"{DLQ_TOPIC_NAME} is not a legal topic name: {dlq!r}")
+    copy_raw = overrides.get(DLQ_COPY_RECORD_ENABLE, "false").strip().lower()
+    if copy_raw not in ("true", "false"):
+        raise _invalid(f"{DLQ_COPY_RECORD_ENABLE} must be true or false, got {copy_raw!r}")
     return ShareGroupConfig(
         record_lock_duration_ms=lock,
         delivery_count_limit=count,
@@ -235,6 +243,7 @@ def resolve_group_config(overrides: Mapping[str, str], broker: ShareBrokerConfig
         heartbeat_interval_ms=heartbeat,
         session_timeout_ms=session,
         dlq_topic_name=dlq,
+        dlq_copy_record=copy_raw == "true",
     )
 
 
@@ -247,6 +256,9 @@ _BROKER_DEFAULT_ATTR = {
     HEARTBEAT_INTERVAL_MS: "heartbeat_interval_ms",
     SESSION_TIMEOUT_MS: "session_timeout_ms",
 }
+
+
+_GROUP_ONLY_DEFAULTS = {DLQ_TOPIC_NAME: "", DLQ_COPY_RECORD_ENABLE: "false"}
 
 
 def describe_group_config(overrides: Mapping[str, str], broker: ShareBrokerConfig) -> tuple[ConfigEntry, ...]:
@@ -264,9 +276,14 @@ def describe_group_config(overrides: Mapping[str, str], broker: ShareBrokerConfi
             )
             continue
         attr = _BROKER_DEFAULT_ATTR.get(name)
-        if attr is None:  # errors.deadletterqueue.topic.name has no broker-level default
+        if attr is None:  # the dead-letter configs have no broker-level default
             entries.append(
-                ConfigEntry(name=name, value="", source=ConfigSource.DEFAULT_CONFIG, is_default=True)
+                ConfigEntry(
+                    name=name,
+                    value=_GROUP_ONLY_DEFAULTS.get(name, ""),
+                    source=ConfigSource.DEFAULT_CONFIG,
+                    is_default=True,
+                )
             )
             continue
         from_broker = _broker_prop(attr) in broker.explicit

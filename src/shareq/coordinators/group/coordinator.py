@@ -24,6 +24,7 @@ from types import MappingProxyType
 from shareq.coordinators.group.admin import ShareGroupAdmin
 from shareq.coordinators.group.assignor import assign
 from shareq.coordinators.group.config import (
+    DLQ_TOPIC_NAME,
     ConfigEntry,
     ShareBrokerConfig,
     ShareGroupConfig,
@@ -432,7 +433,16 @@ class ShareGroupCoordinator(ShareGroupAdmin):
                 merged.pop(name, None)
             else:
                 merged[name] = value
-        resolve_group_config(merged, self.broker)
+        resolved = resolve_group_config(merged, self.broker)
+        group = self._groups.get(group_id)
+        if resolved.dlq_topic_name and group is not None:
+            consumed = set().union(*(m.subscribed_topic_names for m in group.members.values()))
+            if resolved.dlq_topic_name in consumed:  # beyond Kafka: a DLQ feeding its own group loops
+                raise _err(
+                    GroupErrorCode.INVALID_CONFIG,
+                    f"{DLQ_TOPIC_NAME}: DLQ topic {resolved.dlq_topic_name} is a topic share group "
+                    f"{group_id} consumes",
+                )
         if validate_only or merged == self._configs.get(group_id, {}):
             return ()
         records: list[CoordinatorRecord] = []

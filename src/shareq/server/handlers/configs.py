@@ -50,7 +50,8 @@ _TYPES = {bool: 1, str: 2, int: 5}
 _GROUP_STRING_CONFIGS = frozenset(
     {"share.auto.offset.reset", "share.isolation.level", "errors.deadletterqueue.topic.name"}
 )
-_TOPIC_TYPES = {"int": 3, "long": 5, "string": 2, "list": 7}
+_GROUP_BOOLEAN_CONFIGS = frozenset({"errors.deadletterqueue.copy.record.enable"})
+_TOPIC_TYPES = {"boolean": 1, "int": 3, "long": 5, "string": 2, "list": 7}
 
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
@@ -63,6 +64,8 @@ DYNAMIC_BROKER_KEYS = frozenset(
         "log.retention.bytes",
         "log.flush.interval.messages",
         "message.max.bytes",
+        "errors.deadletterqueue.auto.create.topics.enable",
+        "errors.deadletterqueue.topic.name.prefix",
     }
 )
 
@@ -115,7 +118,13 @@ def handle_describe_configs(request: Any, ctx: RequestContext) -> Any:
         elif resource.resource_type == GROUP:
             try:
                 for entry in coordinator(ctx).describe_configs(resource.resource_name):
-                    kind = _TYPES[str] if entry.name in _GROUP_STRING_CONFIGS else _INT
+                    kind = (
+                        _TYPES[str]
+                        if entry.name in _GROUP_STRING_CONFIGS
+                        else _TYPES[bool]
+                        if entry.name in _GROUP_BOOLEAN_CONFIGS
+                        else _INT
+                    )
                     broker_key = GROUP_CONFIG_SYNONYMS.get(entry.name)
                     default = "" if broker_key is None else ctx.broker.config.text(broker_key)
                     overridden = entry.source == _GROUP_SOURCE

@@ -45,12 +45,13 @@ _LENGTH = struct.Struct(">qi")  # baseOffset, batchLength
 
 
 def share_config(group: ShareGroupConfig) -> ShareConfig:
-    """The engine's view of a group's configuration (no dead-letter writer yet: archive instead)."""
+    """The engine's view of a group's configuration: a DLQ topic name turns dead-lettering on
+    (records given up on go ARCHIVING, for the ``DeadLetterWriter``)."""
     return ShareConfig(
         record_lock_duration_ms=group.record_lock_duration_ms,
         delivery_count_limit=group.delivery_count_limit,
         max_record_locks=group.partition_max_record_locks,
-        dlq_enabled=False,
+        dlq_enabled=bool(group.dlq_topic_name),
     )
 
 
@@ -119,6 +120,10 @@ class SharePartitionManager:
         partition = self._services.log_partition(key.topic_id, key.partition)
         if partition is not None:  # the log may have moved on while the group was away
             self.update_log_start(sp, partition.log.log_start_offset)
+        archiving = sp.archiving_count()
+        if archiving:  # persisted ARCHIVING (a crash before ARCHIVED): write them again
+            log.info("%s loaded with %d records ARCHIVING: dead-lettering them again", key, archiving)
+            self._services.dead_letters.notify(key)
         return sp
 
     async def _load(self, key: SharePartitionKey) -> SharePartition:
@@ -258,6 +263,8 @@ class SharePartitionManager:
         if self._partitions.get(sp.key) is not sp:
             return code  # forgotten meanwhile (topic or group deleted)
         done = sp.complete(pending.handle, ok, services.now_ms())
+        if done.archiving:
+            services.dead_letters.notify(sp.key)
         for follow in done.writes:
             self.spawn_write(sp, follow)
         if done.records_released or not ok:

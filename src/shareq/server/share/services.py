@@ -42,6 +42,7 @@ from shareq.share.persister import PersisterError, SharePartitionKey
 from shareq.share.session import ShareSessionCache, TopicIdPartition
 
 from ..partitions import Partition
+from .dead_letters import DeadLetterWriter
 from .manager import SharePartitionManager, share_config
 
 if TYPE_CHECKING:
@@ -88,6 +89,7 @@ class ShareServices:
             clock_ms=_wall_ms,
         )
         self.partitions = SharePartitionManager(self)
+        self.dead_letters = DeadLetterWriter(self)
         self._tasks: set[asyncio.Task[Any]] = set()
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at: float = _FAR
@@ -123,6 +125,7 @@ class ShareServices:
             broker.create_topic(GROUP_METADATA_TOPIC, 1)
         self._replay_group_metadata()
         await self.persister.load()
+        self.dead_letters.start()
         self.reschedule()
 
     async def stop(self) -> None:
@@ -130,6 +133,7 @@ class ShareServices:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
+        await self.dead_letters.stop()
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -319,6 +323,8 @@ class ShareServices:
             sp = self.partitions.cached(key)
             if sp is not None:
                 sp.alter_config(config)
+                if sp.archiving_count():  # the DLQ changed: pending dead letters follow at once
+                    self.dead_letters.notify(key)
 
     # -- the timer -----------------------------------------------------------------------------
 

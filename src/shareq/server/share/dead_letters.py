@@ -1,0 +1,324 @@
+"""``DeadLetterWriter``: the asyncio task that copies ARCHIVING records to share groups' DLQ topics.
+
+Off the ShareFetch path: a committed write that made records ARCHIVING (they are durable by then)
+marks its share-partition in the ``DeadLetterPlanner``; this one task takes the due share-partitions
+in turn, validates the group's DLQ topic (``check_target``), creates it when missing and allowed,
+reads the source records only when the group copies them (the one place the broker decodes a batch,
+compressed ones inflated), appends the dead letters to DLQ partition ``source partition mod count``
+in batches that fit the topic's ``max.message.bytes``, and only then persists ARCHIVED. A failed
+append (the disk, say) is retried after a backoff, the records staying ARCHIVING; a refusal by the
+validation or a record too large for the DLQ topic archives without a DLQ record, logged and
+counted. A crash between the DLQ append and the ARCHIVED write writes the records again after the
+restart (at least once).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from kio.schema.errors import ErrorCode
+
+from shareq.client.records import iter_record_batches
+from shareq.log.batch import HEADER_SIZE
+from shareq.log.errors import LogError, OffsetOutOfRangeError, RecordTooLargeError
+from shareq.log.records import Record, encode_batch
+from shareq.share import RunView, SharePartition
+from shareq.share.dead_letter import (
+    DeadLetterPlanner,
+    DlqRefusal,
+    DlqTopicView,
+    cause_of,
+    check_target,
+    dlq_partition,
+    dlq_record_headers,
+)
+from shareq.share.persister import SharePartitionKey
+
+from ..topic_configs import DLQ_GROUP_ENABLE
+
+if TYPE_CHECKING:
+    from .services import ShareServices
+
+log = logging.getLogger("shareq.share.dlq")
+
+MAX_RECORDS_PER_ROUND = 500
+"""Dead letters one share-partition contributes to one round (one ARCHIVED write)."""
+_READ_BYTES = 1 << 20
+_RECORD_OVERHEAD = 32  # varints and attributes of one record, a safe upper bound for sizing
+
+
+@dataclass(slots=True)
+class DlqStats:
+    """Per group, since the broker started: Kafka's three DLQ metrics and shareq's silent-loss count."""
+
+    records: int = 0
+    """``DeadLetterQueueRecordCount``: dead letters written."""
+    produce_requests: int = 0
+    """``DeadLetterQueueTotalProduceRequests``: appends to a DLQ partition."""
+    failed_produce_requests: int = 0
+    """``DeadLetterQueueFailedProduceRequests``: appends that failed (retried later)."""
+    archived_without_record: int = 0
+    """Records archived without a DLQ record: refused by the validation, or too large."""
+
+
+class DeadLetterWriter:
+    """One task writing every share group's dead letters; ``notify(key)`` when a share-partition
+    has ARCHIVING records."""
+
+    def __init__(self, services: ShareServices) -> None:
+        self._services = services
+        self.planner: DeadLetterPlanner[SharePartitionKey] = DeadLetterPlanner()
+        self.stats: dict[str, DlqStats] = {}
+        self.dead_lettered: dict[SharePartitionKey, int] = {}
+        """Records written to the DLQ per share-partition, since the broker started."""
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._random = random.Random()
+
+    def start(self) -> None:
+        self._task = asyncio.ensure_future(self._run())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
+
+    def notify(self, key: SharePartitionKey) -> None:
+        self.planner.mark(key, self._services.now_ms())
+        self._wake.set()
+
+    def group_stats(self, group: str) -> DlqStats:
+        stats = self.stats.get(group)
+        if stats is None:
+            stats = self.stats[group] = DlqStats()
+        return stats
+
+    async def _run(self) -> None:
+        services = self._services
+        while True:
+            keys = self.planner.due(services.now_ms())
+            if keys:
+                for key in keys:
+                    try:
+                        await self._process(key)
+                    except Exception:  # a bug must not stop every group's dead letters
+                        log.exception("dead-letter write failed for %s", key)
+                        self.planner.failed(key, services.now_ms(), self._random.uniform(-1, 1))
+                    await asyncio.sleep(0)
+                continue
+            self._wake.clear()
+            deadline = self.planner.next_deadline()
+            timeout = None if deadline is None else max(deadline - services.now_ms(), 0) / 1000.0
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), timeout)
+
+    async def _process(self, key: SharePartitionKey) -> None:
+        services = self._services
+        sp = services.partitions.cached(key)
+        source = services.broker.topics.by_id(key.topic_id)
+        if sp is None or source is None:
+            self.planner.forget(key)
+            return
+        ranges = _take(sp.archiving_runs(), MAX_RECORDS_PER_ROUND)
+        if not ranges:
+            self.planner.written(key)
+            return
+        group = services.coordinator.group_config(key.group_id)
+        stats = self.group_stats(key.group_id)
+        count = sum(last - first + 1 for first, last, _ in ranges)
+        broker = services.broker
+        name = group.dlq_topic_name
+        topic = broker.topics.get(name) if name else None
+        verdict = check_target(
+            group=key.group_id,
+            topic=name,
+            source_topic=source.name,
+            prefix=str(broker.config["errors.deadletterqueue.topic.name.prefix"] or ""),
+            auto_create=bool(broker.config["errors.deadletterqueue.auto.create.topics.enable"]),
+            view=DlqTopicView(
+                exists=topic is not None,
+                opted_in=topic is not None and topic.configs.get(DLQ_GROUP_ENABLE, "false").lower() == "true",
+            ),
+        )
+        if isinstance(verdict, DlqRefusal):
+            log.warning("%s (%d records archived without a DLQ record)", verdict.message, count)
+            stats.archived_without_record += count
+            await self._archive(sp, key, ranges)
+            return
+        if verdict.create:
+            try:
+                broker.create_topic(
+                    name, -1, {DLQ_GROUP_ENABLE: "true", "message.timestamp.type": "CreateTime"}
+                )
+                log.info("created DLQ topic %s for share group %s", name, key.group_id)
+            except Exception as error:  # created meanwhile, or cannot be: try again later
+                if broker.topics.get(name) is None:
+                    log.warning("cannot create DLQ topic %s: %s", name, error)
+                    self._failed(key, stats)
+                    return
+            topic = broker.topics.get(name)
+        assert topic is not None
+        partition = broker.partition(name, dlq_partition(key.partition, topic.partitions))
+        if partition is None:
+            self._failed(key, stats)
+            return
+        records = self._build(sp, key, source.name, ranges, group.dlq_copy_record, group.delivery_count_limit)
+        limit = partition.log.config.max_message_bytes - HEADER_SIZE
+        now = services.now_ms()
+        written = 0
+        too_large = 0
+        for chunk in _chunks(records, limit):
+            try:
+                partition.log.append(encode_batch(chunk, base_timestamp=now), now_ms=now)
+                stats.produce_requests += 1
+                written += len(chunk)
+            except RecordTooLargeError as error:
+                if len(chunk) > 1:  # the estimate was short: one record per append
+                    for record in chunk:
+                        try:
+                            partition.log.append(encode_batch([record], base_timestamp=now), now_ms=now)
+                            stats.produce_requests += 1
+                            written += 1
+                        except RecordTooLargeError:
+                            too_large += 1
+                else:
+                    log.warning(
+                        "dead letter of share group %s larger than DLQ topic %s allows (%s): "
+                        "archived without a DLQ record",
+                        key.group_id,
+                        name,
+                        error,
+                    )
+                    too_large += 1
+            except LogError as error:
+                log.warning("DLQ append to %s failed, retrying: %s", name, error)
+                partition.notify()
+                self._failed(key, stats)
+                return
+        partition.notify()
+        stats.records += written
+        stats.archived_without_record += too_large
+        self.dead_lettered[key] = self.dead_lettered.get(key, 0) + written
+        await self._archive(sp, key, ranges)
+
+    async def _archive(
+        self, sp: SharePartition, key: SharePartitionKey, ranges: list[tuple[int, int, int]]
+    ) -> None:
+        """Persist ARCHIVED for ``ranges``; more ARCHIVING records mean another round."""
+        services = self._services
+        pending = sp.dead_lettered(ranges[0][0], ranges[-1][1])
+        if pending is not None:
+            code = await services.partitions.write(sp, pending)
+            if code != ErrorCode.none:
+                self._failed(key, self.group_stats(key.group_id))
+                return
+        self.planner.written(key)
+        if services.partitions.cached(key) is sp and sp.archiving_runs():
+            self.notify(key)
+
+    def _failed(self, key: SharePartitionKey, stats: DlqStats) -> None:
+        stats.failed_produce_requests += 1
+        self.planner.failed(key, self._services.now_ms(), self._random.uniform(-1, 1))
+        self._wake.set()
+
+    def _build(
+        self,
+        sp: SharePartition,
+        key: SharePartitionKey,
+        topic: str,
+        ranges: list[tuple[int, int, int]],
+        copy: bool,
+        limit: int,
+    ) -> list[Record]:
+        sources = self._read(key, ranges) if copy else {}
+        out: list[Record] = []
+        for first, last, count in ranges:
+            cause = cause_of(count, limit)
+            for offset in range(first, last + 1):
+                headers = dlq_record_headers(
+                    topic=topic,
+                    partition=key.partition,
+                    offset=offset,
+                    group=key.group_id,
+                    delivery_count=count,
+                    cause=cause,
+                )
+                original = sources.get(offset)
+                if original is None:
+                    out.append(Record(headers=headers))
+                else:
+                    out.append(
+                        Record(key=original.key, value=original.value, headers=original.headers + headers)
+                    )
+        return out
+
+    def _read(self, key: SharePartitionKey, ranges: list[tuple[int, int, int]]) -> dict[int, Record]:
+        """The source records of ``ranges`` still in the log (compacted or deleted ones are not)."""
+        partition = self._services.log_partition(key.topic_id, key.partition)
+        found: dict[int, Record] = {}
+        if partition is None:
+            return found
+        plog = partition.log
+        for first, last, _ in ranges:
+            offset = max(first, plog.log_start_offset)
+            while offset <= last:
+                try:
+                    data = plog.read(offset, _READ_BYTES, end_offset=last)
+                except (OffsetOutOfRangeError, LogError):
+                    break
+                if not data.batches:
+                    break
+                try:
+                    for batch in iter_record_batches(data.records):
+                        if batch.header.is_control:
+                            continue
+                        for record in batch.records:
+                            if first <= record.offset <= last:
+                                found[record.offset] = record
+                except Exception:
+                    log.warning("cannot read source records of %s at %d", key, offset, exc_info=True)
+                    break
+                offset = data.batches[-1][1] + 1
+        return found
+
+
+def _take(runs: tuple[RunView, ...], budget: int) -> list[tuple[int, int, int]]:
+    """(first, last, delivery count) of the first ``budget`` ARCHIVING records, in offset order."""
+    out: list[tuple[int, int, int]] = []
+    for run in runs:
+        if budget <= 0:
+            break
+        last = min(run.last_offset, run.first_offset + budget - 1)
+        out.append((run.first_offset, last, run.delivery_count))
+        budget -= last - run.first_offset + 1
+    return out
+
+
+def _size(record: Record) -> int:
+    size = _RECORD_OVERHEAD + len(record.key or b"") + len(record.value or b"")
+    for name, value in record.headers:
+        size += 10 + len(name) + len(value or b"")
+    return size
+
+
+def _chunks(records: list[Record], limit: int) -> list[list[Record]]:
+    """Split ``records`` into batches whose estimated size stays within ``limit`` bytes."""
+    out: list[list[Record]] = []
+    current: list[Record] = []
+    used = 0
+    for record in records:
+        size = _size(record)
+        if current and used + size > limit:
+            out.append(current)
+            current, used = [], 0
+        current.append(record)
+        used += size
+    if current:
+        out.append(current)
+    return out
