@@ -175,6 +175,10 @@ register(
     Setting(name="group.consumer.session.timeout.ms", type=int, default=45_000, validator=_positive),
     Setting(name="group.consumer.heartbeat.interval.ms", type=int, default=5_000, validator=_positive),
     Setting(name="group.consumer.max.size", type=int, default=2**31 - 1, validator=_positive),
+    Setting(name="group.consumer.min.session.timeout.ms", type=int, default=45_000, validator=_positive),
+    Setting(name="group.consumer.max.session.timeout.ms", type=int, default=60_000, validator=_positive),
+    Setting(name="group.consumer.min.heartbeat.interval.ms", type=int, default=5_000, validator=_positive),
+    Setting(name="group.consumer.max.heartbeat.interval.ms", type=int, default=15_000, validator=_positive),
     Setting(
         name="offsets.retention.minutes",
         type=int,

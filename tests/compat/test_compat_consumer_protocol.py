@@ -8,7 +8,7 @@ import time
 from typing import Any
 
 import pytest
-from compat_support import FAST, Server, create_topic, differs_on_shareq, produce
+from compat_support import FAST, Server, create_topic, produce
 from confluent_kafka import Consumer, KafkaError, KafkaException
 from kio.schema.errors import ErrorCode
 
@@ -18,6 +18,10 @@ from shareq.client import KafkaError as ShareqKafkaError
 pytestmark = pytest.mark.timeout(90)
 
 INVALID_CONFIG = 40
+DEFAULT_CONFIG = 5
+GROUP_CONFIG = 8
+DEFAULTS = {"consumer.session.timeout.ms": "45000", "consumer.heartbeat.interval.ms": "5000"}
+SET = {"consumer.session.timeout.ms": "50000", "consumer.heartbeat.interval.ms": "6000"}
 
 
 def _consumer(server: Server, group: str, **extra: Any) -> Consumer:
@@ -140,12 +144,22 @@ def _alter(server: Server, group: str, name: str, value: str) -> int:
     ids=["session-ok", "session-below-min", "heartbeat-ok", "heartbeat-below-min"],
 )
 def test_consumer_group_config_bounds(
-    server: Server, names: tuple[str, str], name: str, value: str, code: int, request: pytest.FixtureRequest
+    server: Server, names: tuple[str, str], name: str, value: str, code: int
 ) -> None:
     """The ``consumer.*`` group configs are checked against the broker's ``group.consumer.*`` bounds."""
-    if code == 0:  # shareq refuses consumer.* names as unknown group configs
-        differs_on_shareq(request, server, "issue 11: consumer.* group configs")
     assert _alter(server, names[1], name, value) == code
+
+
+@pytest.mark.parametrize("name", ["consumer.session.timeout.ms", "consumer.heartbeat.interval.ms"])
+def test_consumer_group_config_defaults(server: Server, names: tuple[str, str], name: str) -> None:
+    """A fresh group describes the ``consumer.*`` configs with Kafka's defaults, then a value set."""
+    with Admin(server.bootstrap) as admin:
+        resource = ConfigResource(ResourceType.GROUP, names[1])
+        described = next(iter(admin.describe_configs([resource]).values()))[name]
+        assert (described.value, int(described.source)) == (DEFAULTS[name], DEFAULT_CONFIG)
+        admin.alter_configs(resource, {name: SET[name]})
+        described = next(iter(admin.describe_configs([resource]).values()))[name]
+        assert (described.value, int(described.source)) == (SET[name], GROUP_CONFIG)
 
 
 def test_shareq_group_consumer_and_admin(server: Server, names: tuple[str, str]) -> None:
@@ -181,3 +195,18 @@ def test_shareq_group_consumer_and_admin(server: Server, names: tuple[str, str])
         with pytest.raises(ShareqKafkaError) as missing:
             admin.describe_consumer_group(group + "-none")
         assert missing.value.code == ErrorCode.group_id_not_found
+
+
+def test_group_heartbeat_interval_config_reaches_members(server: Server, names: tuple[str, str]) -> None:
+    """``consumer.heartbeat.interval.ms`` set on a group is the interval its members are told."""
+    topic, group = names
+    create_topic(server, topic)
+    with Admin(server.bootstrap) as admin:
+        resource = ConfigResource(ResourceType.GROUP, group)
+        admin.alter_configs(resource, {"consumer.heartbeat.interval.ms": "7000"})
+    member = GroupConsumer(server.bootstrap, group, [topic], request_timeout=15)
+    try:
+        member.poll(0.5)
+        assert member.heartbeat_interval_ms == 7000
+    finally:
+        member.close()

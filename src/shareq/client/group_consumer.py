@@ -151,6 +151,11 @@ class GroupConsumer:
     def _until_heartbeat(self) -> float:
         return max(0.0, self._next_heartbeat - time.monotonic())
 
+    @property
+    def heartbeat_interval_ms(self) -> int:
+        """The interval the coordinator last asked for."""
+        return round(self._interval_s * 1000)
+
     def assignment(self) -> list[tuple[str, int]]:
         return self._fetcher.assignment()
 

@@ -95,7 +95,8 @@ class ConsumerGroupServices:
                 heartbeat_interval_ms=config["group.consumer.heartbeat.interval.ms"],
                 max_size=config["group.consumer.max.size"],
                 assignors=consumer_assignors(config["group.consumer.assignors"]),
-            )
+            ),
+            group_timeouts=self._group_timeouts,
         )
         self.offsets = ConsumerOffsets()
         self._retention_ms = config["offsets.retention.minutes"] * 60_000
@@ -410,6 +411,15 @@ class ConsumerGroupServices:
         records += self.offsets.delete_group(group_id)
         self._persist(records)
         self._register(group_id)
+
+    def _group_timeouts(self, group_id: str) -> tuple[int, int]:
+        """A KIP-848 group's session timeout and heartbeat interval: its ``consumer.*`` group configs,
+        else the broker's ``group.consumer.*``."""
+        share = self.broker.share
+        if share is None:
+            return self.consumer.config.session_timeout_ms, self.consumer.config.heartbeat_interval_ms
+        config = share.coordinator.group_config(group_id)
+        return config.consumer_session_timeout_ms, config.consumer_heartbeat_interval_ms
 
     def _consumed(self, group_id: str) -> frozenset[str] | None:
         """Topics whose offsets the group's members keep alive; ``None`` when it has no members."""

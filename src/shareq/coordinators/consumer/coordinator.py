@@ -154,9 +154,16 @@ class ConsumerGroupCoordinator:
     """All KIP-848 consumer groups of this broker."""
 
     def __init__(
-        self, config: ConsumerConfig | None = None, *, new_member_id: Callable[[], str] | None = None
+        self,
+        config: ConsumerConfig | None = None,
+        *,
+        new_member_id: Callable[[], str] | None = None,
+        group_timeouts: Callable[[str], tuple[int, int]] | None = None,
     ) -> None:
+        """``group_timeouts(group_id)`` gives a group's (session timeout, heartbeat interval) in ms, its
+        ``consumer.*`` group configs; without it every group has the broker's."""
         self.config = config or ConsumerConfig()
+        self._group_timeouts = group_timeouts
         self._new_member_id = new_member_id or (lambda: str(uuid.uuid4()))
         self._groups: dict[str, ConsumerGroup] = {}
         self._deadlines: list[tuple[int, int, str, str]] = []
@@ -258,7 +265,7 @@ class ConsumerGroupCoordinator:
         return ConsumerHeartbeatResult(
             member_id=mid,
             member_epoch=member.epoch,
-            heartbeat_interval_ms=self.config.heartbeat_interval_ms,
+            heartbeat_interval_ms=self._timeouts(gid)[1],
             assignment=dict(member.assigned) if changed else None,
         )
 
@@ -357,8 +364,13 @@ class ConsumerGroupCoordinator:
     # ----------------------------------------------------------------- timers
 
     def _touch(self, group: ConsumerGroup, member: ConsumerMember, now_ms: int) -> None:
-        member.session_deadline = now_ms + self.config.session_timeout_ms
+        member.session_deadline = now_ms + self._timeouts(group.group_id)[0]
         self._push(member.session_deadline, _SESSION, group.group_id, member.member_id)
+
+    def _timeouts(self, group_id: str) -> tuple[int, int]:
+        if self._group_timeouts is not None:
+            return self._group_timeouts(group_id)
+        return self.config.session_timeout_ms, self.config.heartbeat_interval_ms
 
     def _push(self, deadline: int, kind: int, gid: str, mid: str) -> None:
         heapq.heappush(self._deadlines, (deadline, kind, gid, mid))

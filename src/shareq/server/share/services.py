@@ -67,7 +67,7 @@ class ShareServices:
         props = {
             name: str(value)
             for name, value in config.items()
-            if name.startswith("group.share.") and value != _default(name)
+            if name.startswith(("group.share.", "group.consumer.")) and value != _default(name)
         }
         self.broker_config = ShareBrokerConfig.from_properties(props)
         self.coordinator = ShareGroupCoordinator(self.broker_config)
