@@ -363,3 +363,62 @@ def test_kip848_consumer_protocol_two_then_three_members(tmp_path: Path) -> None
                 consumer.close()
         assert owners.violations == [], owners.log
         assert len(seen) == 600
+
+
+def test_kip848_members_carry_on_through_a_broker_sigkill(tmp_path: Path) -> None:
+    """A KIP-848 group's members, epochs and assignments are durable: after the broker is SIGKILLed
+    and restarted, the same two members keep their partitions at the same epoch (no rebalance) and
+    consume what is produced next exactly once, from their committed offsets."""
+    broker = BrokerProcess(tmp_path / "data").start()
+    consumers: dict[str, Consumer] = {}
+    try:
+        create_topic(broker.bootstrap, "steady", 4)
+        produce(broker.bootstrap, "steady", [b"%d" % i for i in range(40)], 4)
+        settings = {
+            "bootstrap.servers": broker.bootstrap,
+            "group.id": "steady-g",
+            "group.protocol": "consumer",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            **FAST_FAILURE,
+        }
+        consumers = {name: Consumer(settings) for name in ("a", "b")}
+        for consumer in consumers.values():
+            consumer.subscribe(["steady"])
+        seen: dict[tuple[int, int], str] = {}
+        drain(consumers, seen, 40, time.monotonic() + DEADLINE_S)
+        before = _members(broker.bootstrap, "steady-g")
+        assert len(before) == 2 and all(parts for _, parts in before.values())
+        broker.kill()
+        broker.start()
+        produce(broker.bootstrap, "steady", [b"late-%d" % i for i in range(8)], 4)
+        drain(consumers, seen, 48, time.monotonic() + DEADLINE_S)
+        assert sorted(seen) == [(p, o) for p in range(4) for o in range(12)]
+        for (partition, offset), name in seen.items():
+            if offset >= 10:  # consumed after the restart by the member that owned it before
+                assert partition in before[consumers[name].memberid()][1]
+        assert _members(broker.bootstrap, "steady-g") == before
+    finally:
+        for consumer in consumers.values():
+            consumer.close()
+        broker.kill()
+
+
+def _members(bootstrap: str, group: str) -> dict[str, tuple[int, frozenset[int]]]:
+    """member id -> (epoch, partitions of ``steady``) as ConsumerGroupDescribe reports them."""
+    from shareq.client import Admin
+
+    with Admin(bootstrap) as admin:
+        conn = admin.cluster.coordinator(group)
+        _v, m = conn.module(69)
+        response = conn.send(
+            m.ConsumerGroupDescribeRequest(group_ids=(group,), include_authorized_operations=False)
+        )
+    (g,) = response.groups
+    return {
+        mb.member_id: (
+            int(mb.member_epoch),
+            frozenset(p for tp in mb.assignment.topic_partitions for p in tp.partitions),
+        )
+        for mb in g.members
+    }

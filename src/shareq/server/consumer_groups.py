@@ -54,6 +54,7 @@ from shareq.coordinators.consumer import (
     ConsumerHeartbeat,
     ConsumerHeartbeatResult,
 )
+from shareq.coordinators.consumer.records import RECORD_TYPES as CONSUMER_RECORD_TYPES
 from shareq.coordinators.group import SHARE_GROUP_TYPE, CoordinatorRecord
 from shareq.log.scan import DATA, log_entries
 
@@ -137,6 +138,11 @@ class ConsumerGroupServices:
                 self.offsets.end_transaction(entry.producer_id, commit=entry.marker == 1)
             elif entry.key is not None and record_type(entry.key) in RECORD_TYPES:
                 self.replay(entry.key, entry.value, producer_id=entry.producer_id)
+            elif entry.key is not None and record_type(entry.key) in CONSUMER_RECORD_TYPES:
+                self.consumer.replay(entry.key, entry.value)
+        self.consumer.loaded(_wall_ms())
+        for group_id in self.consumer.group_ids():
+            self._register(group_id)
 
     def replay(self, key: bytes, value: bytes | None, *, producer_id: int = -1) -> None:
         """Apply one durable classic-group or offset record (a transactional one stays pending)."""
@@ -208,6 +214,7 @@ class ConsumerGroupServices:
                     f"group {request.group_id} is a consumer group",
                 )
             self.consumer.delete(request.group_id)  # an empty consumer group becomes classic
+            self._persist(self.consumer.take_records())
         result = self.coordinator.join(request, now_ms=_wall_ms())
         self._register(request.group_id)
         future: asyncio.Future[JoinResponse] | None = None
@@ -282,6 +289,7 @@ class ConsumerGroupServices:
                 )
             self.coordinator.forget(gid)  # an empty classic group (offsets only) becomes a consumer group
         result = self.consumer.heartbeat(request, now_ms=_wall_ms(), topics=self._topics())
+        self._persist(self.consumer.take_records())
         self._register(gid)
         self._reschedule()
         return result
@@ -405,7 +413,7 @@ class ConsumerGroupServices:
         """DeleteGroups for a classic or consumer group: empty only; its offsets go with it."""
         if self.consumer.group(group_id) is not None:
             self.consumer.delete(group_id)
-            records = [group_record(group_id, None)]  # it may have been a classic group before
+            records = [*self.consumer.take_records(), group_record(group_id, None)]  # maybe classic before
         else:
             records = list(self.coordinator.delete(group_id))
         records += self.offsets.delete_group(group_id)
@@ -443,7 +451,7 @@ class ConsumerGroupServices:
             if self._consumed(group_id) is None and self.group_type(group_id) is not None:
                 if self.consumer.group(group_id) is not None:
                     self.consumer.delete(group_id)
-                    records.append(group_record(group_id, None))
+                    records += [*self.consumer.take_records(), group_record(group_id, None)]
                 else:
                     records += self.coordinator.delete(group_id)
                 log.info("group %s expired: no members and no offsets left", group_id)
@@ -481,6 +489,7 @@ class ConsumerGroupServices:
         try:
             now = _wall_ms()
             self.consumer.expire(now, self._topics())
+            self._persist(self.consumer.take_records())
             self._apply(self.coordinator.expire(now))
             if now >= self._retention_due:
                 self._retention_due = now + self._retention_check_ms

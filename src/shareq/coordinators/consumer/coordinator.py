@@ -13,9 +13,11 @@ joins the subscription on the next one. Each member then reconciles towards its 
 2. then it moves to the new epoch and receives its target minus the partitions other members
    still hold or are still revoking; those come on a later heartbeat, once released.
 
-So no partition is ever owned by two members at once. Members are not persisted (they rejoin
-after a restart with UNKNOWN_MEMBER_ID). Time comes in as ``now_ms``; ``next_deadline()`` and
-``expire()`` drive session and revocation timeouts.
+So no partition is ever owned by two members at once. Every change to a group or a member leaves
+its durable record in ``take_records()`` (``records.py``: written only when state changes, not per
+heartbeat), which the shell appends before answering; ``replay`` and ``loaded`` rebuild the groups
+after a restart, so members carry on with their epochs and assignments. Time comes in as
+``now_ms``; ``next_deadline()`` and ``expire()`` drive session and revocation timeouts.
 """
 
 from __future__ import annotations
@@ -29,7 +31,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from shareq.coordinators.classic.errors import ClassicErrorCode, ClassicRequestError
+from shareq.coordinators.group.records import CoordinatorRecord
 
+from . import records as rec
 from .assignor import ASSIGNORS, RANGE, UNIFORM, Assignment
 
 E = ClassicErrorCode
@@ -164,6 +168,7 @@ class ConsumerGroupCoordinator:
         ``consumer.*`` group configs; without it every group has the broker's."""
         self.config = config or ConsumerConfig()
         self._group_timeouts = group_timeouts
+        self._outbox: list[CoordinatorRecord] = []
         self._new_member_id = new_member_id or (lambda: str(uuid.uuid4()))
         self._groups: dict[str, ConsumerGroup] = {}
         self._deadlines: list[tuple[int, int, str, str]] = []
@@ -180,11 +185,22 @@ class ConsumerGroupCoordinator:
             raise _err(E.GROUP_ID_NOT_FOUND, f"group {group_id} not found")
         if group.members:
             raise _err(E.NON_EMPTY_GROUP, f"group {group_id} is not empty")
+        before = self._durable(group_id)
         del self._groups[group_id]
+        self._changed(group_id, before)
 
     # ----------------------------------------------------------------- heartbeat
 
     def heartbeat(
+        self, request: ConsumerHeartbeat, *, now_ms: int, topics: Mapping[str, tuple[uuid.UUID, int]]
+    ) -> ConsumerHeartbeatResult:
+        """One ConsumerGroupHeartbeat. Raises ``ClassicRequestError``; then nothing changed."""
+        before = self._durable(request.group_id)
+        result = self._heartbeat(request, now_ms=now_ms, topics=topics)
+        self._changed(request.group_id, before)
+        return result
+
+    def _heartbeat(
         self, request: ConsumerHeartbeat, *, now_ms: int, topics: Mapping[str, tuple[uuid.UUID, int]]
     ) -> ConsumerHeartbeatResult:
         gid, epoch = request.group_id, request.member_epoch
@@ -394,6 +410,110 @@ class ConsumerGroupCoordinator:
         removed = []
         while (deadline := self.next_deadline()) is not None and deadline <= now_ms:
             _, _, gid, mid = heapq.heappop(self._deadlines)
+            before = self._durable(gid)
             self._remove(self._groups[gid], mid, topics)
+            self._changed(gid, before)
             removed.append((gid, mid))
         return removed
+
+    # ----------------------------------------------------------------- durability
+
+    def take_records(self) -> list[CoordinatorRecord]:
+        """The records of the changes made since the last call, to append in order."""
+        out, self._outbox = self._outbox, []
+        return out
+
+    def _durable(self, group_id: str) -> tuple[bytes | None, dict[str, bytes]]:
+        """The encoded durable state of a group: its record and its members' records."""
+        group = self._groups.get(group_id)
+        if group is None:
+            return None, {}
+        value = rec.encode_value(
+            {
+                "epoch": group.group_epoch,
+                "assignment_epoch": group.assignment_epoch,
+                "assignor": group.assignor,
+                "topics": {name: [str(tid), n] for name, (tid, n) in sorted(group.topics.items())},
+            }
+        )
+        members = {mid: self._member_value(group, m) for mid, m in group.members.items()}
+        return value, members
+
+    @staticmethod
+    def _member_value(group: ConsumerGroup, m: ConsumerMember) -> bytes:
+        return rec.encode_value(
+            {
+                "instance_id": m.instance_id,
+                "rack_id": m.rack_id,
+                "client_id": m.client_id,
+                "client_host": m.client_host,
+                "subscribed": sorted(m.subscribed),
+                "regex": m.regex,
+                "resolved": sorted(m.resolved),
+                "server_assignor": m.server_assignor,
+                "epoch": m.epoch,
+                "previous_epoch": m.previous_epoch,
+                "assigned": rec.encode_assignment(m.assigned),
+                "revoking": rec.encode_assignment(m.revoking),
+                "target": rec.encode_assignment(group.target.get(m.member_id, {})),
+                "rebalance_timeout_ms": m.rebalance_timeout_ms,
+            }
+        )
+
+    def _changed(self, group_id: str, before: tuple[bytes | None, dict[str, bytes]]) -> None:
+        group_before, members_before = before
+        group_after, members_after = self._durable(group_id)
+        for mid, value in members_after.items():
+            if members_before.get(mid) != value:
+                self._outbox.append(rec.record(rec.member_key(group_id, mid), value))
+        for mid in members_before.keys() - members_after.keys():
+            self._outbox.append(rec.record(rec.member_key(group_id, mid), None))
+        if group_after != group_before:
+            self._outbox.append(rec.record(rec.group_key(group_id), group_after))
+
+    def replay(self, key: bytes, value: bytes | None) -> None:
+        """Apply one durable record (loading after a restart); ``loaded`` arms the timers after.
+        Raises ``ClassicStateError`` for a corrupt record."""
+        kind, group_id, member_id = rec.decode_key(key)
+        if kind is rec.ConsumerRecordType.CONSUMER_GROUP:
+            if value is None:
+                self._groups.pop(group_id, None)
+                return
+            v = rec.decode_value(value)
+            group = self._groups.setdefault(group_id, ConsumerGroup(group_id=group_id))
+            group.group_epoch, group.assignment_epoch = int(v["epoch"]), int(v["assignment_epoch"])
+            group.assignor = str(v["assignor"])
+            group.topics = {name: (uuid.UUID(tid), int(n)) for name, (tid, n) in v["topics"].items()}
+            return
+        group = self._groups.setdefault(group_id, ConsumerGroup(group_id=group_id))
+        if value is None:
+            group.members.pop(member_id, None)
+            group.target.pop(member_id, None)
+            return
+        v = rec.decode_value(value)
+        group.members[member_id] = ConsumerMember(
+            member_id=member_id,
+            instance_id=v["instance_id"],
+            rack_id=v["rack_id"],
+            client_id=v["client_id"],
+            client_host=v["client_host"],
+            subscribed=frozenset(v["subscribed"]),
+            regex=v["regex"],
+            resolved=frozenset(v["resolved"]),
+            server_assignor=v["server_assignor"],
+            epoch=int(v["epoch"]),
+            previous_epoch=int(v["previous_epoch"]),
+            assigned=rec.decode_assignment(v["assigned"]),
+            revoking=rec.decode_assignment(v["revoking"]),
+            rebalance_timeout_ms=int(v["rebalance_timeout_ms"]),
+        )
+        group.target[member_id] = rec.decode_assignment(v["target"])
+
+    def loaded(self, now_ms: int) -> None:
+        """After replay: every member gets a fresh session (and revocation) deadline from now."""
+        for group in self._groups.values():
+            for member in group.members.values():
+                self._touch(group, member, now_ms)
+                if member.revoking:
+                    member.revoke_deadline = now_ms + member.rebalance_timeout_ms
+                    self._push(member.revoke_deadline, _REVOKE, group.group_id, member.member_id)
