@@ -422,3 +422,44 @@ def _members(bootstrap: str, group: str) -> dict[str, tuple[int, frozenset[int]]
         )
         for mb in g.members
     }
+
+
+def test_classic_members_carry_on_through_a_broker_sigkill(tmp_path: Path) -> None:
+    """A Stable classic group's members and assignments are durable: after a SIGKILL and restart the
+    two members keep heartbeating at their generation, with no rebalance (no assignment callback),
+    and consume what is produced next exactly once."""
+    broker = BrokerProcess(tmp_path / "data", "group.initial.rebalance.delay.ms=0").start()
+    consumers: dict[str, Consumer] = {}
+    try:
+        create_topic(broker.bootstrap, "calm", 4)
+        produce(broker.bootstrap, "calm", [b"%d" % i for i in range(40)], 4)
+        ownership = Ownership()
+        consumers = {name: group_consumer(broker.bootstrap, "calm-g", "range") for name in ("a", "b")}
+        for name, consumer in consumers.items():
+            consumer.subscribe(["calm"], **ownership.callbacks(name))
+        seen: dict[tuple[int, int], str] = {}
+        drain(consumers, seen, 40, time.monotonic() + DEADLINE_S)
+        _keep_polling(consumers, 2.0)
+        owners, rebalances = dict(ownership.owner), len(ownership.log)
+        assert sorted(owners) == [0, 1, 2, 3] and set(owners.values()) == {"a", "b"}
+        broker.kill()
+        broker.start()
+        produce(broker.bootstrap, "calm", [b"late-%d" % i for i in range(8)], 4)
+        drain(consumers, seen, 48, time.monotonic() + DEADLINE_S)
+        _keep_polling(consumers, 2.0)  # four heartbeat intervals: a lost member would rejoin meanwhile
+        assert sorted(seen) == [(p, o) for p in range(4) for o in range(12)]
+        assert all(seen[(p, o)] == owners[p] for p in range(4) for o in range(10, 12))
+        assert len(ownership.log) == rebalances, ownership.log
+    finally:
+        for consumer in consumers.values():
+            consumer.close()
+        broker.kill()
+
+
+def _keep_polling(consumers: dict[str, Consumer], seconds: float) -> None:
+    """Serve the consumers' callbacks and heartbeats for ``seconds`` (nothing new to consume)."""
+    until = time.monotonic() + seconds
+    while time.monotonic() < until:
+        for consumer in consumers.values():
+            message = consumer.poll(0.05)
+            assert message is None or message.error() is not None

@@ -140,6 +140,7 @@ class ConsumerGroupServices:
                 self.replay(entry.key, entry.value, producer_id=entry.producer_id)
             elif entry.key is not None and record_type(entry.key) in CONSUMER_RECORD_TYPES:
                 self.consumer.replay(entry.key, entry.value)
+        self.coordinator.loaded(_wall_ms())
         self.consumer.loaded(_wall_ms())
         for group_id in self.consumer.group_ids():
             self._register(group_id)
