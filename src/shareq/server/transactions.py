@@ -113,6 +113,7 @@ class TransactionServices:
             )
             if not write.decision:
                 self._persist(write)
+                self._reschedule()  # the id's expiration
                 return write.metadata
             self._decide(write)
             if producer_id >= 0:  # KIP-360: the aborted producer continues with the bumped epoch
