@@ -273,3 +273,59 @@ def test_send_offsets_to_transaction(embedded_broker: EmbeddedBroker) -> None:
     finally:
         consumer.close()
     assert sorted(read_all(bootstrap, sink, 1, "read_committed")) == sorted(f"IN-{i}" for i in range(10))
+
+
+def test_kafka_python_send_offsets_and_fencing(embedded_broker: EmbeddedBroker) -> None:
+    """kafka-python (TxnOffsetCommit v3 without member information, EndTxn v3): the offsets commit
+    with the transaction, and a zombie gets PRODUCER_FENCED (90)."""
+    from kafka import KafkaConsumer, KafkaProducer, OffsetAndMetadata
+    from kafka import TopicPartition as KTopicPartition
+    from kafka.errors import ProducerFencedError
+
+    bootstrap = embedded_broker.bootstrap
+    source, sink = create_topic(bootstrap, 1), create_topic(bootstrap, 1)
+    feeder = KafkaProducer(bootstrap_servers=bootstrap)
+    for i in range(10):
+        feeder.send(source, f"v{i}".encode(), partition=0)
+    feeder.flush()
+    feeder.close()
+    group = f"kp-{uuid.uuid4().hex[:6]}"
+    consumer = KafkaConsumer(
+        source,
+        bootstrap_servers=bootstrap,
+        group_id=group,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        isolation_level="read_committed",
+    )
+    txn_id = f"kp-{uuid.uuid4().hex[:6]}"
+    producer = KafkaProducer(bootstrap_servers=bootstrap, transactional_id=txn_id)
+    successor = None
+    try:
+        producer.init_transactions()
+        got: list[object] = []
+        deadline = time.monotonic() + 20
+        while len(got) < 10:
+            assert time.monotonic() < deadline, "kafka-python consumer got no records"
+            for records in consumer.poll(200).values():
+                got += records
+        producer.begin_transaction()
+        for m in got:
+            producer.send(sink, m.value.upper(), partition=0)  # type: ignore[attr-defined]
+        producer.send_offsets_to_transaction(
+            {KTopicPartition(source, 0): OffsetAndMetadata(10, "", -1)}, group
+        )
+        producer.commit_transaction()
+        assert consumer.committed(KTopicPartition(source, 0)) == 10
+        successor = KafkaProducer(bootstrap_servers=bootstrap, transactional_id=txn_id)
+        successor.init_transactions()
+        producer.begin_transaction()
+        producer.send(sink, b"zombie", partition=0)
+        with pytest.raises(ProducerFencedError):
+            producer.commit_transaction()
+    finally:
+        consumer.close()
+        producer.close(timeout=5)
+        if successor is not None:
+            successor.close(timeout=5)
+    assert sorted(read_all(bootstrap, sink, 1, "read_committed")) == sorted(f"V{i}" for i in range(10))

@@ -132,3 +132,99 @@ def test_exactly_once_through_broker_kills(tmp_path: Path) -> None:
     finally:
         killer_done.wait(30)
         broker.kill()
+
+
+def _wait_dead(broker: BrokerProcess, timeout_s: float = 30.0) -> None:
+    assert broker.process is not None
+    broker.process.wait(timeout=timeout_s)
+
+
+@pytest.mark.parametrize("point", ["txn.after_prepare", "txn.after_marker:1", "txn.before_complete"])
+def test_decision_logged_before_a_crash_is_completed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, point: str
+) -> None:
+    """The broker dies inside commit_transaction after PrepareCommit; the restarted broker writes
+    the missing markers (never a second one), completes the commit, and the client's retried
+    EndTxn succeeds: every record is visible to read_committed and the LSO is the log end."""
+    monkeypatch.setenv("SHAREQ_CRASH_AT", point)
+    broker = BrokerProcess(tmp_path / "data").start()
+    monkeypatch.delenv("SHAREQ_CRASH_AT")
+    restarter: threading.Thread | None = None
+    try:
+        bootstrap = broker.bootstrap
+        topic = create_topic(bootstrap, 3)
+        producer = Producer(
+            {"bootstrap.servers": bootstrap, "transactional.id": f"crash-{point}", **FAST_FAILURE}
+        )
+        producer.init_transactions(15)
+        producer.begin_transaction()
+        for i in range(9):
+            producer.produce(topic, f"v{i}".encode(), partition=i % 3)
+        assert producer.flush(15) == 0
+
+        def restart() -> None:
+            _wait_dead(broker)
+            broker.start()
+
+        restarter = threading.Thread(target=restart, daemon=True)
+        restarter.start()
+        # Survives the crash: librdkafka retries EndTxn; a retriable error (the restart took
+        # longer than a request timeout) is retried by calling commit again, as documented.
+        for attempt in range(3):
+            try:
+                producer.commit_transaction(40)
+                break
+            except KafkaException as error:
+                if attempt == 2 or not error.args[0].retriable():
+                    raise
+        restarter.join(30)
+        assert sorted(read_all(bootstrap, topic, 3, "read_committed")) == sorted(f"v{i}" for i in range(9))
+        reader = Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": "x",
+                "isolation.level": "read_committed",
+                **CONSUMER_FAST,
+            }
+        )
+        try:
+            # 3 records and exactly one marker per partition; the LSO is the log end
+            assert [
+                reader.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(3)
+            ] == [4, 4, 4]
+        finally:
+            reader.close()
+    finally:
+        if restarter is not None:
+            restarter.join(30)
+        broker.kill()
+
+
+def test_open_transaction_at_a_crash_is_aborted_by_the_next_producer(tmp_path: Path) -> None:
+    broker = BrokerProcess(tmp_path / "data").start()
+    try:
+        bootstrap = broker.bootstrap
+        topic = create_topic(bootstrap, 2)
+        txn_id = f"open-{uuid.uuid4().hex[:6]}"
+        first = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id, **FAST_FAILURE})
+        first.init_transactions(15)
+        first.begin_transaction()
+        for i in range(4):
+            first.produce(topic, f"lost{i}".encode(), partition=i % 2)
+        assert first.flush(15) == 0
+        committed = Producer(
+            {"bootstrap.servers": bootstrap, "transactional.id": txn_id + "-c", **FAST_FAILURE}
+        )
+        committed.init_transactions(15)
+        committed.begin_transaction()
+        committed.produce(topic, b"kept", partition=0)
+        committed.commit_transaction(15)
+        broker.kill()
+        broker.start()
+        assert read_all(bootstrap, topic, 2, "read_committed") == []  # the open transaction holds the LSO
+        successor = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id, **FAST_FAILURE})
+        successor.init_transactions(15)  # fences the first producer and aborts its transaction
+        assert read_all(bootstrap, topic, 2, "read_committed") == ["kept"]
+        assert len(read_all(bootstrap, topic, 2, "read_uncommitted")) == 5
+    finally:
+        broker.kill()

@@ -56,3 +56,30 @@ def test_share_group_isolation(tmp_path: Path, isolation: str) -> None:
                     assert time.monotonic() < deadline, f"SPSO stuck at {starts}, log ends {ends}"
         finally:
             consumer.close()
+
+
+def test_share_group_skips_a_large_aborted_transaction(tmp_path: Path) -> None:
+    """An aborted transaction larger than one share fetch's read does not stall the group."""
+    config = {**SHARE_BROKER, "group.share.isolation.level": "read_committed"}
+    with EmbeddedBroker(tmp_path / "data", config=config) as broker:
+        bootstrap = broker.bootstrap
+        topic = create_topic(bootstrap, 1)
+        producer = txn_producer(
+            bootstrap, f"tx-{uuid.uuid4().hex[:6]}", **{"linger.ms": 0, "batch.num.messages": 50}
+        )
+        produce_txn(producer, topic, [f"gone-{i}" for i in range(3000)], 1, commit=False)
+        produce_txn(producer, topic, [f"kept-{i}" for i in range(20)], 1, commit=True)
+        (end,) = end_offsets(bootstrap, topic, 1)
+        assert end == 3022
+        group = f"share-{uuid.uuid4().hex[:6]}"
+        consumer = share_consumer(bootstrap, group, [topic])
+        try:
+            messages = poll_values(consumer, lambda got: len(got) >= 20)
+            assert sorted(m.value().decode() for m in messages) == sorted(f"kept-{i}" for i in range(20))
+            deadline = time.monotonic() + 15
+            with Admin(bootstrap) as admin:
+                while admin.describe_share_group_offsets(group)[(topic, 0)].start_offset != end:
+                    assert [m for m in consumer.poll(0.2) if m.error() is None] == []
+                    assert time.monotonic() < deadline, "the SPSO did not reach the log end"
+        finally:
+            consumer.close()

@@ -152,22 +152,48 @@ def _walk(records: bytes) -> Iterator[tuple[int, int, int]]:
 _PRODUCER = struct.Struct(">hiqqqh")  # attributes .. producerEpoch, from byte 21
 
 
-def committed_batches(records: bytes, end: int, aborted: list[AbortedTxn]) -> tuple[tuple[int, int], ...]:
-    """(first, last) of the batches in ``records`` a read_committed reader may be handed: below
-    ``end`` (the LSO) and not data of an aborted transaction. Control batches stay (their offsets
-    are handed out as gaps); aborted batches are left out, as records the log does not have."""
+def stable_batches(
+    records: bytes, end: int, aborted: list[AbortedTxn]
+) -> tuple[tuple[tuple[int, int], ...], tuple[tuple[int, int], ...]]:
+    """The batches of ``records`` below ``end`` (the LSO) as (first, last), and among them the
+    data batches of aborted transactions, for read_committed share fetches. Headers only."""
     by_producer: dict[int, list[AbortedTxn]] = {}
     for a in aborted:
         by_producer.setdefault(a.producer_id, []).append(a)
     kept: list[tuple[int, int]] = []
+    dropped: list[tuple[int, int]] = []
     pos = 0
     for first, last, size in _walk(records):
         if last >= end:
             break
         attributes, _, _, _, producer_id, _ = _PRODUCER.unpack_from(records, pos + 21)
         pos += size
+        kept.append((first, last))
         aborts = by_producer.get(producer_id) if attributes & 0x10 and not attributes & 0x20 else None
         if aborts and any(a.first_offset <= first <= a.last_offset for a in aborts):
-            continue
-        kept.append((first, last))
-    return tuple(kept)
+            dropped.append((first, last))
+    return tuple(kept), tuple(dropped)
+
+
+def subtract_ranges(
+    ranges: list[tuple[int, int, int]], holes: tuple[tuple[int, int], ...]
+) -> tuple[list[tuple[int, int, int]], list[tuple[int, int]]]:
+    """``ranges`` (first, last, delivery count) without the offsets in ``holes`` (sorted (first,
+    last)), and the offsets removed, as (first, last)."""
+    kept: list[tuple[int, int, int]] = []
+    removed: list[tuple[int, int]] = []
+    for first, last, count in ranges:
+        pos = first
+        for h_first, h_last in holes:
+            if h_last < pos or h_first > last:
+                continue
+            if h_first > pos:
+                kept.append((pos, h_first - 1, count))
+            cut_last = min(h_last, last)
+            removed.append((max(h_first, pos), cut_last))
+            pos = cut_last + 1
+            if pos > last:
+                break
+        if pos <= last:
+            kept.append((pos, last, count))
+    return kept, removed

@@ -366,7 +366,11 @@ class ConsumerGroupServices:
     ) -> list[ClassicErrorCode]:
         """TxnOffsetCommit: validate like OffsetCommit, then write the offsets in a transactional
         batch of ``producer_id`` and hold them pending until the transaction's marker."""
-        self._validate_commit(group_id, generation, member_id, group_instance_id, version=9)
+        # Kafka accepts a transactional commit without member information (older producers,
+        # kafka-python's send_offsets_to_transaction with a group id) whatever the group's state.
+        anonymous = generation < 0 and not member_id and group_instance_id is None
+        if not anonymous or self.group_type(group_id) is None or self.is_share_group(group_id):
+            self._validate_commit(group_id, generation, member_id, group_instance_id, version=9)
         records, errors = self.offsets.commit(group_id, commits, now_ms=_wall_ms(), producer_id=producer_id)
         if records:
             share = self.broker.share

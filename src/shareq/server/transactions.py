@@ -12,12 +12,19 @@
   completed; an Ongoing transaction is left to its timeout (its client may still end it).
 - One ``loop.call_at`` timer follows ``coordinator.next_deadline()`` (transaction timeouts,
   id expiration).
+
+For crash tests, ``SHAREQ_CRASH_AT`` names a point of the commit path where the process kills
+itself (SIGKILL): ``txn.after_prepare`` (the decision is logged, no marker written),
+``txn.after_marker:K`` (K markers written) or ``txn.before_complete`` (every marker, no
+CompleteX).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import signal
 import time
 from typing import TYPE_CHECKING
 
@@ -67,6 +74,7 @@ class TransactionServices:
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at: float = _FAR
         self._stopped = False
+        self._crash_at = os.environ.get("SHAREQ_CRASH_AT", "")
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -105,6 +113,7 @@ class TransactionServices:
             )
             if not write.decision:
                 self._persist(write)
+                self._reschedule()  # the id's expiration
                 return write.metadata
             self._decide(write)
             if producer_id >= 0:  # KIP-360: the aborted producer continues with the bumped epoch
@@ -177,6 +186,8 @@ class TransactionServices:
         commit = meta.state.name == "PREPARE_COMMIT"
         now = _wall_ms()
         groups = self.broker.consumer_groups
+        self._maybe_crash("txn.after_prepare")
+        written = 0
         for topic, index in sorted(meta.partitions):
             partition = self.broker.partition(topic, index)
             if partition is None:
@@ -189,7 +200,15 @@ class TransactionServices:
             if topic == GROUP_METADATA_TOPIC and groups is not None:
                 groups.end_transaction(meta.producer_id, commit=commit)
             partition.notify()
+            written += 1
+            self._maybe_crash(f"txn.after_marker:{written}")
+        self._maybe_crash("txn.before_complete")
         self._persist(self.coordinator.complete(meta.transactional_id, now_ms=now))
+
+    def _maybe_crash(self, point: str) -> None:
+        if self._crash_at == point:
+            log.warning("SHAREQ_CRASH_AT=%s: killing the broker", point)
+            os.kill(os.getpid(), signal.SIGKILL)
 
     # -- the timer -----------------------------------------------------------------------------
 
