@@ -158,7 +158,12 @@ def test_consumer_group_config_defaults(server: Server, names: tuple[str, str], 
         described = next(iter(admin.describe_configs([resource]).values()))[name]
         assert (described.value, int(described.source)) == (DEFAULTS[name], DEFAULT_CONFIG)
         admin.alter_configs(resource, {name: SET[name]})
-        described = next(iter(admin.describe_configs([resource]).values()))[name]
+        deadline = time.monotonic() + 10  # Kafka applies it through its metadata log: poll
+        while True:
+            described = next(iter(admin.describe_configs([resource]).values()))[name]
+            if described.value == SET[name] or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
         assert (described.value, int(described.source)) == (SET[name], GROUP_CONFIG)
 
 
@@ -204,6 +209,13 @@ def test_group_heartbeat_interval_config_reaches_members(server: Server, names: 
     with Admin(server.bootstrap) as admin:
         resource = ConfigResource(ResourceType.GROUP, group)
         admin.alter_configs(resource, {"consumer.heartbeat.interval.ms": "7000"})
+        deadline = time.monotonic() + 10  # Kafka applies it through its metadata log: wait for it
+        while (
+            next(iter(admin.describe_configs([resource]).values()))["consumer.heartbeat.interval.ms"].value
+            != "7000"
+            and time.monotonic() < deadline
+        ):
+            time.sleep(0.05)
     member = GroupConsumer(server.bootstrap, group, [topic], request_timeout=15)
     try:
         member.poll(0.5)
