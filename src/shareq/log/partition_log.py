@@ -402,6 +402,34 @@ class PartitionLog:
                     return found
         return None
 
+    def max_timestamp_offset(self) -> TimestampOffset | None:
+        """The record with the largest timestamp (ListOffsets -3, KIP-734): the first segment whose
+        maximum is the log's, then the batch that reached it there, then the record in that batch.
+
+        Each segment keeps its maximum timestamp and the batch that reached it, as Kafka's time
+        index does; a compressed batch answers with its first offset. ``None`` for an empty log.
+        """
+        self._check_open()
+        best: LogSegment | None = None
+        for seg in self._segments:
+            if seg.next_offset <= self._log_start or seg.size == 0:
+                continue
+            self._ensure_indexes(seg)
+            if seg.max_timestamp >= 0 and (best is None or seg.max_timestamp > best.max_timestamp):
+                best = seg
+        if best is None:
+            return None
+        target = best.offset_of_max_timestamp
+        _, pos = best.index.lookup(target - best.base_offset)
+        fd = self._read_fd(best)
+        for p, h in scan_batches(fd, pos, best.size, verify_crc=False):
+            last = h[H_BASE_OFFSET] + h[H_LAST_OFFSET_DELTA]
+            if last < target:
+                continue
+            size = h[H_BATCH_LENGTH] + LOG_OVERHEAD
+            return exact_timestamp(fd, p, size, best.max_timestamp, self._log_start)
+        return None
+
     # -- retention ----------------------------------------------------------------------------------
 
     def advance_log_start(self, offset: int) -> None:

@@ -210,6 +210,29 @@ class Broker:
             self._open_partition(topic, index)
         return topic
 
+    def create_partitions(self, name: str, count: int) -> TopicInfo:
+        """Grow ``name`` to ``count`` partitions and open the new logs. Share groups and
+        consumer groups see them on their next heartbeat or metadata refresh."""
+        topic = self.topics.get(name)
+        if topic is None:
+            raise KeyError(name)
+        before = topic.partitions
+        topic = self.topics.set_partition_count(name, count)
+        for index in range(before, count):
+            self._open_partition(topic, index)
+        return topic
+
+    def delete_records(self, name: str, index: int, offset: int) -> int:
+        """Move the log start of ``name``-``index`` to ``offset`` (DeleteRecords); share-partitions
+        whose start offset falls behind it move with it. Returns the new log start."""
+        partition = self.partition(name, index)
+        if partition is None:
+            raise KeyError((name, index))
+        partition.log.advance_log_start(offset)
+        if self.share is not None:
+            self.share.log_start_moved(name, index)
+        return partition.log.log_start_offset
+
     def delete_topic(self, name: str) -> TopicInfo:
         topic = self.topics.delete(name)
         for index in range(topic.partitions):

@@ -118,6 +118,15 @@ class TopicRegistry:
         self._save()
         return info
 
+    def set_partition_count(self, name: str, partitions: int) -> TopicInfo:
+        """Grow a topic (CreatePartitions); a topic never shrinks."""
+        info = self._by_name[name]
+        if partitions < info.partitions:
+            raise ValueError(f"topic {name} has {info.partitions} partitions, cannot shrink to {partitions}")
+        info.partitions = partitions
+        self._save()
+        return info
+
     def set_configs(self, name: str, configs: Mapping[str, str]) -> None:
         info = self._by_name[name]
         info.configs = dict(configs)

@@ -47,6 +47,7 @@ def default_handlers() -> HandlerTable:
         api_versions,
         classic_groups,
         client_quotas,
+        cluster,
         configs,
         consumer_group_heartbeat,
         coordinator,
@@ -55,6 +56,7 @@ def default_handlers() -> HandlerTable:
         list_offsets,
         metadata,
         offsets,
+        partitions_admin,
         produce,
         producer_id,
         share_acknowledge,
@@ -84,6 +86,8 @@ def default_handlers() -> HandlerTable:
         classic_groups,
         offsets,
         consumer_group_heartbeat,
+        cluster,
+        partitions_admin,
     ):
         table.update(module.HANDLERS)
     return table
