@@ -80,6 +80,9 @@ class TopicRegistry:
         if self._path.exists():
             self._load()
         else:
+            # KRaft writes this cluster default when a node is formatted; Kafka describes a topic's
+            # min.insync.replicas as coming from it (DYNAMIC_DEFAULT_BROKER_CONFIG).
+            self.cluster_defaults = {"min.insync.replicas": "1"}
             self._save()
 
     # -- queries ---------------------------------------------------------------------------------
