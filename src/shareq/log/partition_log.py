@@ -33,6 +33,7 @@ from .batch import (
 )
 from .checkpoint import CHECKPOINT_FILE, PRODUCER_SNAPSHOT_FILE, Checkpoint, write_checkpoint
 from .config import LogConfig
+from .conversion import apply_policy
 from .errors import (
     CorruptRecordError,
     LogIOError,
@@ -237,7 +238,10 @@ class PartitionLog:
         if total < HEADER_SIZE:
             raise CorruptRecordError(f"{total} bytes cannot hold a record batch")
         active = self._segments[-1]
-        buf = bytearray(records)
+        policy = self.config.policy
+        buf = apply_policy(bytearray(records), policy, now_ms)
+        total = len(buf)
+        append_time = now_ms if policy.log_append_time else -1
         prepared = prepare_append(buf, active.next_offset, leader_epoch, self._producers)
         if isinstance(prepared, BatchMetadata):
             return AppendInfo(
@@ -266,7 +270,7 @@ class PartitionLog:
         return AppendInfo(
             first_offset=first_offset,
             last_offset=next_offset - 1,
-            log_append_time_ms=-1,
+            log_append_time_ms=append_time,
             record_count=prepared.record_count,
             duplicate=False,
             log_start_offset=self._log_start,
