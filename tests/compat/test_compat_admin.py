@@ -5,7 +5,17 @@ authorized operations, the partition-reassignment calls; against Kafka and share
 from __future__ import annotations
 
 import pytest
-from compat_support import FAST, Server, create_topic, produce, wait_for
+from compat_support import (
+    FAST,
+    Server,
+    count_at_least,
+    create_topic,
+    earliest_group,
+    poll_until,
+    produce,
+    share_consumer,
+    wait_for,
+)
 from confluent_kafka import ElectionType, KafkaException, TopicCollection, TopicPartition
 from confluent_kafka.admin import AclOperation, AdminClient, NewPartitions, OffsetSpec
 from kafka import KafkaAdminClient
@@ -229,3 +239,42 @@ def test_describe_log_dirs(server: Server, names: tuple[str, str]) -> None:
     assert partitions == [(topic, 0, 0, False)]
     assert log_dir["topics"][0]["partitions"][0]["partition_size"] > 100
     assert log_dir["error_code"] == 0 and log_dir["total_bytes"] > 0
+
+
+def test_share_group_sees_new_partitions(server: Server, names: tuple[str, str]) -> None:
+    """A share consumer subscribed while the topic has 1 partition gets the records produced to partitions
+    added by CreatePartitions while it runs."""
+    topic, group = names
+    create_topic(server, topic)
+    earliest_group(server, group)
+    consumer = share_consumer(server, group, [topic])
+    try:
+        produce(server, topic, [b"p0"])
+        first = poll_until(consumer, count_at_least(1))
+        assert [(m.partition(), m.value()) for m in first] == [(0, b"p0")]
+        admin = _admin(server)
+        admin.create_partitions([NewPartitions(topic, 3)], operation_timeout=15)[topic].result(timeout=15)
+        wait_for(lambda: _partition_count(admin, topic) == 3)
+        produce(server, topic, [b"p1", b"p2"], partition=lambda i: i + 1)
+        later = poll_until(consumer, lambda m: {x.partition() for x in m} >= {1, 2}, timeout=45)
+        assert sorted((m.partition(), m.value()) for m in later) == [(1, b"p1"), (2, b"p2")]
+    finally:
+        consumer.close()
+
+
+def test_delete_records_under_a_share_group(server: Server, names: tuple[str, str]) -> None:
+    """DeleteRecords before offset 6 of 10 that no share consumer has read: the group's start offset moves
+    to 6 and a consumer gets offsets 6 to 9 only."""
+    topic, group = names
+    create_topic(server, topic)
+    earliest_group(server, group)
+    produce(server, topic, [b"%d" % i for i in range(10)])
+    admin = _admin(server)
+    deleted = admin.delete_records([TopicPartition(topic, 0, 6)], operation_timeout=15)
+    assert next(iter(deleted.values())).result(timeout=15).low_watermark == 6
+    consumer = share_consumer(server, group, [topic])
+    try:
+        got = poll_until(consumer, count_at_least(4))
+        assert sorted(m.offset() for m in got) == [6, 7, 8, 9]
+    finally:
+        consumer.close()

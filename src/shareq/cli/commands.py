@@ -11,8 +11,21 @@ from shareq.cli.groups import groups
 from shareq.cli.offsets import offsets
 from shareq.cli.produce import produce
 from shareq.cli.quotas import quotas
+from shareq.cli.records import records
 from shareq.cli.scenario import scenario
 from shareq.cli.serve import serve
 from shareq.cli.topics import topics
 
-ALL: list[click.Command] = [serve, scenario, groups, offsets, configs, quotas, topics, produce, consume, demo]
+ALL: list[click.Command] = [
+    serve,
+    scenario,
+    groups,
+    offsets,
+    configs,
+    quotas,
+    topics,
+    records,
+    produce,
+    consume,
+    demo,
+]
