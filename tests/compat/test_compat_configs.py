@@ -254,7 +254,6 @@ def test_broker_config_read_only(server: Server) -> None:
     }
 
 
-@pytest.mark.shareq_xfail("issue 21: broker configs in DescribeConfigs with Kafka's names")
 def test_broker_log_retention_names(server: Server) -> None:
     """Retention is described as Kafka's server.properties has it: log.retention.hours=168 by default and
     log.retention.ms unset (null)."""

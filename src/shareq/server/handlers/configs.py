@@ -21,6 +21,7 @@ from ..config_synonyms import (
     ConfigLayers,
     Described,
     Source,
+    Synonym,
     default_layer,
     describe_broker_config,
     describe_cluster_default,
@@ -112,12 +113,7 @@ def handle_describe_configs(request: Any, ctx: RequestContext) -> Any:
                     kind = _TYPES.get(SETTINGS[key].type, 0) if key in SETTINGS else 0
                     described.append((key, value, describe_cluster_default(key, layers), kind, False))
             elif name == str(ctx.broker.node_id):
-                for key, setting in sorted(SETTINGS.items()):
-                    where = describe_broker_config(key, layers)
-                    read_only = key not in KAFKA_DYNAMIC_BROKER_KEYS
-                    described.append(
-                        (key, ctx.broker.config.text(key), where, _TYPES.get(setting.type, 0), read_only)
-                    )
+                described = _broker_entries(ctx, layers)
             else:
                 code, message = ErrorCode.invalid_request, _unexpected_broker(ctx, name)
         elif resource.resource_type == GROUP:
@@ -152,7 +148,53 @@ def handle_describe_configs(request: Any, ctx: RequestContext) -> Any:
 
 
 _INT = 3
+_LIST = 7
 _GROUP_SOURCE = int(Source.GROUP_CONFIG)
+
+# shareq's own broker settings (Kafka has no such names): described only when an operator set one.
+SHAREQ_ONLY_BROKER_KEYS = frozenset(
+    {
+        "advertised.host",
+        "advertised.port",
+        "group.share.auto.offset.reset",
+        "group.share.isolation.level",
+        "share.coordinator.cold.partition.snapshot.interval.ms",
+        "share.coordinator.state.flush.mode",
+        "share.coordinator.state.topic.prune.interval.ms",
+    }
+)
+
+
+def _broker_entries(
+    ctx: RequestContext, layers: ConfigLayers
+) -> list[tuple[str, str | None, Described, int, bool]]:
+    """Broker configs under Kafka's names: the settings shareq has, then what Kafka describes that
+    shareq derives (listeners, log dirs, roles, retention in hours)."""
+    broker = ctx.broker
+    out: list[tuple[str, str | None, Described, int, bool]] = []
+    set_somewhere = set(layers.static) | set(layers.dynamic_broker) | set(layers.dynamic_default)
+    for key, setting in SETTINGS.items():
+        if key in SHAREQ_ONLY_BROKER_KEYS and key not in set_somewhere:
+            continue
+        where = describe_broker_config(key, layers)
+        value = broker.config.text(key)
+        if key == "log.retention.ms" and not where.synonyms:
+            value = None  # Kafka's default lives on log.retention.hours
+        out.append((key, value, where, _TYPES.get(setting.type, 0), key not in KAFKA_DYNAMIC_BROKER_KEYS))
+    listener = f"PLAINTEXT://{broker.host}:{broker.port}"
+    advertised = f"PLAINTEXT://{broker.advertised_host}:{broker.advertised_port}"
+    derived: tuple[tuple[str, str | None, Source, int, bool], ...] = (
+        ("listeners", listener, Source.STATIC_BROKER_CONFIG, _LIST, False),
+        ("advertised.listeners", advertised, Source.STATIC_BROKER_CONFIG, _LIST, True),
+        ("log.dirs", str(broker.data_dir.resolve()), Source.STATIC_BROKER_CONFIG, _LIST, True),
+        ("process.roles", "broker,controller", Source.STATIC_BROKER_CONFIG, _LIST, True),
+        ("log.retention.hours", "168", Source.DEFAULT_CONFIG, _INT, True),
+        ("log.retention.minutes", None, Source.DEFAULT_CONFIG, _INT, True),
+    )
+    for key, value, source, kind, read_only in derived:
+        synonyms = () if value is None else (Synonym(key, value, source),)
+        out.append((key, value, Described(source, synonyms), kind, read_only))
+    return sorted(out, key=lambda entry: entry[0])
 
 
 def _entry(
