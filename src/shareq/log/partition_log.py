@@ -32,6 +32,14 @@ from .batch import (
     LOG_OVERHEAD,
 )
 from .checkpoint import CHECKPOINT_FILE, PRODUCER_SNAPSHOT_FILE, Checkpoint, write_checkpoint
+from .cleaner import (
+    FIRST_DIRTY_FILE,
+    CleaningConfig,
+    CleaningPlan,
+    CleaningResult,
+    SegmentFile,
+    plan_cleaning,
+)
 from .config import LogConfig
 from .conversion import apply_policy
 from .errors import (
@@ -453,6 +461,10 @@ class PartitionLog:
         one); return how many were deleted."""
         self._check_open()
         deleted = self._delete_oldest(lambda seg: seg.next_offset <= self._log_start)
+        if "delete" not in self.config.cleanup_policy:
+            if deleted:
+                self._write_checkpoint()
+            return deleted  # compact only: the cleaner, not time or size, removes records
         retention_ms = self.config.retention_ms
         if retention_ms >= 0:
             deleted += self._delete_oldest(lambda seg: now_ms - self._largest_timestamp(seg) > retention_ms)
@@ -492,6 +504,57 @@ class PartitionLog:
         if deleted:
             self._log_start = max(self._log_start, self._segments[0].base_offset)
         return deleted
+
+    # -- compaction (see cleaner.py) ----------------------------------------------------------------
+
+    def cleaning_plan(self, config: CleaningConfig, now_ms: int) -> CleaningPlan | None:
+        """What the cleaner should rewrite now (``None``: nothing is due)."""
+        self._check_open()
+        closed = []
+        for seg in self._segments[:-1]:
+            if seg.next_offset <= self._log_start:
+                continue
+            closed.append(
+                SegmentFile(
+                    seg.base_offset, seg.next_offset, seg.log_path, seg.size, self._largest_timestamp(seg)
+                )
+            )
+        return plan_cleaning(tuple(closed), max(self._first_dirty(), self._log_start), config, now_ms)
+
+    def swap_cleaned(self, result: CleaningResult) -> int:
+        """Put cleaned segment files in place of the originals; a segment that changed meanwhile
+        (deleted by retention, say) keeps its original. Returns how many were swapped."""
+        self._check_open()
+        swapped = 0
+        by_base = {seg.base_offset: seg for seg in self._segments[:-1]}
+        for cleaned in result.cleaned:
+            seg = by_base.get(cleaned.base)
+            if seg is None or seg.size != cleaned.original_size:
+                cleaned.cleaned_path.unlink(missing_ok=True)
+                continue
+            next_offset = seg.next_offset
+            seg.close()
+            if self._reader is seg:
+                self._reader = None
+            if seg in self._loaded:
+                self._loaded.remove(seg)
+            seg.discard_indexes()
+            seg.index_path.unlink(missing_ok=True)
+            seg.timeindex_path.unlink(missing_ok=True)
+            os.replace(cleaned.cleaned_path, seg.log_path)
+            seg.size = cleaned.size
+            self._rebuild_indexes(seg)
+            seg.next_offset = next_offset
+            swapped += 1
+        _sync_directory(self.directory)
+        write_file_atomically(self.directory / FIRST_DIRTY_FILE, b"%d" % result.next_first_dirty)
+        return swapped
+
+    def _first_dirty(self) -> int:
+        try:
+            return int((self.directory / FIRST_DIRTY_FILE).read_text())
+        except (OSError, ValueError):
+            return 0
 
     # -- durability and lifecycle -------------------------------------------------------------------
 
@@ -543,3 +606,11 @@ class PartitionLog:
             f"PartitionLog({self.directory.name}, start={self._log_start}, end={self.log_end_offset}, "
             f"segments={len(self._segments)})"
         )
+
+
+def _sync_directory(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -19,6 +19,7 @@ from shareq.config import BrokerConfig
 from shareq.log import LogConfig, PartitionLog
 from shareq.quota import ClientQuotas, QuotaUsage
 
+from .compaction import cleaner_loop
 from .connection import serve_connection
 from .consumer_groups import ConsumerGroupServices
 from .handlers import HandlerTable, default_handlers
@@ -111,6 +112,7 @@ class Broker:
             ) from error
         self.port = self._server.sockets[0].getsockname()[1]
         self._spawn(self._retention_loop())
+        self._spawn(cleaner_loop(self))
 
     async def stop(self) -> None:
         """Stop accepting, end connections, flush and close every log."""

@@ -70,6 +70,8 @@ KAFKA_DYNAMIC_BROKER_KEYS = BROKER_SYNONYMS | {
     "log.retention.bytes",
     "log.flush.interval.messages",
     "message.max.bytes",
+    "log.cleaner.backoff.ms",
+    "log.cleaner.dedupe.buffer.size",
 }
 # What shareq lets IncrementalAlterConfigs change on BROKER "0" and "": Kafka's dynamic ones, plus
 # two that Kafka fixes at start-up and shareq lets an operator change (described read-only, as Kafka).

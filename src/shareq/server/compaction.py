@@ -1,0 +1,75 @@
+"""The log cleaner's asyncio shell: every ``log.cleaner.backoff.ms`` each compacted partition is
+planned on the event loop, cleaned in a worker thread, and its cleaned segments swapped in on the
+event loop (see ``log/cleaner.py``). One partition is cleaned at a time, as one Kafka cleaner
+thread does."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING
+
+from shareq.config import Setting, register
+from shareq.log.cleaner import ENTRY_BYTES, CleaningConfig, CleaningResult, clean
+
+from .topic_configs import topic_value
+
+if TYPE_CHECKING:
+    from .broker import Broker
+    from .partitions import Partition
+
+log = logging.getLogger("shareq.server.compaction")
+
+register(
+    Setting(name="log.cleaner.enable", type=bool, default=True),
+    Setting(name="log.cleaner.backoff.ms", type=int, default=15_000, validator=lambda v: v >= 0),
+    Setting(
+        name="log.cleaner.dedupe.buffer.size", type=int, default=128 * 1024 * 1024, validator=lambda v: v > 0
+    ),
+)
+
+
+def cleaning_config(broker: Broker, partition: Partition) -> CleaningConfig | None:
+    """The partition's compaction settings, or ``None`` if its topic is not compacted."""
+    topic = broker.topics.get(partition.topic)
+    if topic is None or not partition.log.config.compact:
+        return None
+    configs, config = topic.configs, broker.config
+    return CleaningConfig(
+        min_cleanable_ratio=float(topic_value("min.cleanable.dirty.ratio", configs, config)),  # type: ignore[arg-type]
+        min_lag_ms=int(topic_value("min.compaction.lag.ms", configs, config)),  # type: ignore[call-overload]
+        max_lag_ms=int(topic_value("max.compaction.lag.ms", configs, config)),  # type: ignore[call-overload]
+        delete_retention_ms=int(topic_value("delete.retention.ms", configs, config)),  # type: ignore[call-overload]
+        max_map_entries=broker.config["log.cleaner.dedupe.buffer.size"] // ENTRY_BYTES,
+    )
+
+
+async def clean_partition(broker: Broker, partition: Partition, now_ms: int) -> CleaningResult | None:
+    """One cleaning round of one partition; the result once swapped in, or ``None``."""
+    config = cleaning_config(broker, partition)
+    if config is None:
+        return None
+    plan = partition.log.cleaning_plan(config, now_ms)
+    if plan is None:
+        return None
+    result = await asyncio.to_thread(clean, plan)
+    if broker.partition(partition.topic, partition.index) is not partition:
+        for cleaned in result.cleaned:  # the topic went away meanwhile
+            cleaned.cleaned_path.unlink(missing_ok=True)
+        return None
+    partition.log.swap_cleaned(result)
+    return result
+
+
+async def cleaner_loop(broker: Broker) -> None:
+    from .broker import now_ms
+
+    while True:
+        await asyncio.sleep(broker.config["log.cleaner.backoff.ms"] / 1000.0)
+        if not broker.config["log.cleaner.enable"]:
+            continue
+        for partition in list(broker.partitions.values()):
+            try:
+                await clean_partition(broker, partition, now_ms())
+            except Exception:
+                log.exception("cleaning failed on %s-%d", partition.topic, partition.index)
