@@ -19,7 +19,7 @@ from shareq.config import BrokerConfig
 from shareq.log import LogConfig, PartitionLog
 from shareq.quota import ClientQuotas, QuotaUsage
 
-from .compaction import cleaner_loop
+from .compaction import cleaner_loop, stop_cleaner
 from .connection import serve_connection
 from .consumer_groups import ConsumerGroupServices
 from .handlers import HandlerTable, default_handlers
@@ -122,6 +122,7 @@ class Broker:
         for task in list(self._tasks) + list(self._connections):
             task.cancel()
         await asyncio.gather(*self._tasks, *self._connections, return_exceptions=True)
+        stop_cleaner(self)
         if self._server is not None:
             await self._server.wait_closed()
         if self.consumer_groups is not None:

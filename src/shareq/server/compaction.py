@@ -1,12 +1,19 @@
 """The log cleaner's asyncio shell: every ``log.cleaner.backoff.ms`` each compacted partition is
-planned on the event loop, cleaned in a worker thread, and its cleaned segments swapped in on the
+planned on the event loop, cleaned in a worker process, and its cleaned segments swapped in on the
 event loop (see ``log/cleaner.py``). One partition is cleaned at a time, as one Kafka cleaner
-thread does."""
+thread does.
+
+The worker is one process at a lower scheduling priority (``nice`` 10), started on the first
+cleaning: decoding records is CPU work that, in a thread, would hold the interpreter lock against
+the event loop, and at a lower priority it yields the CPU to produce and fetch on a busy box."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import multiprocessing
+import os
+from concurrent.futures import ProcessPoolExecutor
 from typing import TYPE_CHECKING
 
 from shareq.config import Setting, register
@@ -52,13 +59,37 @@ async def clean_partition(broker: Broker, partition: Partition, now_ms: int) -> 
     plan = partition.log.cleaning_plan(config, now_ms)
     if plan is None:
         return None
-    result = await asyncio.to_thread(clean, plan)
+    result = await asyncio.get_running_loop().run_in_executor(_worker(broker), clean, plan)
     if broker.partition(partition.topic, partition.index) is not partition:
         for cleaned in result.cleaned:  # the topic went away meanwhile
             cleaned.cleaned_path.unlink(missing_ok=True)
         return None
     partition.log.swap_cleaned(result)
     return result
+
+
+_WORKERS: dict[int, ProcessPoolExecutor] = {}
+
+
+def _lower_priority() -> None:
+    os.nice(10)
+
+
+def _worker(broker: Broker) -> ProcessPoolExecutor:
+    pool = _WORKERS.get(id(broker))
+    if pool is None:
+        context = multiprocessing.get_context("spawn")
+        pool = ProcessPoolExecutor(max_workers=1, mp_context=context, initializer=_lower_priority)
+        _WORKERS[id(broker)] = pool
+    return pool
+
+
+def stop_cleaner(broker: Broker) -> None:
+    """End the broker's cleaner process (an unfinished cleaning leaves a ``.cleaned`` file that
+    the next open removes)."""
+    pool = _WORKERS.pop(id(broker), None)
+    if pool is not None:
+        pool.shutdown(wait=False, cancel_futures=True)
 
 
 async def cleaner_loop(broker: Broker) -> None:
