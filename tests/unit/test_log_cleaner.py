@@ -138,11 +138,11 @@ def test_crash_midway_through_the_swap(tmp_path: Path) -> None:
     result = clean(plan)
     log.close()
     first = result.cleaned[0]
-    (tmp_path / first.cleaned_path.name).replace(
-        tmp_path / first.cleaned_path.name.replace(".cleaned", ".log")
-    )
-    for stale in tmp_path.glob(first.cleaned_path.stem + ".*index"):
-        stale.unlink()
+    stem = f"{first.base:020d}"
+    for stale in (tmp_path / f"{stem}.index", tmp_path / f"{stem}.timeindex"):
+        stale.unlink(missing_ok=True)
+    first.cleaned_path.replace(tmp_path / f"{stem}.log")
+    assert len(result.cleaned) > 1  # the others stay as they were
     log = PartitionLog.open(tmp_path, SMALL, now_ms=NOW)
     latest = {k: (o, v) for o, k, v in written}
     survived = {k: (o, v) for o, k, v in read_all(log)}

@@ -131,12 +131,13 @@ def plan_cleaning(
 def clean(plan: CleaningPlan) -> CleaningResult:
     """Map the dirty range, then write each segment's cleaned copy next to it (no swap)."""
     latest, map_end, dirty_bytes = _build_map(plan)
+    token = os.urandom(4).hex()  # a cleaning cut short elsewhere never writes into this one's files
     cleaned: list[CleanedSegment] = []
     kept = removed = 0
     for segment in plan.segments:
         if segment.base >= map_end:
             break
-        target = segment.path.with_suffix(CLEANED_SUFFIX)
+        target = segment.path.with_suffix(f".{token}{CLEANED_SUFFIX}")
         out = bytearray()
         changed = False
         for batch in _batches(segment):
