@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,13 +39,18 @@ from .batch import (
     HEADER,
     HEADER_SIZE,
     LOG_OVERHEAD,
+    TIMESTAMP_TYPE_MASK,
     Compression,
 )
 from .codecs import decompress
-from .records import Record, _encode_record, decode_batch
+from .errors import CorruptRecordError
+from .records import read_varint
 from .segment import H_BASE_OFFSET, H_BATCH_LENGTH, H_LAST_OFFSET_DELTA, scan_batches
 
 CLEANED_SUFFIX = ".cleaned"
+RECORDS_COUNT_OFFSET = 57
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
 FIRST_DIRTY_FILE = "cleaner.checkpoint"
 ENTRY_BYTES = 24  # what one key-index entry costs in Kafka's dedupe buffer (16-byte digest + offset)
 
@@ -138,17 +144,23 @@ def clean(plan: CleaningPlan) -> CleaningResult:
         if segment.base >= map_end:
             break
         target = segment.path.with_suffix(f".{token}{CLEANED_SUFFIX}")
-        out = bytearray()
-        changed = False
-        for batch in _batches(segment):
-            new, k, r = _filter_batch(batch, latest, map_end, plan.delete_horizon_ms)
-            kept, removed = kept + k, removed + r
-            changed |= new is not batch
-            out += new
+        changed, size = False, 0
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+        try:
+            for batch in _batches(segment):  # written as it goes: memory follows one batch
+                new, k, r = _filter_batch(batch, latest, map_end, plan.delete_horizon_ms)
+                kept, removed = kept + k, removed + r
+                changed |= new is not batch
+                _write_all(fd, new)
+                size += len(new)
+            if changed:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
         if not changed:
+            target.unlink()
             continue
-        _write_synced(target, out)
-        cleaned.append(CleanedSegment(segment.base, segment.size, target, len(out)))
+        cleaned.append(CleanedSegment(segment.base, segment.size, target, size))
     return CleaningResult(tuple(cleaned), map_end, dirty_bytes, kept, removed)
 
 
@@ -173,13 +185,13 @@ def _build_map(plan: CleaningPlan) -> tuple[dict[bytes, int], int, int]:
             if header[5] & CONTROL_MASK:
                 map_end = last + 1
                 continue
-            records = _records(batch)
-            fresh = {_digest(r.key) for r in records if r.key is not None} - latest.keys()
-            if len(latest) + len(fresh) > plan.max_map_entries and latest:
+            keyed = [(_digest(r[3]), r[2]) for r in _spans(_plain(batch)) if r[3] is not None]
+            fresh = sum(1 for d, _o in keyed if d not in latest)
+            if latest and len(latest) + fresh > plan.max_map_entries:
                 return latest, map_end, mapped
-            for record in records:
-                if record.key is not None and record.offset >= plan.first_dirty:
-                    latest[_digest(record.key)] = record.offset
+            for digest, offset in keyed:
+                if offset >= plan.first_dirty:
+                    latest[digest] = offset
             map_end = last + 1
             mapped += len(batch)
         map_end = max(map_end, segment.next_offset)
@@ -196,14 +208,37 @@ def _batches(segment: SegmentFile) -> Iterator[bytes]:
         os.close(fd)
 
 
-def _records(batch: bytes) -> tuple[Record, ...]:
+def _plain(batch: bytes) -> bytes:
+    """The batch with its records section uncompressed (header fields as they were)."""
     codec = Compression(HEADER.unpack_from(batch, 0)[5] & COMPRESSION_MASK)
-    if codec is not Compression.NONE:
-        body = decompress(codec, batch[HEADER_SIZE:])
-        plain = bytearray(batch[:HEADER_SIZE]) + body
-        plain[ATTRIBUTES_OFFSET + 1] &= ~COMPRESSION_MASK & 0xFF
-        batch = bytes(plain)
-    return decode_batch(batch, verify_crc=False).records
+    if codec is Compression.NONE:
+        return batch
+    return batch[:HEADER_SIZE] + decompress(codec, batch[HEADER_SIZE:])
+
+
+def _spans(plain: bytes) -> list[tuple[int, int, int, bytes | None, int, bool]]:
+    """The records of an uncompressed batch as ``(start, end, offset, key, timestamp, tombstone)``,
+    reading only lengths, deltas and keys."""
+    header = HEADER.unpack_from(plain, 0)
+    base, base_ts, max_ts = header[H_BASE_OFFSET], header[7], header[8]
+    log_append = bool(header[5] & TIMESTAMP_TYPE_MASK)
+    out: list[tuple[int, int, int, bytes | None, int, bool]] = []
+    pos, end = HEADER_SIZE, len(plain)
+    for _ in range(header[12]):
+        length, body = read_varint(plain, pos)
+        limit = body + length
+        if length < 0 or limit > end:
+            raise CorruptRecordError("record length runs past the end of its batch")
+        ts_delta, p = read_varint(plain, body + 1)
+        offset_delta, p = read_varint(plain, p)
+        key_length, p = read_varint(plain, p)
+        key = None if key_length < 0 else plain[p : p + key_length]
+        p += max(key_length, 0)
+        value_length, p = read_varint(plain, p)
+        timestamp = max_ts if log_append else base_ts + ts_delta
+        out.append((pos, limit, base + offset_delta, key, timestamp, value_length < 0))
+        pos = limit
+    return out
 
 
 def _filter_batch(
@@ -215,56 +250,45 @@ def _filter_batch(
     attributes = header[5]
     if attributes & CONTROL_MASK or header[H_BASE_OFFSET] >= map_end:
         return batch, header[12], 0
-    records = _records(batch)
-    keep = [r for r in records if _retained(r, latest, map_end, horizon_ms)]
-    if len(keep) == len(records):
+    plain = _plain(batch)
+    spans = _spans(plain)
+    keep = [r for r in spans if _retained(r[2], r[3], r[4], r[5], latest, map_end, horizon_ms)]
+    if len(keep) == len(spans):
         return batch, len(keep), 0
-    removed = len(records) - len(keep)
+    removed = len(spans) - len(keep)
     if not keep:
         return b"", 0, removed
-    base, base_ts = header[H_BASE_OFFSET], header[7]
-    out = bytearray(HEADER_SIZE)
+    # Kept records are copied as they are: same base offset and base timestamp, so their deltas hold.
+    out = bytearray(plain[:HEADER_SIZE])
     for record in keep:
-        ts = base_ts if record.timestamp is None else record.timestamp
-        _encode_record(out, record, record.offset - base, ts - base_ts)
-    HEADER.pack_into(
-        out,
-        0,
-        base,
-        len(out) - LOG_OVERHEAD,
-        header[2],
-        2,
-        0,
-        attributes & ~COMPRESSION_MASK,
-        header[H_LAST_OFFSET_DELTA],
-        base_ts,
-        header[8],
-        header[9],
-        header[10],
-        header[11],
-        len(keep),
-    )
+        out += plain[record[0] : record[1]]
+    _I32.pack_into(out, 8, len(out) - LOG_OVERHEAD)
+    _I16.pack_into(out, ATTRIBUTES_OFFSET, attributes & ~COMPRESSION_MASK)
+    _I32.pack_into(out, RECORDS_COUNT_OFFSET, len(keep))
     out[CRC_OFFSET : CRC_OFFSET + 4] = crc32c(memoryview(out)[ATTRIBUTES_OFFSET:]).to_bytes(4, "big")
     return bytes(out), len(keep), removed
 
 
-def _retained(record: Record, latest: dict[bytes, int], map_end: int, horizon_ms: int) -> bool:
-    if record.offset >= map_end or record.key is None:
+def _retained(
+    offset: int,
+    key: bytes | None,
+    timestamp: int,
+    tombstone: bool,
+    latest: dict[bytes, int],
+    map_end: int,
+    horizon_ms: int,
+) -> bool:
+    if offset >= map_end or key is None:
         return True
-    newest = latest.get(_digest(record.key))
-    if newest is not None and record.offset < newest:
+    newest = latest.get(_digest(key))
+    if newest is not None and offset < newest:
         return False  # a later record of the same key replaced it
-    if record.value is None:  # the key's latest record is a tombstone
-        return (record.timestamp if record.timestamp is not None else 0) >= horizon_ms
+    if tombstone:  # the key's latest record is a tombstone
+        return timestamp >= horizon_ms
     return True
 
 
-def _write_synced(path: Path, data: bytes | bytearray) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
