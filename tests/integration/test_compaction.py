@@ -112,3 +112,47 @@ def test_share_group_on_a_compacted_topic(tmp_path: Path) -> None:
         finally:
             consumer.close()
         assert sorted(got) == sorted(expected)
+
+
+def test_sigkill_during_cleaning_loses_no_latest_value(tmp_path: Path) -> None:
+    """The broker is killed (SIGKILL) while its cleaner writes, four times, with more overwrites after each
+    restart: every key's latest value is still there, at its offset, and no cleaning is left behind."""
+    from broker_harness import BrokerProcess
+
+    broker = BrokerProcess(
+        tmp_path / "data",
+        "log.cleaner.backoff.ms=20",
+        "log.segment.bytes=65536",
+        "share.coordinator.state.topic.num.partitions=1",
+    )
+    broker.start()
+    latest: dict[bytes, tuple[int, bytes | None]] = {}
+    caught = 0
+    try:
+        with Admin(broker.bootstrap) as admin:
+            admin.create_topic("c", 1, configs={**TOPIC_CONFIG, "delete.retention.ms": "86400000"})
+        for round_ in range(4):
+            records: list[tuple[bytes, bytes | None]] = [
+                (b"k%d" % ((i * 7 + round_) % 500), b"r%d-%d" % (round_, i) + b"." * 50) for i in range(8000)
+            ]
+            for (key, value), offset in zip(records, produce(broker.bootstrap, records), strict=True):
+                latest[key] = (offset, value)
+            directory = tmp_path / "data" / "c-0"
+            deadline = time.monotonic() + 10
+            while not list(directory.glob("*.cleaned")) and time.monotonic() < deadline:
+                time.sleep(0.002)
+            caught += bool(list(directory.glob("*.cleaned")))
+            broker.kill()
+            broker.start()
+        end = max(o for o, _v in latest.values()) + 1
+        read = read_all(broker.bootstrap, end)
+        assert {key: (offset, value) for offset, key, value in read} == latest
+        deadline = time.monotonic() + 40
+        while len(read) == 4 * 8000 and time.monotonic() < deadline:  # the last restart's cleaning
+            time.sleep(0.2)
+            read = read_all(broker.bootstrap, end)
+        assert len(read) < 4 * 8000
+        assert {key: (offset, value) for offset, key, value in read} == latest
+    finally:
+        broker.kill()
+    assert caught >= 1, "never killed while a cleaning was in progress"

@@ -13,6 +13,8 @@ import asyncio
 import logging
 import multiprocessing
 import os
+import threading
+import time
 from concurrent.futures import ProcessPoolExecutor
 from typing import TYPE_CHECKING
 
@@ -71,25 +73,26 @@ async def clean_partition(broker: Broker, partition: Partition, now_ms: int) -> 
 _WORKERS: dict[int, ProcessPoolExecutor] = {}
 
 
-def _lower_priority() -> None:
-    """Runs in the worker: a lower priority, and (on Linux) death with the broker, so a killed
-    broker leaves no cleaner writing into its directory."""
+def _lower_priority(parent: int) -> None:
+    """Runs in the worker: a lower priority, and a watchdog that ends the worker once the broker
+    is gone (killed, say), so no cleaner outlives it or writes into its directory."""
     os.nice(10)
-    try:
-        import ctypes
-        import signal
 
-        pr_set_pdeathsig = 1
-        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, int(signal.SIGKILL))
-    except (OSError, AttributeError):
-        pass
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(0)
+
+    threading.Thread(target=watch, name="shareq-cleaner-watchdog", daemon=True).start()
 
 
 def _worker(broker: Broker) -> ProcessPoolExecutor:
     pool = _WORKERS.get(id(broker))
     if pool is None:
         context = multiprocessing.get_context("spawn")
-        pool = ProcessPoolExecutor(max_workers=1, mp_context=context, initializer=_lower_priority)
+        pool = ProcessPoolExecutor(
+            max_workers=1, mp_context=context, initializer=_lower_priority, initargs=(os.getpid(),)
+        )
         _WORKERS[id(broker)] = pool
     return pool
 
