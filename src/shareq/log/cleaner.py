@@ -7,7 +7,7 @@ Three steps, as Kafka's cleaner takes them:
    configs: nothing unless the dirty share of the closed segments reaches
    ``min.cleanable.dirty.ratio`` (or a dirty record is older than ``max.compaction.lag.ms``);
    segments younger than ``min.compaction.lag.ms`` and the active segment are never cleaned.
-2. :func:`clean` (file I/O only, run in a thread off the event loop) maps each key of the dirty
+2. :func:`clean` (file I/O only, run off the event loop in a worker process) maps each key of the dirty
    range to its latest offset, in a key index of at most ``max_map_entries`` entries (16-byte
    digests, as Kafka's dedupe buffer): when it is full the mapped range ends there and the rest
    stays dirty for the next round. It then rewrites every segment from the log start up to the end
