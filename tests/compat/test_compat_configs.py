@@ -178,17 +178,12 @@ def test_topic_config_default(
     server: Server, names: tuple[str, str], name: str, value: str, request: pytest.FixtureRequest
 ) -> None:
     """A topic config nobody set is described with Kafka's default value and source DEFAULT_CONFIG."""
-    if name == "compression.type":
-        differs_on_shareq(request, server, "issue 21: topic configs as Kafka has them")
     create_topic(server, names[0])
     entry = _describe(server, ResourceType.TOPIC, names[0]).get(name)
     assert entry is not None
     assert (entry.value, int(entry.source), entry.is_default) == (value, DEFAULT_CONFIG, True)
 
 
-@pytest.mark.shareq_xfail(
-    "issue 21: topic configs as Kafka has them (min.insync.replicas is a cluster default)"
-)
 def test_topic_min_insync_replicas_from_cluster_default(server: Server, names: tuple[str, str]) -> None:
     """min.insync.replicas of a new topic comes from the cluster-wide default KRaft writes at format time
     (source DYNAMIC_DEFAULT_BROKER_CONFIG)."""
@@ -197,7 +192,6 @@ def test_topic_min_insync_replicas_from_cluster_default(server: Server, names: t
     assert (entry.value, int(entry.source)) == ("1", DYNAMIC_DEFAULT_BROKER_CONFIG)
 
 
-@pytest.mark.shareq_xfail("issue 21: topic configs as Kafka has them")
 def test_topic_config_names(server: Server, names: tuple[str, str]) -> None:
     """A topic describes exactly Kafka 4.4's 37 topic configs."""
     create_topic(server, names[0])
@@ -262,7 +256,6 @@ def test_broker_config_source(server: Server, name: str, value: str, source: int
     assert (entry.value, int(entry.source)) == (value, source)
 
 
-@pytest.mark.shareq_xfail("issue 21: broker configs in DescribeConfigs with Kafka's names and flags")
 def test_broker_config_read_only(server: Server) -> None:
     """Static-only broker configs are described read-only; dynamically changeable ones are not."""
     entries = _describe(server, ResourceType.BROKER, "0")
@@ -275,7 +268,6 @@ def test_broker_config_read_only(server: Server) -> None:
     }
 
 
-@pytest.mark.shareq_xfail("issue 21: broker configs in DescribeConfigs with Kafka's names")
 def test_broker_log_retention_names(server: Server) -> None:
     """Retention is described as Kafka's server.properties has it: log.retention.hours=168 by default and
     log.retention.ms unset (null)."""

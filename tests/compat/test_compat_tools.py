@@ -324,7 +324,6 @@ def test_transactions_command_list(server: Server) -> None:
     assert out.split("\n")[0].split() == ["TransactionalId", "Coordinator", "ProducerId", "TransactionState"]
 
 
-@pytest.mark.shareq_xfail("DescribeLogDirs: issue 21")
 def test_log_dirs_command(server: Server, names: tuple[str, str]) -> None:
     topic = names[0]
     create_topic(server, topic)

@@ -69,7 +69,6 @@ def test_list_offsets_earliest(timestamped: Timestamped) -> None:
     assert timestamped.list_offset(OffsetSpec.earliest())[0] == 0
 
 
-@pytest.mark.shareq_xfail("issue 21: ListOffsets MAX_TIMESTAMP")
 def test_list_offsets_max_timestamp(timestamped: Timestamped) -> None:
     """ListOffsets -3 (max timestamp): offset 1, whose timestamp base+400 is the largest."""
     assert timestamped.list_offset(OffsetSpec.max_timestamp())[:2] == (1, timestamped.base + 400)

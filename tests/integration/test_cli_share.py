@@ -75,6 +75,22 @@ def test_topics_verbs(cli: Cli) -> None:
     assert "no such topic" in cli("topics", "delete", "t2", ok=False).output
 
 
+def test_topics_alter_and_records_delete(cli: Cli) -> None:
+    cli("topics", "create", "grow")
+    cli("produce", "--topic", "grow", input="".join(f"{i}\n" for i in range(5)))
+    assert cli.json("records", "delete", "--topic", "grow", "--before", "3") == {
+        "topic": "grow",
+        "partitions": [{"partition": 0, "start_offset": 3}],
+    }
+    assert "START-OFFSET" in cli("records", "delete", "--topic", "grow", "--before", "3").output
+    assert "offset out of range" in cli("records", "delete", "-t", "grow", "--before", "9", ok=False).output
+    assert "now has 3 partition(s)" in cli("topics", "alter", "grow", "--partitions", "3").output
+    described = cli.json("topics", "describe", "grow")
+    assert [(p["start_offset"], p["end_offset"]) for p in described["partitions"]] == [(3, 5), (0, 0), (0, 0)]
+    assert "would not be an increase" in cli("topics", "alter", "grow", "-p", "2", ok=False).output
+    assert cli.json("records", "delete", "-t", "grow", "--before", "-1")["partitions"][0]["start_offset"] == 5
+
+
 def test_produce_consume_groups_and_offsets(cli: Cli, broker: EmbeddedBroker) -> None:
     cli("topics", "create", "q", "-p", "1")
     cli("configs", "alter", "--group", "workers", "--set", "share.auto.offset.reset=earliest")
@@ -194,7 +210,9 @@ def test_configs_verbs(cli: Cli) -> None:
     assert "group.share.max.size" in cli("configs", "describe", "--broker").output
     cli("configs", "alter", "--cluster-default", "--set", "log.retention.ms=5000")
     cli("configs", "alter", "--broker", "--set", "log.retention.ms=6000")
-    assert cli.json("configs", "describe", "--cluster-default") == {
+    cluster_defaults = cli.json("configs", "describe", "--cluster-default")
+    assert cluster_defaults.pop("min.insync.replicas")["value"] == "1"  # written when the cluster formed
+    assert cluster_defaults == {
         "log.retention.ms": {
             "value": "5000",
             "source": "DYNAMIC_DEFAULT_BROKER_CONFIG",

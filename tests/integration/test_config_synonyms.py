@@ -55,7 +55,11 @@ def test_synonyms_and_cluster_defaults_survive_restart(tmp_path: Path) -> None:
             assert synonyms(admin, TOPIC_U, "cleanup.policy")[2] == [
                 (S.DEFAULT_CONFIG, "log.cleanup.policy", "delete")
             ]
-            assert admin.describe_configs([DEFAULT])[DEFAULT] == {}
+            # A fresh cluster's one default, as KRaft writes it at format time.
+            fresh = admin.describe_configs([DEFAULT])[DEFAULT]
+            assert {n: (e.value, e.source) for n, e in fresh.items()} == {
+                "min.insync.replicas": ("1", S.DYNAMIC_DEFAULT_BROKER_CONFIG)
+            }
 
             admin.alter_configs(DEFAULT, {"log.retention.ms": "5000", "log.retention.bytes": "7777"})
             admin.alter_configs(BROKER_0, {"log.retention.ms": "6000"})
@@ -95,6 +99,7 @@ def test_synonyms_and_cluster_defaults_survive_restart(tmp_path: Path) -> None:
             assert {n: (e.value, e.source, len(e.synonyms)) for n, e in cluster.items()} == {
                 "log.retention.bytes": ("7777", S.DYNAMIC_DEFAULT_BROKER_CONFIG, 1),
                 "log.retention.ms": ("5000", S.DYNAMIC_DEFAULT_BROKER_CONFIG, 1),
+                "min.insync.replicas": ("1", S.DYNAMIC_DEFAULT_BROKER_CONFIG, 1),
             }
             # Broker 0's own config wins over the cluster default; a static one shows as static.
             assert synonyms(admin, BROKER_0, "log.retention.ms")[:2] == ("6000", S.DYNAMIC_BROKER_CONFIG)

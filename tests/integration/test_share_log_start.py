@@ -30,6 +30,7 @@ CONFIG = {
     "share.coordinator.state.topic.num.partitions": "3",
     "group.share.auto.offset.reset": "earliest",
     "log.retention.check.interval.ms": "100",
+    "log.segment.bytes": "1024",  # a topic's segment.bytes is at least 1 MiB, as in Kafka
 }
 TOTAL = 30
 
@@ -40,7 +41,7 @@ def _spso(admin: Admin) -> int:
 
 def test_retention_past_the_spso_moves_it_and_consumption_carries_on(tmp_path: Path) -> None:
     with EmbeddedBroker(tmp_path / "d", CONFIG) as broker, Admin(broker.bootstrap) as admin:
-        admin.create_topic("aging", 1, configs={"segment.bytes": "1024"})
+        admin.create_topic("aging", 1)
         producer = Producer(broker.bootstrap)
         try:
             for i in range(TOTAL):  # one batch per record, a few batches per segment

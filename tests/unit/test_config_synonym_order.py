@@ -18,6 +18,7 @@ DEFAULTS = default_layer(
     {
         "log.retention.ms": "604800000",
         "log.segment.bytes": "1073741824",
+        "log.cleanup.policy": "delete",
         "group.share.record.lock.duration.ms": "30000",
     }
 )

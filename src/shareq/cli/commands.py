@@ -12,6 +12,7 @@ from shareq.cli.groups import groups
 from shareq.cli.offsets import offsets
 from shareq.cli.produce import produce
 from shareq.cli.quotas import quotas
+from shareq.cli.records import records
 from shareq.cli.scenario import scenario
 from shareq.cli.serve import serve
 from shareq.cli.topics import topics
@@ -26,6 +27,7 @@ ALL: list[click.Command] = [
     quotas,
     topics,
     transactions,
+    records,
     produce,
     consume,
     dlq,

@@ -31,6 +31,8 @@ def serve(data_dir: Path, port: int, host: str, pairs: tuple[str, ...], log_leve
     logging.basicConfig(
         level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
     )
+    import shareq.server.compaction  # noqa: F401  (registers the log.* and log.cleaner.* settings)
+
     try:
         config = BrokerConfig.from_pairs(pairs)
     except ConfigError as error:

@@ -1,4 +1,4 @@
-"""``shareq topics create|list|describe|delete``."""
+"""``shareq topics create|list|describe|alter|delete``."""
 
 from __future__ import annotations
 
@@ -99,6 +99,24 @@ def describe_topic(name: str, bootstrap: str, as_json: bool) -> None:
             [[r["partition"], r["leader"], r["start_offset"], r["end_offset"]] for r in rows],
         )
     )
+
+
+@topics.command("alter")
+@click.argument("name")
+@click.option(
+    "--partitions", "-p", required=True, type=click.IntRange(min=1), help="the new, larger partition count"
+)
+@bootstrap_option
+@json_option
+@friendly_errors
+def alter_topic(name: str, partitions: int, bootstrap: str, as_json: bool) -> None:
+    """Grow topic NAME to more partitions (share and consumer groups pick them up)."""
+    with admin_client(bootstrap) as admin:
+        admin.create_partitions(name, partitions)
+    if as_json:
+        emit_json({"topic": name, "partitions": partitions})
+    else:
+        click.echo(f"topic {name} now has {partitions} partition(s)")
 
 
 @topics.command("delete")

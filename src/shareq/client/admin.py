@@ -16,7 +16,7 @@ from kio.schema.errors import ErrorCode
 
 from . import _admin_consumer as consumer
 from . import _admin_share as share
-from . import _codec, _offsets
+from . import _codec, _offsets, _partitions
 from .admin_types import (
     AlterOp,
     ClientQuota,
@@ -169,6 +169,15 @@ class Admin:
 
     def describe_topic(self, name: str) -> TopicInfo:
         return self.cluster.topic(name, refresh=True)
+
+    def create_partitions(self, topic: str, total: int, *, validate_only: bool = False) -> None:
+        """Grow ``topic`` to ``total`` partitions (CreatePartitions)."""
+        _partitions.create_partitions(self.cluster, topic, total, validate_only=validate_only)
+
+    def delete_records(self, topic: str, before: Mapping[int, int]) -> dict[int, int]:
+        """Delete records below ``before[partition]`` (-1: all up to the high watermark); the new log
+        start offset per partition (DeleteRecords)."""
+        return _partitions.delete_records(self.cluster, topic, before)
 
     # -- features ----------------------------------------------------------------------------------
 

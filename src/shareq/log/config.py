@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
+
+from .conversion import DEFAULT_POLICY, LONG_MAX, AppendPolicy
 
 GIB = 1 << 30
 WEEK_MS = 7 * 24 * 60 * 60 * 1000
@@ -28,7 +30,13 @@ class LogConfig:
     flush_interval_messages: int | None = None  # log.flush.interval.messages / flush.messages
     index_interval_bytes: int = 4096  # log.index.interval.bytes / index.interval.bytes
     max_message_bytes: int = 1048588  # message.max.bytes / max.message.bytes
-    cleanup_policy: str = "delete"  # log.cleanup.policy / cleanup.policy (compaction not performed)
+    cleanup_policy: str = "delete"  # log.cleanup.policy / cleanup.policy
+    compression_type: str = "producer"  # compression.type
+    message_timestamp_type: str = "CreateTime"  # log.message.timestamp.type / message.timestamp.type
+    timestamp_before_max_ms: int = LONG_MAX  # message.timestamp.before.max.ms
+    timestamp_after_max_ms: int = 3_600_000  # message.timestamp.after.max.ms
+    compression_levels: tuple[tuple[str, int], ...] = ()  # compression.<codec>.level set explicitly
+    policy: AppendPolicy = field(init=False, repr=False, compare=False, default=DEFAULT_POLICY)
 
     def __post_init__(self) -> None:
         if not 14 <= self.segment_bytes <= MAX_SEGMENT_BYTES:
@@ -47,6 +55,15 @@ class LogConfig:
             raise ValueError(f"max_message_bytes must be positive, got {self.max_message_bytes}")
         if self.cleanup_policy not in CLEANUP_POLICIES:
             raise ValueError(f"cleanup_policy must be delete and/or compact, got {self.cleanup_policy!r}")
+
+        policy = AppendPolicy.from_configs(
+            compression_type=self.compression_type,
+            timestamp_type=self.message_timestamp_type,
+            before_max_ms=self.timestamp_before_max_ms,
+            after_max_ms=self.timestamp_after_max_ms,
+            levels=dict(self.compression_levels),
+        )
+        object.__setattr__(self, "policy", policy)
 
     @property
     def compact(self) -> bool:
@@ -86,6 +103,13 @@ class LogConfig:
                     changes[attr] = _retention(n) if attr == "retention_ms" else _segment_ms(str(n))
                 except ValueError as exc:
                     raise ValueError(f"invalid value {configs[name]!r} for {name}: {exc}") from None
+        levels = {
+            codec: _parse_int(configs[f"compression.{codec}.level"])
+            for codec in ("gzip", "lz4", "zstd")
+            if f"compression.{codec}.level" in configs
+        }
+        if levels:
+            changes["compression_levels"] = tuple(sorted(levels.items()))
         try:
             return replace(base or cls(), **changes)
         except ValueError as exc:
@@ -153,6 +177,10 @@ _TOPIC_NAMES: dict[str, tuple[str, _Parser]] = {
     "index.interval.bytes": ("index_interval_bytes", _parse_int),
     "max.message.bytes": ("max_message_bytes", _parse_int),
     "cleanup.policy": ("cleanup_policy", _policy),
+    "compression.type": ("compression_type", str.strip),
+    "message.timestamp.type": ("message_timestamp_type", str.strip),
+    "message.timestamp.before.max.ms": ("timestamp_before_max_ms", _parse_int),
+    "message.timestamp.after.max.ms": ("timestamp_after_max_ms", _parse_int),
 }
 
 _BROKER_NAMES: dict[str, tuple[str, _Parser]] = {
@@ -164,4 +192,7 @@ _BROKER_NAMES: dict[str, tuple[str, _Parser]] = {
     "log.index.interval.bytes": ("index_interval_bytes", _parse_int),
     "message.max.bytes": ("max_message_bytes", _parse_int),
     "log.cleanup.policy": ("cleanup_policy", _policy),
+    "log.message.timestamp.type": ("message_timestamp_type", str.strip),
+    "log.message.timestamp.before.max.ms": ("timestamp_before_max_ms", _parse_int),
+    "log.message.timestamp.after.max.ms": ("timestamp_after_max_ms", _parse_int),
 }

@@ -37,3 +37,8 @@ class UnsupportedCompressionError(LogError):
 
 class LogIOError(LogError):
     """The disk refused a write or read (for example ENOSPC); the log was left consistent."""
+
+
+class InvalidTimestampError(LogError):
+    """A CreateTime batch's timestamp lies outside the topic's ``message.timestamp.before.max.ms`` /
+    ``message.timestamp.after.max.ms`` window around the broker's clock."""

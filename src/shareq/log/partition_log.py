@@ -32,7 +32,16 @@ from .batch import (
     LOG_OVERHEAD,
 )
 from .checkpoint import CHECKPOINT_FILE, PRODUCER_SNAPSHOT_FILE, Checkpoint, write_checkpoint
+from .cleaner import (
+    FIRST_DIRTY_FILE,
+    CleaningConfig,
+    CleaningPlan,
+    CleaningResult,
+    SegmentFile,
+    plan_cleaning,
+)
 from .config import LogConfig
+from .conversion import apply_policy
 from .errors import (
     CorruptRecordError,
     LogIOError,
@@ -270,7 +279,10 @@ class PartitionLog:
         if total < HEADER_SIZE:
             raise CorruptRecordError(f"{total} bytes cannot hold a record batch")
         active = self._segments[-1]
-        buf = bytearray(records)
+        policy = self.config.policy
+        buf = apply_policy(bytearray(records), policy, now_ms)
+        total = len(buf)
+        append_time = now_ms if policy.log_append_time else -1
         hw = active.next_offset
         prepared = prepare_append(buf, hw, leader_epoch, self._producers, allow_control=allow_control)
         if isinstance(prepared, BatchMetadata):
@@ -306,7 +318,7 @@ class PartitionLog:
         return AppendInfo(
             first_offset=first_offset,
             last_offset=next_offset - 1,
-            log_append_time_ms=-1,
+            log_append_time_ms=append_time,
             record_count=prepared.record_count,
             duplicate=False,
             log_start_offset=self._log_start,
@@ -442,6 +454,34 @@ class PartitionLog:
                     return found
         return None
 
+    def max_timestamp_offset(self) -> TimestampOffset | None:
+        """The record with the largest timestamp (ListOffsets -3, KIP-734): the first segment whose
+        maximum is the log's, then the batch that reached it there, then the record in that batch.
+
+        Each segment keeps its maximum timestamp and the batch that reached it, as Kafka's time
+        index does; a compressed batch answers with its first offset. ``None`` for an empty log.
+        """
+        self._check_open()
+        best: LogSegment | None = None
+        for seg in self._segments:
+            if seg.next_offset <= self._log_start or seg.size == 0:
+                continue
+            self._ensure_indexes(seg)
+            if seg.max_timestamp >= 0 and (best is None or seg.max_timestamp > best.max_timestamp):
+                best = seg
+        if best is None:
+            return None
+        target = best.offset_of_max_timestamp
+        _, pos = best.index.lookup(target - best.base_offset)
+        fd = self._read_fd(best)
+        for p, h in scan_batches(fd, pos, best.size, verify_crc=False):
+            last = h[H_BASE_OFFSET] + h[H_LAST_OFFSET_DELTA]
+            if last < target:
+                continue
+            size = h[H_BATCH_LENGTH] + LOG_OVERHEAD
+            return exact_timestamp(fd, p, size, best.max_timestamp, self._log_start)
+        return None
+
     # -- retention ----------------------------------------------------------------------------------
 
     def advance_log_start(self, offset: int) -> None:
@@ -461,6 +501,10 @@ class PartitionLog:
         one); return how many were deleted."""
         self._check_open()
         deleted = self._delete_oldest(lambda seg: seg.next_offset <= self._log_start)
+        if "delete" not in self.config.cleanup_policy:
+            if deleted:
+                self._write_checkpoint()
+            return deleted  # compact only: the cleaner, not time or size, removes records
         retention_ms = self.config.retention_ms
         if retention_ms >= 0:
             deleted += self._delete_oldest(lambda seg: now_ms - self._largest_timestamp(seg) > retention_ms)
@@ -500,6 +544,57 @@ class PartitionLog:
         if deleted:
             self._log_start = max(self._log_start, self._segments[0].base_offset)
         return deleted
+
+    # -- compaction (see cleaner.py) ----------------------------------------------------------------
+
+    def cleaning_plan(self, config: CleaningConfig, now_ms: int) -> CleaningPlan | None:
+        """What the cleaner should rewrite now (``None``: nothing is due)."""
+        self._check_open()
+        closed = []
+        for seg in self._segments[:-1]:
+            if seg.next_offset <= self._log_start:
+                continue
+            closed.append(
+                SegmentFile(
+                    seg.base_offset, seg.next_offset, seg.log_path, seg.size, self._largest_timestamp(seg)
+                )
+            )
+        return plan_cleaning(tuple(closed), max(self._first_dirty(), self._log_start), config, now_ms)
+
+    def swap_cleaned(self, result: CleaningResult) -> int:
+        """Put cleaned segment files in place of the originals; a segment that changed meanwhile
+        (deleted by retention, say) keeps its original. Returns how many were swapped."""
+        self._check_open()
+        swapped = 0
+        by_base = {seg.base_offset: seg for seg in self._segments[:-1]}
+        for cleaned in result.cleaned:
+            seg = by_base.get(cleaned.base)
+            if seg is None or seg.size != cleaned.original_size:
+                cleaned.cleaned_path.unlink(missing_ok=True)
+                continue
+            next_offset = seg.next_offset
+            seg.close()
+            if self._reader is seg:
+                self._reader = None
+            if seg in self._loaded:
+                self._loaded.remove(seg)
+            seg.discard_indexes()
+            seg.index_path.unlink(missing_ok=True)
+            seg.timeindex_path.unlink(missing_ok=True)
+            os.replace(cleaned.cleaned_path, seg.log_path)
+            seg.size = cleaned.size
+            self._rebuild_indexes(seg)
+            seg.next_offset = next_offset
+            swapped += 1
+        _sync_directory(self.directory)
+        write_file_atomically(self.directory / FIRST_DIRTY_FILE, b"%d" % result.next_first_dirty)
+        return swapped
+
+    def _first_dirty(self) -> int:
+        try:
+            return int((self.directory / FIRST_DIRTY_FILE).read_text())
+        except (OSError, ValueError):
+            return 0
 
     # -- durability and lifecycle -------------------------------------------------------------------
 
@@ -551,3 +646,11 @@ class PartitionLog:
             f"PartitionLog({self.directory.name}, start={self._log_start}, end={self.log_end_offset}, "
             f"segments={len(self._segments)})"
         )
+
+
+def _sync_directory(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -35,8 +35,8 @@ _MAX_SEQUENCE = 0x7FFFFFFF
 
 def recover(log: PartitionLog, now_ms: int) -> None:
     """Rebuild ``log``'s segments, indexes, log start and producer state from its directory."""
-    for stray in log.directory.glob("*.tmp"):
-        stray.unlink()
+    for stray in (*log.directory.glob("*.tmp"), *log.directory.glob("*.cleaned")):
+        stray.unlink()  # a write or a cleaning that a crash cut short
     bases = sorted(
         int(p.stem) for p in log.directory.glob("*" + LOG_SUFFIX) if p.stem.isdigit() and len(p.stem) == 20
     )

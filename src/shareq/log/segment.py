@@ -200,6 +200,11 @@ class LogSegment:
             self.write_indexes()
         self._index = self._time_index = None
 
+    def discard_indexes(self) -> None:
+        """Forget the in-memory indexes without writing them (their log file is being replaced)."""
+        self._index = self._time_index = None
+        self.indexes_dirty = False
+
     def peek_max_timestamp(self) -> int | None:
         """Learn the maximum timestamp from the last ``.timeindex`` entry without loading it."""
         try:

@@ -19,6 +19,7 @@ from shareq.config import BrokerConfig
 from shareq.log import LogConfig, PartitionLog
 from shareq.quota import ClientQuotas, QuotaUsage
 
+from .compaction import cleaner_loop, stop_cleaner
 from .connection import serve_connection
 from .consumer_groups import ConsumerGroupServices
 from .handlers import HandlerTable, default_handlers
@@ -115,6 +116,7 @@ class Broker:
             ) from error
         self.port = self._server.sockets[0].getsockname()[1]
         self._spawn(self._retention_loop())
+        self._spawn(cleaner_loop(self))
 
     async def stop(self) -> None:
         """Stop accepting, end connections, flush and close every log."""
@@ -124,6 +126,7 @@ class Broker:
         for task in list(self._tasks) + list(self._connections):
             task.cancel()
         await asyncio.gather(*self._tasks, *self._connections, return_exceptions=True)
+        stop_cleaner(self)
         if self._server is not None:
             await self._server.wait_closed()
         if self.transactions is not None:
@@ -215,6 +218,29 @@ class Broker:
         for index in range(count):
             self._open_partition(topic, index)
         return topic
+
+    def create_partitions(self, name: str, count: int) -> TopicInfo:
+        """Grow ``name`` to ``count`` partitions and open the new logs. Share groups and
+        consumer groups see them on their next heartbeat or metadata refresh."""
+        topic = self.topics.get(name)
+        if topic is None:
+            raise KeyError(name)
+        before = topic.partitions
+        topic = self.topics.set_partition_count(name, count)
+        for index in range(before, count):
+            self._open_partition(topic, index)
+        return topic
+
+    def delete_records(self, name: str, index: int, offset: int) -> int:
+        """Move the log start of ``name``-``index`` to ``offset`` (DeleteRecords); share-partitions
+        whose start offset falls behind it move with it. Returns the new log start."""
+        partition = self.partition(name, index)
+        if partition is None:
+            raise KeyError((name, index))
+        partition.log.advance_log_start(offset)
+        if self.share is not None:
+            self.share.log_start_moved(name, index)
+        return partition.log.log_start_offset
 
     def delete_topic(self, name: str) -> TopicInfo:
         topic = self.topics.delete(name)

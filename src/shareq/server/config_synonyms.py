@@ -24,6 +24,8 @@ import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from .topic_configs import TOPIC_SETTINGS
+
 
 class Source(enum.IntEnum):
     """DescribeConfigs ``ConfigSource`` ids."""
@@ -61,23 +63,13 @@ _BROKER_SYNONYMS: dict[str, tuple[str, ...]] = {
 # Built-in defaults Kafka keeps under another name or that shareq fixes (no broker setting).
 KAFKA_ONLY_DEFAULTS: dict[str, str] = {
     "log.retention.hours": "168",
-    "log.cleanup.policy": "delete",
-    "log.message.timestamp.type": "CreateTime",
-    "min.insync.replicas": "1",
 }
 # Defaults that Kafka keeps on a synonym instead (log.retention.ms has none of its own).
 DEFAULT_ON_SYNONYM = frozenset({"log.retention.ms"})
 
 # Kafka's ServerTopicConfigSynonyms: the broker config a topic config falls back to.
 TOPIC_CONFIG_SYNONYMS: dict[str, str] = {
-    "retention.ms": "log.retention.ms",
-    "retention.bytes": "log.retention.bytes",
-    "segment.bytes": "log.segment.bytes",
-    "flush.messages": "log.flush.interval.messages",
-    "max.message.bytes": "message.max.bytes",
-    "cleanup.policy": "log.cleanup.policy",
-    "message.timestamp.type": "log.message.timestamp.type",
-    "min.insync.replicas": "min.insync.replicas",
+    s.name: s.synonym for s in TOPIC_SETTINGS.values() if s.synonym is not None
 }
 
 # The broker config a share-group config falls back to. The last two are shareq's own broker

@@ -7,10 +7,12 @@ from kio.schema.errors import ErrorCode
 from shareq.log.errors import (
     CorruptRecordError,
     InvalidProducerEpochError,
+    InvalidTimestampError,
     LogIOError,
     OffsetOutOfRangeError,
     OutOfOrderSequenceError,
     RecordTooLargeError,
+    UnsupportedCompressionError,
 )
 from shareq.protocol import error_code_for
 
@@ -24,6 +26,8 @@ ERROR_CODES: dict[type[BaseException], ErrorCode] = {
     OutOfOrderSequenceError: ErrorCode.out_of_order_sequence_number,
     InvalidProducerEpochError: ErrorCode.invalid_producer_epoch,
     LogIOError: ErrorCode.kafka_storage_error,
+    InvalidTimestampError: ErrorCode.invalid_timestamp,
+    UnsupportedCompressionError: ErrorCode.unsupported_compression_type,
     InvalidTopicError: ErrorCode.invalid_topic_exception,
     TopicExistsError: ErrorCode.topic_already_exists,
     UnknownTopicError: ErrorCode.unknown_topic_or_partition,

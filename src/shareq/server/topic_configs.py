@@ -1,44 +1,279 @@
-"""Topic-level configs: their Kafka names, the broker setting each defaults to, and validation."""
+"""Topic-level configs as Kafka 4.4 has them: names, types, defaults, the broker config each falls
+back to, and validation with Kafka's messages (no I/O).
+
+The table holds every topic config a Kafka 4.4 topic describes, one row each, in name order; a
+feature that adds a topic config adds one row. ``honoured`` says whether a single shareq broker acts
+on the value; the others (replication throttles, tiered storage, preallocation, ...) are accepted,
+stored and described, and change nothing on one node (see docs/ARCHITECTURE.md, "Topic configs").
+
+A config falls back to a broker config (its *synonym*, Kafka's ``ServerTopicConfigSynonyms``) when
+the topic does not set it; those broker configs are registered here, so ``--config`` and
+IncrementalAlterConfigs on the broker take them under Kafka's names.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import enum
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from shareq.config import BrokerConfig
+from shareq.config import SETTINGS, BrokerConfig, Setting, register
 
 DLQ_GROUP_ENABLE = "errors.deadletterqueue.group.enable"
 """A topic opts in to receive share groups' dead letters (KIP-1191)."""
 
 
 class InvalidConfigError(ValueError):
-    """An unknown topic config or a value it cannot take."""
+    """An unknown topic config or a value it cannot take (the message is Kafka's)."""
+
+
+class ConfigType(enum.IntEnum):
+    """DescribeConfigs ``ConfigType`` ids (v3+)."""
+
+    BOOLEAN = 1
+    STRING = 2
+    INT = 3
+    LONG = 5
+    DOUBLE = 6
+    LIST = 7
+
+
+LONG_MAX = 2**63 - 1
+INT_MAX = 2**31 - 1
+_BOUNDS = {ConfigType.INT: (-(2**31), INT_MAX), ConfigType.LONG: (-(2**63), LONG_MAX)}
+
+Check = Callable[[object], "str | None"]
+"""Returns Kafka's reason a parsed value is invalid, or ``None``."""
+
+
+def at_least(minimum: float) -> Check:
+    def check(value: object) -> str | None:
+        return None if value >= minimum else f"Value must be at least {_num(minimum)}"  # type: ignore[operator]
+
+    return check
+
+
+def between(minimum: float, maximum: float) -> Check:
+    def check(value: object) -> str | None:
+        if value < minimum:  # type: ignore[operator]
+            return f"Value must be at least {_num(minimum)}"
+        if value > maximum:  # type: ignore[operator]
+            return f"Value must be no more than {_num(maximum)}"
+        return None
+
+    return check
+
+
+def one_of(*choices: str) -> Check:
+    def check(value: object) -> str | None:
+        items = value if isinstance(value, list) else [value]
+        if all(item in choices for item in items):
+            return None
+        return f"String must be one of: {', '.join(choices)}"
+
+    return check
+
+
+def _gzip_level(value: object) -> str | None:
+    return None if value == -1 or 1 <= value <= 9 else "Value must be between 1 and 9 or equal to -1"  # type: ignore[operator]
+
+
+def _throttled_replicas(name: str) -> Check:
+    def check(value: object) -> str | None:
+        items = value if isinstance(value, list) else [value]
+        if items == ["*"] or all(_replica_pair(item) for item in items):
+            return None
+        return (
+            f"{name} must be the literal '*' or a list of replicas in the following format: "
+            "[partitionId]:[brokerId],[partitionId]:[brokerId],..."
+        )
+
+    return check
+
+
+def _replica_pair(item: object) -> bool:
+    parts = str(item).split(":")
+    return len(parts) == 2 and all(p.strip().isdigit() for p in parts)
+
+
+def _num(number: float) -> str:
+    return str(int(number)) if float(number).is_integer() else str(number)
 
 
 @dataclass(frozen=True, slots=True)
 class TopicSetting:
     name: str
-    broker_key: str | None  # the broker setting that supplies the default, if any
+    type: ConfigType
     default: str
-    kind: str  # "long", "int", "string", "list", "boolean"
-    choices: tuple[str, ...] = ()
-    minimum: int | None = None
+    synonym: str | None = None  # the broker config it falls back to
+    check: Check | None = None
+    honoured: bool = True  # False: accepted, stored and described, inert on one broker
+
+    @property
+    def kind(self) -> str:
+        return self.type.name.lower()
 
 
-TOPIC_SETTINGS: dict[str, TopicSetting] = {
-    s.name: s
-    for s in (
-        TopicSetting("retention.ms", "log.retention.ms", "", "long", minimum=-1),
-        TopicSetting("retention.bytes", "log.retention.bytes", "", "long", minimum=-1),
-        TopicSetting("segment.bytes", "log.segment.bytes", "", "int", minimum=14),
-        TopicSetting("flush.messages", "log.flush.interval.messages", "", "long", minimum=1),
-        TopicSetting("max.message.bytes", "message.max.bytes", "", "int", minimum=0),
-        TopicSetting("cleanup.policy", None, "delete", "list", choices=("delete",)),
-        TopicSetting("message.timestamp.type", None, "CreateTime", "string", choices=("CreateTime",)),
-        TopicSetting("min.insync.replicas", None, "1", "int", minimum=1),
-        TopicSetting(DLQ_GROUP_ENABLE, None, "false", "boolean", choices=("true", "false")),
-    )
-}
+_T = ConfigType
+_TABLE = (
+    TopicSetting("cleanup.policy", _T.LIST, "delete", "log.cleanup.policy", one_of("compact", "delete")),
+    TopicSetting("compression.gzip.level", _T.INT, "-1", "compression.gzip.level", _gzip_level),
+    TopicSetting("compression.lz4.level", _T.INT, "9", "compression.lz4.level", between(1, 17)),
+    TopicSetting(
+        "compression.type",
+        _T.STRING,
+        "producer",
+        "compression.type",
+        one_of("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"),
+    ),
+    TopicSetting("compression.zstd.level", _T.INT, "3", "compression.zstd.level", between(-131072, 22)),
+    TopicSetting("delete.retention.ms", _T.LONG, "86400000", "log.cleaner.delete.retention.ms", at_least(0)),
+    # Dead-letter queues (KIP-1191) give this one its meaning; until then it is stored only.
+    TopicSetting("errors.deadletterqueue.group.enable", _T.BOOLEAN, "false", None, honoured=False),
+    TopicSetting(
+        "file.delete.delay.ms", _T.LONG, "60000", "log.segment.delete.delay.ms", at_least(0), honoured=False
+    ),
+    TopicSetting("flush.messages", _T.LONG, str(LONG_MAX), "log.flush.interval.messages", at_least(1)),
+    TopicSetting("flush.ms", _T.LONG, str(LONG_MAX), None, at_least(0), honoured=False),
+    TopicSetting(
+        "follower.replication.throttled.replicas",
+        _T.LIST,
+        "",
+        None,
+        _throttled_replicas("follower.replication.throttled.replicas"),
+        honoured=False,
+    ),
+    TopicSetting("index.interval.bytes", _T.INT, "4096", "log.index.interval.bytes", at_least(0)),
+    TopicSetting(
+        "leader.replication.throttled.replicas",
+        _T.LIST,
+        "",
+        None,
+        _throttled_replicas("leader.replication.throttled.replicas"),
+        honoured=False,
+    ),
+    TopicSetting(
+        "local.retention.bytes", _T.LONG, "-2", "log.local.retention.bytes", at_least(-2), honoured=False
+    ),
+    TopicSetting("local.retention.ms", _T.LONG, "-2", "log.local.retention.ms", at_least(-2), honoured=False),
+    TopicSetting(
+        "max.compaction.lag.ms", _T.LONG, str(LONG_MAX), "log.cleaner.max.compaction.lag.ms", at_least(1)
+    ),
+    TopicSetting(
+        "max.decompressed.message.bytes",
+        _T.INT,
+        "2147483639",
+        "max.decompressed.message.bytes",
+        at_least(0),
+        honoured=False,
+    ),
+    TopicSetting("max.message.bytes", _T.INT, "1048588", "message.max.bytes", at_least(0)),
+    TopicSetting(
+        "message.timestamp.after.max.ms",
+        _T.LONG,
+        "3600000",
+        "log.message.timestamp.after.max.ms",
+        at_least(0),
+    ),
+    TopicSetting(
+        "message.timestamp.before.max.ms",
+        _T.LONG,
+        str(LONG_MAX),
+        "log.message.timestamp.before.max.ms",
+        at_least(0),
+    ),
+    TopicSetting(
+        "message.timestamp.type",
+        _T.STRING,
+        "CreateTime",
+        "log.message.timestamp.type",
+        one_of("CreateTime", "LogAppendTime"),
+    ),
+    TopicSetting(
+        "min.cleanable.dirty.ratio", _T.DOUBLE, "0.5", "log.cleaner.min.cleanable.ratio", between(0, 1)
+    ),
+    TopicSetting("min.compaction.lag.ms", _T.LONG, "0", "log.cleaner.min.compaction.lag.ms", at_least(0)),
+    TopicSetting("min.insync.replicas", _T.INT, "1", "min.insync.replicas", at_least(1)),
+    TopicSetting("preallocate", _T.BOOLEAN, "false", "log.preallocate", honoured=False),
+    TopicSetting("remote.copy.lag.bytes", _T.LONG, "-1", "log.remote.copy.lag.bytes", honoured=False),
+    TopicSetting("remote.copy.lag.ms", _T.LONG, "0", "log.remote.copy.lag.ms", honoured=False),
+    TopicSetting("remote.log.copy.disable", _T.BOOLEAN, "false", None, honoured=False),
+    TopicSetting("remote.log.delete.on.disable", _T.BOOLEAN, "false", None, honoured=False),
+    TopicSetting("remote.storage.enable", _T.BOOLEAN, "false", None, honoured=False),
+    TopicSetting("retention.bytes", _T.LONG, "-1", "log.retention.bytes", at_least(-1)),
+    TopicSetting("retention.ms", _T.LONG, "604800000", "log.retention.ms", at_least(-1)),
+    TopicSetting("segment.bytes", _T.INT, "1073741824", "log.segment.bytes", at_least(1024 * 1024)),
+    TopicSetting(
+        "segment.index.bytes", _T.INT, "10485760", "log.index.size.max.bytes", at_least(4), honoured=False
+    ),
+    TopicSetting("segment.jitter.ms", _T.LONG, "0", None, at_least(0), honoured=False),
+    TopicSetting("segment.ms", _T.LONG, "604800000", None, at_least(1)),
+    TopicSetting(
+        "unclean.leader.election.enable",
+        _T.BOOLEAN,
+        "false",
+        "unclean.leader.election.enable",
+        honoured=False,
+    ),
+)
+TOPIC_SETTINGS: dict[str, TopicSetting] = {s.name: s for s in _TABLE}
+
+_TIERED_STORAGE_OFF = (
+    "Tiered Storage functionality is disabled in the broker. "
+    "Topic cannot be configured with remote log storage."
+)
+
+
+def parse_value(setting: TopicSetting, text: str) -> object:
+    """The typed value of ``text``; raises :class:`InvalidConfigError` with Kafka's message."""
+    name, kind = setting.name, setting.type
+    stripped = text.strip()
+    value: object
+    if kind in (ConfigType.INT, ConfigType.LONG):
+        try:
+            value = int(stripped)
+        except ValueError:
+            value = None
+        low, high = _BOUNDS[kind]
+        if value is None or not low <= value <= high:
+            raise InvalidConfigError(
+                f"Invalid value {text} for configuration {name}: Not a number of type {kind.name}"
+            )
+    elif kind is ConfigType.DOUBLE:
+        try:
+            value = float(stripped)
+        except ValueError:
+            raise InvalidConfigError(
+                f"Invalid value {text} for configuration {name}: Not a number of type DOUBLE"
+            ) from None
+    elif kind is ConfigType.BOOLEAN:
+        if stripped.lower() not in ("true", "false"):
+            raise InvalidConfigError(
+                f"Invalid value {text} for configuration {name}: Expected value to be either true or false"
+            )
+        value = stripped.lower() == "true"
+    elif kind is ConfigType.LIST:
+        value = [item.strip() for item in stripped.split(",")] if stripped else []
+    else:
+        value = stripped
+    if setting.check is not None:
+        reason = setting.check(value)
+        if reason is not None:
+            shown = _shown(value, name)
+            raise InvalidConfigError(f"Invalid value {shown} for configuration {name}: {reason}")
+    return value
+
+
+def _shown(value: object, name: str) -> str:
+    """The value as Kafka's message prints it: a list validator names the first bad item, the
+    throttled-replica validator the whole list."""
+    if isinstance(value, list):
+        if name.endswith("throttled.replicas"):
+            return "[" + ", ".join(value) + "]"
+        setting = TOPIC_SETTINGS[name]
+        bad = [item for item in value if setting.check is not None and setting.check(item) is not None]
+        return str(bad[0] if bad else value)
+    return _text(value)
 
 
 def validate_topic_configs(configs: Mapping[str, str | None]) -> dict[str, str]:
@@ -47,20 +282,12 @@ def validate_topic_configs(configs: Mapping[str, str | None]) -> dict[str, str]:
     for name, value in configs.items():
         setting = TOPIC_SETTINGS.get(name)
         if setting is None:
-            raise InvalidConfigError(f"unknown topic config {name!r}")
+            raise InvalidConfigError(f"Unknown topic config name: {name}")
         if value is None:
             continue
-        if setting.kind in ("long", "int"):
-            try:
-                number = int(value)
-            except ValueError as error:
-                raise InvalidConfigError(f"{name}: {value!r} is not an integer") from error
-            if setting.minimum is not None and number < setting.minimum:
-                raise InvalidConfigError(f"{name}: {number} is below {setting.minimum}")
-            if setting.kind == "int" and number > 2**31 - 1:
-                raise InvalidConfigError(f"{name}: {number} does not fit an int")
-        elif setting.choices and value not in setting.choices:
-            raise InvalidConfigError(f"{name}: {value!r} is not one of {', '.join(setting.choices)}")
+        parsed = parse_value(setting, value)
+        if name == "remote.storage.enable" and parsed is True:
+            raise InvalidConfigError(_TIERED_STORAGE_OFF)
         result[name] = value
     return result
 
@@ -73,8 +300,63 @@ def effective_topic_configs(
     for name, setting in TOPIC_SETTINGS.items():
         if name in overrides:
             result[name] = (overrides[name], True)
-        elif setting.broker_key is not None:
-            result[name] = (str(broker[setting.broker_key]), False)
-        else:
-            result[name] = (setting.default, False)
+            continue
+        value = None
+        if setting.synonym is not None and setting.synonym in SETTINGS:
+            value = broker.text(setting.synonym)
+        result[name] = (setting.default if value is None else value, False)
     return result
+
+
+def topic_value(name: str, overrides: Mapping[str, str], broker: BrokerConfig) -> object:
+    """One topic config's effective value, typed."""
+    setting = TOPIC_SETTINGS[name]
+    text = overrides.get(name)
+    if text is None and setting.synonym is not None and setting.synonym in SETTINGS:
+        text = broker.text(setting.synonym)
+    return parse_value(setting, setting.default if text is None else text)
+
+
+# -- the broker configs the topic configs fall back to ----------------------------------------------
+
+_PYTHON_TYPES: dict[ConfigType, type] = {
+    ConfigType.INT: int,
+    ConfigType.LONG: int,
+    ConfigType.DOUBLE: float,
+    ConfigType.BOOLEAN: bool,
+    ConfigType.STRING: str,
+    ConfigType.LIST: str,
+}
+
+
+def _broker_check(setting: TopicSetting) -> Callable[[object], bool]:
+    def valid(value: object) -> bool:
+        try:
+            parse_value(setting, value if isinstance(value, str) else _text(value))
+        except InvalidConfigError:
+            return False
+        return True
+
+    return valid
+
+
+def _text(value: object) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def _register_broker_synonyms() -> None:
+    for setting in _TABLE:
+        broker_name = setting.synonym
+        if broker_name is None or broker_name in SETTINGS:
+            continue
+        kind = _PYTHON_TYPES[setting.type]
+        default: object = parse_value(setting, setting.default)
+        if setting.type is ConfigType.LIST:
+            default = setting.default
+        register(Setting(name=broker_name, type=kind, default=default, validator=_broker_check(setting)))
+
+
+_register_broker_synonyms()
+
+BROKER_SYNONYMS: frozenset[str] = frozenset(s.synonym for s in _TABLE if s.synonym is not None)
+"""Broker configs a topic config falls back to: each is dynamic per broker, as in Kafka."""

@@ -84,6 +84,9 @@ class TopicRegistry:
         if self._path.exists():
             self._load()
         else:
+            # KRaft writes this cluster default when a node is formatted; Kafka describes a topic's
+            # min.insync.replicas as coming from it (DYNAMIC_DEFAULT_BROKER_CONFIG).
+            self.cluster_defaults = {"min.insync.replicas": "1"}
             self._save()
 
     # -- queries ---------------------------------------------------------------------------------
@@ -119,6 +122,15 @@ class TopicRegistry:
         if info is None:
             raise UnknownTopicError(name)
         del self._by_id[info.topic_id]
+        self._save()
+        return info
+
+    def set_partition_count(self, name: str, partitions: int) -> TopicInfo:
+        """Grow a topic (CreatePartitions); a topic never shrinks."""
+        info = self._by_name[name]
+        if partitions < info.partitions:
+            raise ValueError(f"topic {name} has {info.partitions} partitions, cannot shrink to {partitions}")
+        info.partitions = partitions
         self._save()
         return info
 

@@ -47,6 +47,7 @@ def default_handlers() -> HandlerTable:
         api_versions,
         classic_groups,
         client_quotas,
+        cluster,
         configs,
         consumer_group_heartbeat,
         coordinator,
@@ -55,6 +56,7 @@ def default_handlers() -> HandlerTable:
         list_offsets,
         metadata,
         offsets,
+        partitions_admin,
         produce,
         producer_id,
         share_acknowledge,
@@ -88,6 +90,8 @@ def default_handlers() -> HandlerTable:
         consumer_group_heartbeat,
         transactions,
         transactions_admin,
+        cluster,
+        partitions_admin,
     ):
         table.update(module.HANDLERS)
     return table

@@ -21,6 +21,7 @@ from ..config_synonyms import (
     ConfigLayers,
     Described,
     Source,
+    Synonym,
     default_layer,
     describe_broker_config,
     describe_cluster_default,
@@ -28,7 +29,14 @@ from ..config_synonyms import (
     describe_topic_config,
 )
 from ..context import RequestContext
-from ..topic_configs import TOPIC_SETTINGS, InvalidConfigError, effective_topic_configs
+from ..topic_configs import (
+    BROKER_SYNONYMS,
+    TOPIC_SETTINGS,
+    ConfigType,
+    InvalidConfigError,
+    effective_topic_configs,
+    validate_topic_configs,
+)
 from .api_versions import NO_THROTTLE
 from .group_support import (
     AdminFailure,
@@ -46,28 +54,34 @@ BROKER = 4
 GROUP = 32
 
 # ConfigType values of the protocol (DescribeConfigs v3+).
-_TYPES = {bool: 1, str: 2, int: 5}
+_TYPES = {bool: 1, str: 2, int: 5, float: 6}
 _GROUP_STRING_CONFIGS = frozenset(
     {"share.auto.offset.reset", "share.isolation.level", "errors.deadletterqueue.topic.name"}
 )
 _GROUP_BOOLEAN_CONFIGS = frozenset({"errors.deadletterqueue.copy.record.enable"})
-_TOPIC_TYPES = {"boolean": 1, "int": 3, "long": 5, "string": 2, "list": 7}
 
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+ALTER_CONFIGS = 33
 
-DYNAMIC_BROKER_KEYS = frozenset(
-    {
-        "num.partitions",
-        "auto.create.topics.enable",
-        "log.segment.bytes",
-        "log.retention.ms",
-        "log.retention.bytes",
-        "log.flush.interval.messages",
-        "message.max.bytes",
-        "errors.deadletterqueue.auto.create.topics.enable",
-        "errors.deadletterqueue.topic.name.prefix",
-    }
-)
+# Broker configs Kafka changes per broker at runtime (described read_only=false): the ones topic
+# configs fall back to, and a few more.
+KAFKA_DYNAMIC_BROKER_KEYS = BROKER_SYNONYMS | {
+    "log.segment.bytes",
+    "log.retention.ms",
+    "log.retention.bytes",
+    "log.flush.interval.messages",
+    "message.max.bytes",
+    "log.cleaner.backoff.ms",
+    "log.cleaner.dedupe.buffer.size",
+}
+# What shareq lets IncrementalAlterConfigs change on BROKER "0" and "": Kafka's dynamic ones, plus
+# two that Kafka fixes at start-up and shareq lets an operator change (described read-only, as Kafka).
+DYNAMIC_BROKER_KEYS = KAFKA_DYNAMIC_BROKER_KEYS | {
+    "num.partitions",
+    "auto.create.topics.enable",
+    "errors.deadletterqueue.auto.create.topics.enable",
+    "errors.deadletterqueue.topic.name.prefix",
+}
 
 
 def config_layers(broker: Broker) -> ConfigLayers:
@@ -96,7 +110,7 @@ def handle_describe_configs(request: Any, ctx: RequestContext) -> Any:
             else:
                 effective = effective_topic_configs(topic.configs, ctx.broker.config)
                 for name, (value, _explicit) in effective.items():
-                    kind = _TOPIC_TYPES[TOPIC_SETTINGS[name].kind]
+                    kind = int(TOPIC_SETTINGS[name].type)
                     where = describe_topic_config(name, value, topic.configs, layers)
                     described.append((name, value, where, kind, False))
         elif resource.resource_type == BROKER:
@@ -107,12 +121,7 @@ def handle_describe_configs(request: Any, ctx: RequestContext) -> Any:
                     kind = _TYPES.get(SETTINGS[key].type, 0) if key in SETTINGS else 0
                     described.append((key, value, describe_cluster_default(key, layers), kind, False))
             elif name == str(ctx.broker.node_id):
-                for key, setting in sorted(SETTINGS.items()):
-                    where = describe_broker_config(key, layers)
-                    read_only = key not in DYNAMIC_BROKER_KEYS
-                    described.append(
-                        (key, ctx.broker.config.text(key), where, _TYPES.get(setting.type, 0), read_only)
-                    )
+                described = _broker_entries(ctx, layers)
             else:
                 code, message = ErrorCode.invalid_request, _unexpected_broker(ctx, name)
         elif resource.resource_type == GROUP:
@@ -153,7 +162,53 @@ def handle_describe_configs(request: Any, ctx: RequestContext) -> Any:
 
 
 _INT = 3
+_LIST = 7
 _GROUP_SOURCE = int(Source.GROUP_CONFIG)
+
+# shareq's own broker settings (Kafka has no such names): described only when an operator set one.
+SHAREQ_ONLY_BROKER_KEYS = frozenset(
+    {
+        "advertised.host",
+        "advertised.port",
+        "group.share.auto.offset.reset",
+        "group.share.isolation.level",
+        "share.coordinator.cold.partition.snapshot.interval.ms",
+        "share.coordinator.state.flush.mode",
+        "share.coordinator.state.topic.prune.interval.ms",
+    }
+)
+
+
+def _broker_entries(
+    ctx: RequestContext, layers: ConfigLayers
+) -> list[tuple[str, str | None, Described, int, bool]]:
+    """Broker configs under Kafka's names: the settings shareq has, then what Kafka describes that
+    shareq derives (listeners, log dirs, roles, retention in hours)."""
+    broker = ctx.broker
+    out: list[tuple[str, str | None, Described, int, bool]] = []
+    set_somewhere = set(layers.static) | set(layers.dynamic_broker) | set(layers.dynamic_default)
+    for key, setting in SETTINGS.items():
+        if key in SHAREQ_ONLY_BROKER_KEYS and key not in set_somewhere:
+            continue
+        where = describe_broker_config(key, layers)
+        value = broker.config.text(key)
+        if key == "log.retention.ms" and not where.synonyms:
+            value = None  # Kafka's default lives on log.retention.hours
+        out.append((key, value, where, _TYPES.get(setting.type, 0), key not in KAFKA_DYNAMIC_BROKER_KEYS))
+    listener = f"PLAINTEXT://{broker.host}:{broker.port}"
+    advertised = f"PLAINTEXT://{broker.advertised_host}:{broker.advertised_port}"
+    derived: tuple[tuple[str, str | None, Source, int, bool], ...] = (
+        ("listeners", listener, Source.STATIC_BROKER_CONFIG, _LIST, False),
+        ("advertised.listeners", advertised, Source.STATIC_BROKER_CONFIG, _LIST, True),
+        ("log.dirs", str(broker.data_dir.resolve()), Source.STATIC_BROKER_CONFIG, _LIST, True),
+        ("process.roles", "broker,controller", Source.STATIC_BROKER_CONFIG, _LIST, True),
+        ("log.retention.hours", "168", Source.DEFAULT_CONFIG, _INT, True),
+        ("log.retention.minutes", None, Source.DEFAULT_CONFIG, _INT, True),
+    )
+    for key, value, source, kind, read_only in derived:
+        synonyms = () if value is None else (Synonym(key, value, source),)
+        out.append((key, value, Described(source, synonyms), kind, read_only))
+    return sorted(out, key=lambda entry: entry[0])
 
 
 def _entry(
@@ -222,10 +277,75 @@ def handle_incremental_alter_configs(request: Any, ctx: RequestContext) -> Any:
     return ctx.build(throttle_time=NO_THROTTLE, responses=tuple(responses))
 
 
-def _apply(current: dict[str, str], configs: Any) -> dict[str, str]:
+def handle_alter_configs(request: Any, ctx: RequestContext) -> Any:
+    """The legacy AlterConfigs (API 33): a resource's dynamic configs are replaced by the ones
+    given, so a config left out goes back to its default."""
+    responses = []
+    for resource in request.resources:
+        code, message = ErrorCode.none, None
+        configs = {c.name: c.value for c in resource.configs if c.value is not None}
+        try:
+            if resource.resource_type == TOPIC:
+                topic = ctx.broker.topics.get(resource.resource_name)
+                if topic is None:
+                    raise _Fail(ErrorCode.unknown_topic_or_partition, f"no topic {resource.resource_name}")
+                validated = validate_topic_configs(configs)
+                if not request.validate_only:
+                    ctx.broker.alter_topic_configs(topic.name, validated)
+            elif resource.resource_type == BROKER:
+                _replace_broker(resource.resource_name, configs, ctx, request.validate_only)
+            else:
+                code, message = (
+                    ErrorCode.invalid_request,
+                    f"unsupported resource type {resource.resource_type}",
+                )
+        except _Fail as fail:
+            code, message = fail.code, str(fail)
+        except (InvalidConfigError, ConfigError) as error:
+            code, message = ErrorCode.invalid_config, str(error)
+        responses.append(
+            ctx.build(
+                "AlterConfigsResourceResponse",
+                error_code=code,
+                error_message=message,
+                resource_type=resource.resource_type,
+                resource_name=resource.resource_name,
+            )
+        )
+    return ctx.build(throttle_time=NO_THROTTLE, responses=tuple(responses))
+
+
+def _replace_broker(name: str, updated: dict[str, str], ctx: RequestContext, validate_only: bool) -> None:
+    if name not in ("", str(ctx.broker.node_id)):
+        raise _Fail(ErrorCode.invalid_request, _unexpected_broker(ctx, name))
+    for key in updated:
+        if key not in DYNAMIC_BROKER_KEYS:
+            raise InvalidConfigError(f"broker config {key!r} cannot be changed at runtime")
+    ctx.broker.static_config.with_overrides(updated)  # validates
+    if not validate_only:
+        ctx.broker.alter_broker_configs(updated, cluster_default=name == "")
+
+
+def _apply(current: dict[str, str], configs: Any, lists: Any = None) -> dict[str, str]:
+    """The configs after the operations; ``lists(name)`` gives a list config's current items for
+    APPEND and SUBTRACT (only topics have list configs)."""
     updated = dict(current)
     for config in configs:
-        if config.config_operation == SET:
+        if config.config_operation in (APPEND, SUBTRACT) and lists is not None:
+            items = lists(config.name, updated)
+            if items is None:
+                raise InvalidConfigError(
+                    f"Config value append is not allowed for config key: {config.name}"
+                    if config.config_operation == APPEND
+                    else f"Config value subtract is not allowed for config key: {config.name}"
+                )
+            given = [v.strip() for v in (config.value or "").split(",") if v.strip()]
+            if config.config_operation == APPEND:
+                items = items + [v for v in given if v not in items]
+            else:
+                items = [v for v in items if v not in given]
+            updated[config.name] = ",".join(items)
+        elif config.config_operation == SET:
             if config.value is None:
                 raise _Fail(ErrorCode.invalid_config, f"{config.name}: SET needs a value")
             updated[config.name] = config.value
@@ -240,15 +360,20 @@ def _alter_topic(resource: Any, ctx: RequestContext, validate_only: bool) -> Non
     topic = ctx.broker.topics.get(resource.resource_name)
     if topic is None:
         raise _Fail(ErrorCode.unknown_topic_or_partition, f"no topic {resource.resource_name}")
-    updated = _apply(topic.configs, resource.configs)
-    for name in updated:
-        if name not in TOPIC_SETTINGS:
-            raise InvalidConfigError(f"unknown topic config {name!r}")
-    if validate_only:
-        from ..topic_configs import validate_topic_configs
+    effective = effective_topic_configs(topic.configs, ctx.broker.config)
 
-        validate_topic_configs(updated)
-    else:
+    def lists(name: str, current: dict[str, str]) -> list[str] | None:
+        setting = TOPIC_SETTINGS.get(name)
+        if setting is None:
+            raise InvalidConfigError(f"Unknown topic config name: {name}")
+        if setting.type is not ConfigType.LIST:
+            return None
+        text = current[name] if name in current else effective[name][0]
+        return [v.strip() for v in text.split(",") if v.strip()]
+
+    updated = _apply(topic.configs, resource.configs, lists)
+    validate_topic_configs(updated)
+    if not validate_only:
         ctx.broker.alter_topic_configs(topic.name, updated)
 
 
@@ -257,16 +382,9 @@ def _alter_broker(resource: Any, ctx: RequestContext, validate_only: bool) -> No
     name = resource.resource_name
     if name not in ("", str(ctx.broker.node_id)):
         raise _Fail(ErrorCode.invalid_request, _unexpected_broker(ctx, name))
-    cluster_default = name == ""
     registry = ctx.broker.topics
-    current = registry.cluster_defaults if cluster_default else registry.broker_overrides
-    updated = _apply(current, resource.configs)
-    for key in updated:
-        if key not in DYNAMIC_BROKER_KEYS:
-            raise InvalidConfigError(f"broker config {key!r} cannot be changed at runtime")
-    ctx.broker.static_config.with_overrides(updated)  # validates
-    if not validate_only:
-        ctx.broker.alter_broker_configs(updated, cluster_default=cluster_default)
+    current = registry.cluster_defaults if name == "" else registry.broker_overrides
+    _replace_broker(name, _apply(current, resource.configs), ctx, validate_only)
 
 
 def _alter_group(resource: Any, ctx: RequestContext, validate_only: bool) -> None:
@@ -337,5 +455,6 @@ def handle_list_config_resources(request: Any, ctx: RequestContext) -> Any:
 HANDLERS = {
     DESCRIBE_CONFIGS: (VersionRange(1, 4), handle_describe_configs),
     INCREMENTAL_ALTER_CONFIGS: (VersionRange(0, 1), handle_incremental_alter_configs),
+    ALTER_CONFIGS: (VersionRange(0, 2), handle_alter_configs),
     LIST_CONFIG_RESOURCES: (VersionRange(0, 1), handle_list_config_resources),
 }

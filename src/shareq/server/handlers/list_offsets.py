@@ -62,9 +62,8 @@ def handle_list_offsets(request: Any, ctx: RequestContext) -> Any:
 
 def _by_timestamp(log: PartitionLog, timestamp: int) -> tuple[int, int] | None:
     """(offset, timestamp) of the first batch at or after ``timestamp`` (-3: the largest timestamp)."""
-    if timestamp == MAX_TIMESTAMP:
-        return None  # the log keeps no max-timestamp index yet
-    found = log.offset_for_timestamp(timestamp)
+    by_max = timestamp == MAX_TIMESTAMP
+    found = log.max_timestamp_offset() if by_max else log.offset_for_timestamp(timestamp)
     return None if found is None else (found.offset, found.timestamp)
 
 

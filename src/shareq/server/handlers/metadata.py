@@ -10,20 +10,26 @@ from kio.schema.errors import ErrorCode
 from shareq.protocol import VersionRange
 from shareq.protocol.versions import METADATA
 
+from ..acl_operations import (
+    CLUSTER_OPERATIONS,
+    TOPIC_OPERATIONS,
+    UNKNOWN_AUTHORIZED_OPERATIONS,
+    authorized,
+)
 from ..context import RequestContext
 from ..topics import TopicInfo, validate_topic_name
 from .api_versions import NO_THROTTLE
 
 ZERO_UUID = uuid.UUID(int=0)
-UNKNOWN_AUTHORIZED_OPERATIONS = -2147483648
 
 
 def handle_metadata(request: Any, ctx: RequestContext) -> Any:
     broker = ctx.broker
     registry = broker.topics
     results: list[Any] = []
+    ops = authorized(bool(getattr(request, "include_topic_authorized_operations", False)), TOPIC_OPERATIONS)
     if request.topics is None or (ctx.version == 0 and not request.topics):
-        results = [_topic(ctx, topic) for topic in registry if not topic.internal]
+        results = [_topic(ctx, topic, ops) for topic in registry if not topic.internal]
     else:
         allow_auto = getattr(request, "allow_auto_topic_creation", True)
         for wanted in request.topics:
@@ -34,7 +40,7 @@ def handle_metadata(request: Any, ctx: RequestContext) -> Any:
                 if found is None:
                     results.append(_missing(ctx, None, topic_id, ErrorCode.unknown_topic_id))
                 else:
-                    results.append(_topic(ctx, found))
+                    results.append(_topic(ctx, found, ops))
                 continue
             if name is None:
                 results.append(_missing(ctx, None, ZERO_UUID, ErrorCode.invalid_request))
@@ -50,7 +56,7 @@ def handle_metadata(request: Any, ctx: RequestContext) -> Any:
             if topic is None:
                 results.append(_missing(ctx, name, ZERO_UUID, ErrorCode.unknown_topic_or_partition))
             else:
-                results.append(_topic(ctx, topic))
+                results.append(_topic(ctx, topic, ops))
     node = ctx.build(
         "MetadataResponseBroker",
         node_id=broker.node_id,
@@ -64,12 +70,14 @@ def handle_metadata(request: Any, ctx: RequestContext) -> Any:
         cluster_id=registry.cluster_id,
         controller_id=broker.node_id,
         topics=tuple(results),
-        cluster_authorized_operations=UNKNOWN_AUTHORIZED_OPERATIONS,
+        cluster_authorized_operations=authorized(
+            bool(getattr(request, "include_cluster_authorized_operations", False)), CLUSTER_OPERATIONS
+        ),
         error_code=ErrorCode.none,
     )
 
 
-def _topic(ctx: RequestContext, topic: TopicInfo) -> Any:
+def _topic(ctx: RequestContext, topic: TopicInfo, operations: int) -> Any:
     node = ctx.broker.node_id
     partitions = tuple(
         ctx.build(
@@ -91,7 +99,7 @@ def _topic(ctx: RequestContext, topic: TopicInfo) -> Any:
         topic_id=topic.topic_id,
         is_internal=topic.internal,
         partitions=partitions,
-        topic_authorized_operations=UNKNOWN_AUTHORIZED_OPERATIONS,
+        topic_authorized_operations=operations,
     )
 
 

@@ -20,6 +20,7 @@ from ..errors import error_code
 from ..quotas import muted_for_s, produce_throttle_ms
 
 log = logging.getLogger("shareq.server.produce")
+_EPOCH = datetime.datetime.fromtimestamp(0, tz=datetime.UTC)
 
 
 def handle_produce(request: Any, ctx: RequestContext) -> Any:
@@ -52,6 +53,7 @@ def _produce(request: Any, ctx: RequestContext) -> Any:
         partition_responses = []
         for data in topic_data.partition_data:
             code, base_offset, log_start, message = ErrorCode.none, -1, -1, None
+            append_time = -1
             partition = broker.partition(name, data.index) if name is not None else None
             if acks not in (0, 1, -1):
                 code = ErrorCode.invalid_required_acks
@@ -70,6 +72,7 @@ def _produce(request: Any, ctx: RequestContext) -> Any:
                     code, message = error_code(error), str(error)
                 else:
                     base_offset = info.first_offset
+                    append_time = info.log_append_time_ms
                     if not info.duplicate:
                         partition.notify()
                 log_start = partition.log.log_start_offset
@@ -79,7 +82,9 @@ def _produce(request: Any, ctx: RequestContext) -> Any:
                     index=data.index,
                     error_code=code,
                     base_offset=base_offset,
-                    log_append_time=None,
+                    log_append_time=_EPOCH + datetime.timedelta(milliseconds=append_time)
+                    if append_time >= 0
+                    else None,
                     log_start_offset=log_start,
                     record_errors=(),
                     error_message=message,

@@ -36,7 +36,7 @@ def handle_create_topics(request: Any, ctx: RequestContext) -> Any:
             if wanted.name in broker.topics:
                 raise _Fail(ErrorCode.topic_already_exists, f"Topic '{wanted.name}' already exists.")
             if wanted.assignments:
-                raise _Fail(ErrorCode.invalid_request, "manual replica assignment is not supported")
+                partitions = _manual_partitions(wanted, broker.node_id)
             if partitions < 1 or partitions > MAX_PARTITIONS:
                 raise _Fail(ErrorCode.invalid_partitions, f"invalid partition count {partitions}")
             if wanted.replication_factor not in (-1, 1):
@@ -119,6 +119,29 @@ def handle_delete_topics(request: Any, ctx: RequestContext) -> Any:
             )
         )
     return ctx.build(throttle_time=NO_THROTTLE, responses=tuple(results))
+
+
+def _manual_partitions(wanted: Any, node_id: int) -> int:
+    """The partition count of a manual replica assignment, which may name only this broker."""
+    if wanted.num_partitions != -1 or wanted.replication_factor != -1:
+        raise _Fail(
+            ErrorCode.invalid_request,
+            "Both numPartitions or replicationFactor and replicasAssignments were set. Both cannot be used "
+            "at the same time.",
+        )
+    indexes = sorted(a.partition_index for a in wanted.assignments)
+    if indexes != list(range(len(indexes))):
+        raise _Fail(
+            ErrorCode.invalid_replica_assignment, "Partitions must be numbered 0 to n-1 without gaps."
+        )
+    for assignment in wanted.assignments:
+        if tuple(assignment.broker_ids) != (node_id,):
+            raise _Fail(
+                ErrorCode.invalid_replica_assignment,
+                f"The manual partition assignment includes broker(s) that are not registered: only broker "
+                f"{node_id} is.",
+            )
+    return len(indexes)
 
 
 class _Fail(Exception):

@@ -1,0 +1,179 @@
+"""DescribeCluster, DescribeLogDirs, ElectLeaders and the partition-reassignment calls.
+
+One broker is the whole cluster: it is the controller, holds the one log directory and leads
+every partition, so elections are never needed and no reassignment is ever in progress. The
+answers are those of a one-node Kafka 4.4.
+"""
+
+from __future__ import annotations
+
+import shutil
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from shareq.protocol import VersionRange
+
+from ..acl_operations import CLUSTER_OPERATIONS, authorized
+from ..context import RequestContext
+from .api_versions import NO_THROTTLE
+
+DESCRIBE_LOG_DIRS = 35
+ELECT_LEADERS = 43
+ALTER_PARTITION_REASSIGNMENTS = 45
+LIST_PARTITION_REASSIGNMENTS = 46
+DESCRIBE_CLUSTER = 60
+
+BROKERS_ENDPOINT = 1
+
+
+def handle_describe_cluster(request: Any, ctx: RequestContext) -> Any:
+    broker = ctx.broker
+    if getattr(request, "endpoint_type", BROKERS_ENDPOINT) != BROKERS_ENDPOINT:
+        return ctx.build(
+            throttle_time=NO_THROTTLE,
+            error_code=ErrorCode.unsupported_endpoint_type,
+            error_message="The request was sent to an endpoint of type BROKER, but we wanted an endpoint "
+            "of type CONTROLLER",
+            cluster_id=broker.topics.cluster_id,
+            brokers=(),
+        )
+    node = ctx.build(
+        "DescribeClusterBroker",
+        broker_id=broker.node_id,
+        host=broker.advertised_host,
+        port=broker.advertised_port,
+        rack=None,
+        is_fenced=False,
+    )
+    return ctx.build(
+        throttle_time=NO_THROTTLE,
+        error_code=ErrorCode.none,
+        error_message=None,
+        endpoint_type=BROKERS_ENDPOINT,
+        cluster_id=broker.topics.cluster_id,
+        controller_id=broker.node_id,
+        brokers=(node,),
+        cluster_authorized_operations=authorized(
+            bool(request.include_cluster_authorized_operations), CLUSTER_OPERATIONS
+        ),
+    )
+
+
+def handle_describe_log_dirs(request: Any, ctx: RequestContext) -> Any:
+    """The data directory as the one log dir: every partition (internal topics too) or those asked."""
+    broker = ctx.broker
+    wanted: dict[str, set[int]] | None = None
+    if request.topics is not None:
+        wanted = {t.topic: set(t.partitions) for t in request.topics}
+    by_topic: dict[str, list[Any]] = {}
+    for (topic, index), partition in sorted(broker.partitions.items()):
+        if wanted is not None and index not in wanted.get(topic, ()):
+            continue
+        by_topic.setdefault(topic, []).append(
+            ctx.build(
+                "DescribeLogDirsPartition",
+                partition_index=index,
+                partition_size=partition.log.size_bytes,
+                offset_lag=0,
+                is_future_key=False,
+            )
+        )
+    directory = broker.data_dir.resolve()
+    try:
+        usage = shutil.disk_usage(directory)
+        total, usable = usage.total, usage.free
+    except OSError:
+        total = usable = -1
+    result = ctx.build(
+        "DescribeLogDirsResult",
+        error_code=ErrorCode.none,
+        log_dir=str(directory),
+        topics=tuple(
+            ctx.build("DescribeLogDirsTopic", name=name, partitions=tuple(parts))
+            for name, parts in by_topic.items()
+        ),
+        total_bytes=total,
+        usable_bytes=usable,
+    )
+    return ctx.build(throttle_time=NO_THROTTLE, error_code=ErrorCode.none, results=(result,))
+
+
+def handle_elect_leaders(request: Any, ctx: RequestContext) -> Any:
+    """The one broker already leads every partition: ELECTION_NOT_NEEDED for each named one
+    (Kafka leaves those out when all partitions are asked for)."""
+    broker = ctx.broker
+    results = []
+    for wanted in request.topic_partitions or ():
+        partitions = []
+        for index in wanted.partitions:
+            if broker.partition(wanted.topic, index) is None:
+                code, message = (
+                    ErrorCode.unknown_topic_or_partition,
+                    "The partition does not exist.",
+                )
+            else:
+                code, message = (
+                    ErrorCode.election_not_needed,
+                    "Leader election not needed for topic partition.",
+                )
+            partitions.append(
+                ctx.build("PartitionResult", partition_id=index, error_code=code, error_message=message)
+            )
+        results.append(
+            ctx.build("ReplicaElectionResult", topic=wanted.topic, partition_result=tuple(partitions))
+        )
+    return ctx.build(
+        throttle_time=NO_THROTTLE, error_code=ErrorCode.none, replica_election_results=tuple(results)
+    )
+
+
+def handle_list_partition_reassignments(request: Any, ctx: RequestContext) -> Any:
+    return ctx.build(throttle_time=NO_THROTTLE, error_code=ErrorCode.none, error_message=None, topics=())
+
+
+def handle_alter_partition_reassignments(request: Any, ctx: RequestContext) -> Any:
+    """Moving a replica needs a second broker: a reassignment onto this broker alone is a no-op,
+    one naming another broker is INVALID_REPLICA_ASSIGNMENT, a cancellation finds nothing."""
+    broker = ctx.broker
+    responses = []
+    for topic in request.topics:
+        partitions = []
+        for wanted in topic.partitions:
+            code, message = ErrorCode.none, None
+            if broker.partition(topic.name, wanted.partition_index) is None:
+                code, message = ErrorCode.unknown_topic_or_partition, "The partition does not exist."
+            elif wanted.replicas is None:
+                code, message = (
+                    ErrorCode.no_reassignment_in_progress,
+                    "No ongoing reassignment for partition.",
+                )
+            elif tuple(wanted.replicas) != (broker.node_id,):
+                code, message = (
+                    ErrorCode.invalid_replica_assignment,
+                    f"The manual partition assignment includes broker(s) that are not registered: "
+                    f"only broker {broker.node_id} is.",
+                )
+            partitions.append(
+                ctx.build(
+                    "ReassignablePartitionResponse",
+                    partition_index=wanted.partition_index,
+                    error_code=code,
+                    error_message=message,
+                )
+            )
+        responses.append(
+            ctx.build("ReassignableTopicResponse", name=topic.name, partitions=tuple(partitions))
+        )
+    return ctx.build(
+        throttle_time=NO_THROTTLE, error_code=ErrorCode.none, error_message=None, responses=tuple(responses)
+    )
+
+
+HANDLERS = {
+    DESCRIBE_LOG_DIRS: (VersionRange(1, 4), handle_describe_log_dirs),
+    ELECT_LEADERS: (VersionRange(0, 2), handle_elect_leaders),
+    ALTER_PARTITION_REASSIGNMENTS: (VersionRange(0, 0), handle_alter_partition_reassignments),
+    LIST_PARTITION_REASSIGNMENTS: (VersionRange(0, 0), handle_list_partition_reassignments),
+    DESCRIBE_CLUSTER: (VersionRange(0, 2), handle_describe_cluster),
+}
