@@ -46,7 +46,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("shareq.share.dlq")
 
-MAX_RECORDS_PER_ROUND = 500
+MAX_RECORDS_PER_ROUND = 2_000
 """Dead letters one share-partition contributes to one round (one ARCHIVED write)."""
 _READ_BYTES = 1 << 20
 _RECORD_OVERHEAD = 32  # varints and attributes of one record, a safe upper bound for sizing
@@ -103,20 +103,21 @@ class DeadLetterWriter:
         services = self._services
         while True:
             keys = self.planner.due(services.now_ms())
-            if keys:
-                for key in keys:
-                    try:
-                        await self._process(key)
-                    except Exception:  # a bug must not stop every group's dead letters
-                        log.exception("dead-letter write failed for %s", key)
-                        self.planner.failed(key, services.now_ms(), self._random.uniform(-1, 1))
-                    await asyncio.sleep(0)
+            if keys:  # share-partitions in parallel: their ARCHIVED writes share one state flush
+                await asyncio.gather(*(self._process_safely(key) for key in keys))
                 continue
             self._wake.clear()
             deadline = self.planner.next_deadline()
             timeout = None if deadline is None else max(deadline - services.now_ms(), 0) / 1000.0
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), timeout)
+
+    async def _process_safely(self, key: SharePartitionKey) -> None:
+        try:
+            await self._process(key)
+        except Exception:  # a bug must not stop every group's dead letters
+            log.exception("dead-letter write failed for %s", key)
+            self.planner.failed(key, self._services.now_ms(), self._random.uniform(-1, 1))
 
     async def _process(self, key: SharePartitionKey) -> None:
         services = self._services

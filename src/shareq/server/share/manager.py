@@ -247,12 +247,13 @@ class SharePartitionManager:
             ok, code = False, ErrorCode.unknown_server_error
         if self._partitions.get(sp.key) is not sp:
             return code  # forgotten meanwhile (topic or group deleted)
+        spso = sp.spso
         done = sp.complete(pending.handle, ok, services.now_ms())
         if done.archiving:
             services.dead_letters.notify(sp.key)
         for follow in done.writes:
             self.spawn_write(sp, follow)
-        if done.records_released or not ok:
+        if done.records_released or not ok or done.spso != spso:  # the SPSO moving opens the window
             self.wake(sp.key)
         services.schedule_from(sp)
         return code
