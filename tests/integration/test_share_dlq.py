@@ -330,3 +330,41 @@ def test_alter_time_validation(tmp_path: Path) -> None:
             assert looped.value.code == INVALID_CONFIG
         finally:
             consumer.close()
+
+
+def test_a_record_too_large_for_the_dlq_is_archived_counted_and_logged(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="shareq.share.dlq")
+    with EmbeddedBroker(tmp_path / "d", config=DLQ_BROKER) as broker:
+        with Admin(broker.bootstrap) as admin:
+            admin.create_topic("src", 1)
+            admin.create_topic(
+                "dlq.small",
+                1,
+                configs={"errors.deadletterqueue.group.enable": "true", "max.message.bytes": "600"},
+            )
+        producer = Producer({"bootstrap.servers": broker.bootstrap, **FAST})
+        producer.produce("src", value=b"B" * 2000, partition=0)
+        producer.produce("src", value=b"s", partition=0)
+        assert producer.flush(15) == 0
+        _alter_group(
+            broker.bootstrap,
+            "g",
+            {
+                "errors.deadletterqueue.topic.name": "dlq.small",
+                "errors.deadletterqueue.copy.record.enable": "true",
+            },
+        )
+        _reject_one(broker, "g", "src")
+
+        def stats() -> tuple[int, int]:
+            share = broker.broker.share
+            assert share is not None
+            s = share.dead_letters.stats.get("g")
+            return (0, 0) if s is None else (s.records, s.archived_without_record)
+
+        _wait(lambda: broker.call(stats) == (1, 1))
+        dead = _read_topic(broker.bootstrap, "dlq.small", lambda out: len(out) >= 1)
+        assert [(m.value(), _headers(m)["__dlq.errors.offset"]) for m in dead] == [(b"s", b"1")]
+        assert any("larger than DLQ topic dlq.small allows" in r.getMessage() for r in caplog.records)
