@@ -116,6 +116,10 @@ register(
         validator=lambda v: v in ("earliest", "latest") or v.startswith("by_duration:"),
     ),
     Setting(name="group.share.isolation.level", type=str, default="read_uncommitted"),
+    Setting(name="transaction.max.timeout.ms", type=int, default=900_000, validator=_positive),
+    Setting(
+        name="transactional.id.expiration.ms", type=int, default=7 * 24 * 3600 * 1000, validator=_positive
+    ),
     Setting(
         name="errors.deadletterqueue.auto.create.topics.enable",
         type=bool,
@@ -171,7 +175,40 @@ register(
     Setting(name="group.consumer.session.timeout.ms", type=int, default=45_000, validator=_positive),
     Setting(name="group.consumer.heartbeat.interval.ms", type=int, default=5_000, validator=_positive),
     Setting(name="group.consumer.max.size", type=int, default=2**31 - 1, validator=_positive),
+    Setting(name="group.consumer.min.session.timeout.ms", type=int, default=45_000, validator=_positive),
+    Setting(name="group.consumer.max.session.timeout.ms", type=int, default=60_000, validator=_positive),
+    Setting(name="group.consumer.min.heartbeat.interval.ms", type=int, default=5_000, validator=_positive),
+    Setting(name="group.consumer.max.heartbeat.interval.ms", type=int, default=15_000, validator=_positive),
+    Setting(
+        name="offsets.retention.minutes",
+        type=int,
+        default=10_080,
+        validator=_positive,
+        doc="how long an empty group keeps its committed offsets (7 days, as Kafka)",
+    ),
+    Setting(name="offsets.retention.check.interval.ms", type=int, default=600_000, validator=_positive),
+    Setting(
+        name="group.consumer.assignors",
+        type=str,
+        default="uniform,range",
+        validator=lambda v: bool(consumer_assignors(v)),
+        doc="server-side assignors KIP-848 members may choose (uniform, range); the first is the default",
+    ),
 )
+
+_ASSIGNOR_CLASSES = {
+    "org.apache.kafka.coordinator.group.assignor.UniformAssignor": "uniform",
+    "org.apache.kafka.coordinator.group.assignor.RangeAssignor": "range",
+}
+
+
+def consumer_assignors(value: str) -> tuple[str, ...]:
+    """``group.consumer.assignors`` as assignor names (Kafka's class names map to theirs); empty if any
+    entry is unknown."""
+    names = [_ASSIGNOR_CLASSES.get(part.strip(), part.strip()) for part in value.split(",") if part.strip()]
+    if not names or any(name not in ("uniform", "range") for name in names):
+        return ()
+    return tuple(dict.fromkeys(names))
 
 
 class BrokerConfig:

@@ -85,8 +85,17 @@ def produce(
 def set_group_configs(server: Server, group: str, configs: Mapping[str, str]) -> None:
     """IncrementalAlterConfigs on the GROUP resource (with shareq's admin client: librdkafka has no
     group configs)."""
+    resource = ConfigResource(ResourceType.GROUP, group)
     with Admin(server.bootstrap) as admin:
-        admin.alter_configs(ConfigResource(ResourceType.GROUP, group), dict(configs))
+        admin.alter_configs(resource, dict(configs))
+        # Kafka applies a group config through its metadata log: wait until it is described
+        deadline = time.monotonic() + 15
+        while True:
+            described = next(iter(admin.describe_configs([resource]).values()))
+            if all(name in described and described[name].value == v for name, v in configs.items()):
+                return
+            assert time.monotonic() < deadline, f"group configs {dict(configs)} not applied"
+            time.sleep(0.05)
 
 
 def share_consumer(

@@ -3,6 +3,7 @@ sources, bounds and the error for a bad value."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
@@ -67,6 +68,19 @@ def _group_configs(server: Server, group: str) -> dict[str, tuple[str | None, in
     return {name: (e.value, int(e.source)) for name, e in next(iter(entries.values())).items()}
 
 
+def _group_config_becomes(
+    server: Server, group: str, name: str, expected: tuple[str, int]
+) -> tuple[str | None, int]:
+    """The described ``name`` once it is ``expected``, or the last one seen after 10 s: Kafka applies
+    an altered group config through its metadata log, so a describe right after may still show the old."""
+    deadline = time.monotonic() + 10
+    while True:
+        described = _group_configs(server, group).get(name, (None, -1))
+        if described == expected or time.monotonic() > deadline:
+            return described
+        time.sleep(0.05)
+
+
 def _alter_group(server: Server, group: str, changes: dict[str, str | None]) -> int:
     """IncrementalAlterConfigs on the group; the error code (0: accepted)."""
     with Admin(server.bootstrap) as admin:
@@ -100,10 +114,11 @@ def test_share_group_config_default(
 def test_group_config_set_is_described_as_group_config(server: Server, names: tuple[str, str]) -> None:
     """A value set on the group is described with source GROUP_CONFIG; deleting it restores the default."""
     group = names[1]
-    assert _alter_group(server, group, {"share.record.lock.duration.ms": "20000"}) == 0
-    assert _group_configs(server, group)["share.record.lock.duration.ms"] == ("20000", GROUP_CONFIG)
-    assert _alter_group(server, group, {"share.record.lock.duration.ms": None}) == 0
-    assert _group_configs(server, group)["share.record.lock.duration.ms"] == ("30000", DEFAULT_CONFIG)
+    name = "share.record.lock.duration.ms"
+    assert _alter_group(server, group, {name: "20000"}) == 0
+    assert _group_config_becomes(server, group, name, ("20000", GROUP_CONFIG)) == ("20000", GROUP_CONFIG)
+    assert _alter_group(server, group, {name: None}) == 0
+    assert _group_config_becomes(server, group, name, ("30000", DEFAULT_CONFIG)) == ("30000", DEFAULT_CONFIG)
 
 
 @pytest.mark.parametrize(
@@ -138,7 +153,7 @@ def test_group_config_rejected(server: Server, names: tuple[str, str], name: str
 def test_group_config_accepted(server: Server, names: tuple[str, str], name: str, value: str) -> None:
     """A group config at the edge of the broker's bounds, or of a non-default kind, is stored as given."""
     assert _alter_group(server, names[1], {name: value}) == 0
-    assert _group_configs(server, names[1])[name] == (value, GROUP_CONFIG)
+    assert _group_config_becomes(server, names[1], name, (value, GROUP_CONFIG)) == (value, GROUP_CONFIG)
 
 
 def test_topic_config_override_source(server: Server, names: tuple[str, str]) -> None:

@@ -61,6 +61,56 @@ c.close()
 """
 
 
+_TRANSACTION_OFFSETS = """
+import sys, time
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+bootstrap, topic = sys.argv[1:3]
+fast = {"bootstrap.servers": bootstrap, "socket.timeout.ms": 5000}
+p = Producer({**fast, "transactional.id": "txo-" + topic, "transaction.timeout.ms": 20000})
+p.init_transactions(15)
+def txn(values, commit):
+    p.begin_transaction()
+    for v in values:
+        p.produce(topic, value=v.encode(), partition=0)
+    p.flush(15)
+    (p.commit_transaction if commit else p.abort_transaction)(15)
+txn(["c0", "c1", "c2"], True)
+txn(["a0", "a1"], False)
+p.begin_transaction()
+for v in ("o0", "o1"):
+    p.produce(topic, value=v.encode(), partition=0)
+p.flush(15)
+def ends(isolation):
+    c = Consumer({**fast, "group.id": "unused", "isolation.level": isolation})
+    try:
+        return c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
+    finally:
+        c.close()
+def read(isolation, until):
+    c = Consumer({**fast, "group.id": "unused", "isolation.level": isolation, "fetch.wait.max.ms": 50})
+    c.assign([TopicPartition(topic, 0, 0)])
+    got, deadline = [], time.monotonic() + 15
+    while time.monotonic() < deadline and c.position([TopicPartition(topic, 0)])[0].offset < until:
+        for m in c.consume(100, timeout=0.2):
+            if m.error() is None:
+                got.append((m.offset(), m.value().decode()))
+    c.close()
+    return got
+print("open", ends("read_uncommitted"), ends("read_committed"), flush=True)
+print("stable", read("read_committed", 7), flush=True)
+zombie_error = None
+successor = Producer({**fast, "transactional.id": "txo-" + topic})
+successor.init_transactions(15)
+try:
+    p.commit_transaction(15)
+except KafkaException as e:
+    zombie_error = (e.args[0].fatal(), e.args[0].code() == -144)
+print("fenced", zombie_error, ends("read_uncommitted"), ends("read_committed"), flush=True)
+print("committed", read("read_committed", 10), flush=True)
+print("uncommitted", [o for o, _ in read("read_uncommitted", 10)], flush=True)
+"""
+
+
 def _run(script: str, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-c", script, *args],
@@ -81,10 +131,26 @@ def test_consumer_group_consumes_and_commits(server: Server, names: tuple[str, s
     assert result.stdout.strip() == f"{list(range(10))} [10]"
 
 
-@pytest.mark.shareq_xfail("transactions: issue 12")
 def test_transactional_producer_read_committed(server: Server, names: tuple[str, str]) -> None:
     """A transactional producer commits 3 records and aborts 1; a read_committed consumer sees the 3."""
     create_topic(server, names[0])
     result = _run(_TRANSACTIONAL_PRODUCER, server.bootstrap, names[0])
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.strip() == str(["committed"] * 3)
+
+
+def test_transaction_offsets_lso_and_fencing(server: Server, names: tuple[str, str]) -> None:
+    """Markers take one offset each; an open transaction holds read_committed at its first offset
+    (ListOffsets and Fetch); a second producer with the same id fences the first and aborts its
+    open transaction; read_committed never sees aborted records."""
+    create_topic(server, names[0])
+    result = _run(_TRANSACTION_OFFSETS, server.bootstrap, names[0])
+    assert result.returncode == 0, result.stderr[-2000:]
+    lines = result.stdout.strip().splitlines()
+    assert lines == [
+        "open (0, 9) (0, 7)",
+        "stable [(0, 'c0'), (1, 'c1'), (2, 'c2')]",
+        "fenced (True, True) (0, 10) (0, 10)",
+        "committed [(0, 'c0'), (1, 'c1'), (2, 'c2')]",
+        "uncommitted [0, 1, 2, 4, 5, 7, 8]",
+    ], result.stdout

@@ -319,7 +319,6 @@ def test_cluster_tool_cluster_id(server: Server) -> None:
     assert re.fullmatch(r"Cluster ID: [A-Za-z0-9_-]{22}\n", out), out
 
 
-@pytest.mark.shareq_xfail("transactions (ListTransactions): issue 12")
 def test_transactions_command_list(server: Server) -> None:
     out = ok(tool(server, "TransactionsCommand", "list"))
     assert out.split("\n")[0].split() == ["TransactionalId", "Coordinator", "ProducerId", "TransactionState"]

@@ -363,3 +363,103 @@ def test_kip848_consumer_protocol_two_then_three_members(tmp_path: Path) -> None
                 consumer.close()
         assert owners.violations == [], owners.log
         assert len(seen) == 600
+
+
+def test_kip848_members_carry_on_through_a_broker_sigkill(tmp_path: Path) -> None:
+    """A KIP-848 group's members, epochs and assignments are durable: after the broker is SIGKILLed
+    and restarted, the same two members keep their partitions at the same epoch (no rebalance) and
+    consume what is produced next exactly once, from their committed offsets."""
+    broker = BrokerProcess(tmp_path / "data").start()
+    consumers: dict[str, Consumer] = {}
+    try:
+        create_topic(broker.bootstrap, "steady", 4)
+        produce(broker.bootstrap, "steady", [b"%d" % i for i in range(40)], 4)
+        settings = {
+            "bootstrap.servers": broker.bootstrap,
+            "group.id": "steady-g",
+            "group.protocol": "consumer",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            **FAST_FAILURE,
+        }
+        consumers = {name: Consumer(settings) for name in ("a", "b")}
+        for consumer in consumers.values():
+            consumer.subscribe(["steady"])
+        seen: dict[tuple[int, int], str] = {}
+        drain(consumers, seen, 40, time.monotonic() + DEADLINE_S)
+        before = _members(broker.bootstrap, "steady-g")
+        assert len(before) == 2 and all(parts for _, parts in before.values())
+        broker.kill()
+        broker.start()
+        produce(broker.bootstrap, "steady", [b"late-%d" % i for i in range(8)], 4)
+        drain(consumers, seen, 48, time.monotonic() + DEADLINE_S)
+        assert sorted(seen) == [(p, o) for p in range(4) for o in range(12)]
+        for (partition, offset), name in seen.items():
+            if offset >= 10:  # consumed after the restart by the member that owned it before
+                assert partition in before[consumers[name].memberid()][1]
+        assert _members(broker.bootstrap, "steady-g") == before
+    finally:
+        for consumer in consumers.values():
+            consumer.close()
+        broker.kill()
+
+
+def _members(bootstrap: str, group: str) -> dict[str, tuple[int, frozenset[int]]]:
+    """member id -> (epoch, partitions of ``steady``) as ConsumerGroupDescribe reports them."""
+    from shareq.client import Admin
+
+    with Admin(bootstrap) as admin:
+        conn = admin.cluster.coordinator(group)
+        _v, m = conn.module(69)
+        response = conn.send(
+            m.ConsumerGroupDescribeRequest(group_ids=(group,), include_authorized_operations=False)
+        )
+    (g,) = response.groups
+    return {
+        mb.member_id: (
+            int(mb.member_epoch),
+            frozenset(p for tp in mb.assignment.topic_partitions for p in tp.partitions),
+        )
+        for mb in g.members
+    }
+
+
+def test_classic_members_carry_on_through_a_broker_sigkill(tmp_path: Path) -> None:
+    """A Stable classic group's members and assignments are durable: after a SIGKILL and restart the
+    two members keep heartbeating at their generation, with no rebalance (no assignment callback),
+    and consume what is produced next exactly once."""
+    broker = BrokerProcess(tmp_path / "data", "group.initial.rebalance.delay.ms=0").start()
+    consumers: dict[str, Consumer] = {}
+    try:
+        create_topic(broker.bootstrap, "calm", 4)
+        produce(broker.bootstrap, "calm", [b"%d" % i for i in range(40)], 4)
+        ownership = Ownership()
+        consumers = {name: group_consumer(broker.bootstrap, "calm-g", "range") for name in ("a", "b")}
+        for name, consumer in consumers.items():
+            consumer.subscribe(["calm"], **ownership.callbacks(name))
+        seen: dict[tuple[int, int], str] = {}
+        drain(consumers, seen, 40, time.monotonic() + DEADLINE_S)
+        _keep_polling(consumers, 2.0)
+        owners, rebalances = dict(ownership.owner), len(ownership.log)
+        assert sorted(owners) == [0, 1, 2, 3] and set(owners.values()) == {"a", "b"}
+        broker.kill()
+        broker.start()
+        produce(broker.bootstrap, "calm", [b"late-%d" % i for i in range(8)], 4)
+        drain(consumers, seen, 48, time.monotonic() + DEADLINE_S)
+        _keep_polling(consumers, 2.0)  # four heartbeat intervals: a lost member would rejoin meanwhile
+        assert sorted(seen) == [(p, o) for p in range(4) for o in range(12)]
+        assert all(seen[(p, o)] == owners[p] for p in range(4) for o in range(10, 12))
+        assert len(ownership.log) == rebalances, ownership.log
+    finally:
+        for consumer in consumers.values():
+            consumer.close()
+        broker.kill()
+
+
+def _keep_polling(consumers: dict[str, Consumer], seconds: float) -> None:
+    """Serve the consumers' callbacks and heartbeats for ``seconds`` (nothing new to consume)."""
+    until = time.monotonic() + seconds
+    while time.monotonic() < until:
+        for consumer in consumers.values():
+            message = consumer.poll(0.05)
+            assert message is None or message.error() is not None

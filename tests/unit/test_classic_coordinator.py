@@ -29,6 +29,7 @@ from shareq.coordinators.classic import (
 )
 from shareq.coordinators.classic.records import (
     ClassicGroupValue,
+    ClassicMemberValue,
     OffsetValue,
     decode_group_value,
     decode_key,
@@ -39,6 +40,7 @@ from shareq.coordinators.classic.records import (
     offset_key,
 )
 from shareq.coordinators.classic.subscription import subscribed_topics
+from shareq.coordinators.consumer.records import RECORD_TYPES as CONSUMER_RECORD_TYPES
 from shareq.coordinators.group import ShareGroupCoordinator
 from shareq.coordinators.group.records import FOREIGN_RECORD_TYPES
 
@@ -345,10 +347,26 @@ def test_offsets_commit_fetch_delete_and_records() -> None:
 def test_record_codecs_round_trip_and_share_replay_skips_them() -> None:
     value = ClassicGroupValue(protocol_type="consumer", generation=4, protocol_name="range", leader="m")
     assert decode_group_value(encode_group_value(value)) == value
+    member = ClassicMemberValue(
+        member_id="m",
+        group_instance_id=None,
+        client_id="c",
+        client_host="/127.0.0.1",
+        session_timeout_ms=6000,
+        rebalance_timeout_ms=9000,
+        metadata=b"\x00sub",
+        assignment=b"",
+    )
+    stable = ClassicGroupValue(
+        protocol_type="consumer", generation=5, protocol_name="range", leader="m", members=(member,)
+    )
+    assert decode_group_value(encode_group_value(stable)) == stable
+    version0 = b"\x00\x00" + encode_group_value(value)[2:-4]  # a record written before members were kept
+    assert decode_group_value(version0) == value
     off = OffsetValue(offset=2**40, leader_epoch=3, metadata="é", commit_timestamp_ms=9)
     assert decode_offset_value(encode_offset_value(off)) == off
     assert decode_key(offset_key("g", "t", 3)).partition == 3
-    assert RECORD_TYPES == FOREIGN_RECORD_TYPES
+    assert RECORD_TYPES | CONSUMER_RECORD_TYPES == FOREIGN_RECORD_TYPES
     share = ShareGroupCoordinator()
     share.replay(group_key("g"), encode_group_value(value))
     share.replay(offset_key("g", "t", 0), encode_offset_value(off))

@@ -15,6 +15,7 @@ from shareq.cli.quotas import quotas
 from shareq.cli.scenario import scenario
 from shareq.cli.serve import serve
 from shareq.cli.topics import topics
+from shareq.cli.transactions import transactions
 
 ALL: list[click.Command] = [
     serve,
@@ -24,6 +25,7 @@ ALL: list[click.Command] = [
     configs,
     quotas,
     topics,
+    transactions,
     produce,
     consume,
     dlq,

@@ -1,8 +1,12 @@
-"""``shareq consume``: a console share consumer with explicit acknowledgement.
+"""``shareq consume``: a console consumer, in a share group (default) or a consumer group.
 
-Each record printed is acknowledged with ``--ack`` (accept by default; release hands it back
-for another delivery, reject archives it). Records acquired but not printed (beyond
+In a share group each record printed is acknowledged with ``--ack`` (accept by default; release
+hands it back for another delivery, reject archives it). Records acquired but not printed (beyond
 ``--max-records``) are released on exit, so nothing stays locked until its lease expires.
+
+With ``--mode consumer`` it joins a KIP-848 consumer group instead, reads its assigned partitions
+from their committed offsets and commits after each batch it prints (kafka-console-consumer.sh
+with ``--group``).
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ import time
 
 import click
 
-from shareq.client import AcknowledgeType, ConsumerRecord, ShareConsumer
+from shareq.client import AcknowledgeType, ConsumerRecord, GroupConsumer, ShareConsumer
 
 from ._common import REQUEST_TIMEOUT_S, admin_client, bootstrap_option, friendly_errors, json_option
 
@@ -46,9 +50,26 @@ def _line(record: ConsumerRecord, as_json: bool, print_key: bool, separator: str
 
 
 @click.command()
-@click.option("--group", "-g", required=True, help="share group to consume in")
+@click.option("--group", "-g", required=True, help="group to consume in")
+@click.option(
+    "--mode",
+    type=click.Choice(["share", "consumer"]),
+    default="share",
+    show_default=True,
+    help="share: a share group with acknowledgements; consumer: a consumer group that commits offsets",
+)
+@click.option(
+    "--from",
+    "reset",
+    type=click.Choice(["earliest", "latest"]),
+    default="earliest",
+    show_default=True,
+    help="consumer mode: where partitions with no committed offset start",
+)
 @click.option("--topic", "-t", "topics", required=True, multiple=True)
-@click.option("--ack", type=click.Choice(sorted(_ACKS)), default="accept", show_default=True)
+@click.option(
+    "--ack", type=click.Choice(sorted(_ACKS)), default="accept", show_default=True, help="share mode only"
+)
 @click.option("--max-records", type=click.IntRange(min=1), help="stop after this many records")
 @click.option("--timeout", type=float, help="stop when no record arrives for this many seconds")
 @click.option("--print-key", is_flag=True, help="print KEY<separator>VALUE")
@@ -58,6 +79,8 @@ def _line(record: ConsumerRecord, as_json: bool, print_key: bool, separator: str
 @friendly_errors
 def consume(
     group: str,
+    mode: str,
+    reset: str,
     topics: tuple[str, ...],
     ack: str,
     max_records: int | None,
@@ -67,10 +90,16 @@ def consume(
     bootstrap: str,
     as_json: bool,
 ) -> None:
-    """Consume TOPIC(s) in a share group and print each record's value on its own line."""
+    """Consume TOPIC(s) in a share group (or a consumer group) and print each record's value on its
+    own line."""
     with admin_client(bootstrap) as admin:
-        for topic in topics:  # a share group waits silently for a missing topic: say so instead
+        for topic in topics:  # a group waits silently for a missing topic: say so instead
             admin.describe_topic(topic)
+    if mode == "consumer":
+        _consume_in_group(
+            bootstrap, group, topics, reset, max_records, timeout, as_json, print_key, key_separator
+        )
+        return
     consumer = ShareConsumer(
         bootstrap, group, topics=list(topics), client_id="shareq-cli", request_timeout=REQUEST_TIMEOUT_S
     )
@@ -95,4 +124,45 @@ def consume(
         pass
     finally:
         consumer.close(release=True)
+    click.echo(f"consumed {count} record(s)", err=True)
+
+
+def _consume_in_group(
+    bootstrap: str,
+    group: str,
+    topics: tuple[str, ...],
+    reset: str,
+    max_records: int | None,
+    timeout: float | None,
+    as_json: bool,
+    print_key: bool,
+    key_separator: str,
+) -> None:
+    consumer = GroupConsumer(
+        bootstrap,
+        group,
+        topics,
+        client_id="shareq-cli",
+        request_timeout=REQUEST_TIMEOUT_S,
+        auto_offset_reset=reset,
+    )
+    count = 0
+    try:
+        idle_since = time.monotonic()
+        while max_records is None or count < max_records:
+            wait = 1.0 if timeout is None else max(0.0, min(1.0, idle_since + timeout - time.monotonic()))
+            limit = 500 if max_records is None else min(500, max_records - count)
+            records = consumer.poll(wait, max_records=limit)
+            for record in records:
+                click.echo(_line(record, as_json, print_key, key_separator))
+            count += len(records)
+            if records:
+                consumer.commit()
+                idle_since = time.monotonic()
+            elif timeout is not None and time.monotonic() - idle_since >= timeout:
+                break
+    except KeyboardInterrupt:
+        pass
+    finally:
+        consumer.close()
     click.echo(f"consumed {count} record(s)", err=True)

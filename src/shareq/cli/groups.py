@@ -1,17 +1,26 @@
-"""``shareq groups list|describe|delete``: share groups, as kafka-share-groups.sh shows them."""
+"""``shareq groups list|describe|delete``: share groups as kafka-share-groups.sh shows them, and
+consumer groups (classic and KIP-848) as kafka-consumer-groups.sh does."""
 
 from __future__ import annotations
 
 import click
 
-from shareq.client import ShareGroupDescription
+from shareq.client import Admin, ConsumerGroupDescription, ShareGroupDescription
 
 from ._common import admin_client, bootstrap_option, emit_json, friendly_errors, json_option, table
 
 
+def group_type(admin: Admin, group: str) -> str | None:
+    """``share``, ``classic`` or ``consumer``; ``None`` when no broker knows the group."""
+    for listing in admin.list_groups():
+        if listing.group_id == group:
+            return listing.type or listing.protocol_type or "classic"
+    return None
+
+
 @click.group()
 def groups() -> None:
-    """List, describe and delete share groups."""
+    """List, describe and delete share groups and consumer groups."""
 
 
 @groups.command("list")
@@ -39,8 +48,14 @@ def list_groups(bootstrap: str, as_json: bool, states: tuple[str, ...], types: t
 @json_option
 @friendly_errors
 def describe_group(group: str, bootstrap: str, as_json: bool) -> None:
-    """State, epochs and members (with their assignments) of one share group."""
+    """State, epochs and members (with their assignments) of one share or consumer group."""
     with admin_client(bootstrap) as admin:
+        kind = group_type(admin, group)
+        if kind is None:
+            raise click.ClickException(f"group {group} does not exist")
+        if kind != "share":
+            _describe_consumer_group(admin.describe_consumer_group(group), as_json)
+            return
         description = admin.describe_share_group(group)
     if as_json:
         emit_json(description_json(description))
@@ -66,6 +81,44 @@ def describe_group(group: str, bootstrap: str, as_json: bool) -> None:
             for m in d.members
         ]
         click.echo(table(["MEMBER-ID", "CLIENT-ID", "HOST", "EPOCH", "TOPICS", "ASSIGNMENT"], rows))
+
+
+def _describe_consumer_group(d: ConsumerGroupDescription, as_json: bool) -> None:
+    members = [
+        {
+            "member_id": m.member_id,
+            "instance_id": m.instance_id,
+            "client_id": m.client_id,
+            "host": m.client_host,
+            "assignment": {t: list(ps) for t, ps in m.assignment.items()},
+        }
+        for m in d.members
+    ]
+    if as_json:
+        emit_json(
+            {
+                "group": d.group_id,
+                "type": d.type,
+                "state": d.state,
+                "assignor": d.assignor,
+                "epoch": d.epoch,
+                "members": members,
+            }
+        )
+        return
+    click.echo(
+        table(
+            ["GROUP", "TYPE", "STATE", "ASSIGNOR", "EPOCH", "#MEMBERS"],
+            [[d.group_id, d.type, d.state, d.assignor, d.epoch, len(d.members)]],
+        )
+    )
+    if d.members:
+        click.echo()
+        rows = [
+            [m.member_id, m.instance_id, m.client_id, m.client_host, _assignment_text(m.assignment)]
+            for m in d.members
+        ]
+        click.echo(table(["MEMBER-ID", "INSTANCE-ID", "CLIENT-ID", "HOST", "ASSIGNMENT"], rows))
 
 
 def _assignment_text(assignment: object) -> str:
@@ -102,10 +155,11 @@ def description_json(d: ShareGroupDescription) -> dict[str, object]:
 @json_option
 @friendly_errors
 def delete_group(group: str, bootstrap: str, as_json: bool) -> None:
-    """Delete an empty share group, its share state (offsets) and its configs."""
+    """Delete an empty group with its offsets (share state or committed offsets) and configs."""
     with admin_client(bootstrap) as admin:
+        kind = group_type(admin, group)
         admin.delete_groups([group])
     if as_json:
         emit_json({"group": group, "deleted": True})
     else:
-        click.echo(f"deleted share group {group}")
+        click.echo(f"deleted {'share' if kind in (None, 'share') else 'consumer'} group {group}")

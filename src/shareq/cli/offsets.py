@@ -1,12 +1,15 @@
-"""``shareq offsets describe|alter|delete``: share-partition start offsets (SPSO) and lag of a group.
+"""``shareq offsets describe|alter|delete``: a group's offsets and lag.
 
-Altering and deleting are dry runs unless ``--execute`` is given: they print the plan first, as
-kafka-share-groups.sh does. Both need the group to be empty (no running consumers).
+For a share group these are its share-partition start offsets (SPSO), as kafka-share-groups.sh
+shows them; for a consumer group (classic or KIP-848) its committed offsets, as
+kafka-consumer-groups.sh does. Altering and deleting are dry runs unless ``--execute`` is given:
+they print the plan first. Altering needs the group to be empty (no running consumers).
 """
 
 from __future__ import annotations
 
 import datetime
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import click
@@ -15,11 +18,12 @@ from kio.schema.errors import ErrorCode
 from shareq.client import Admin, KafkaError, OffsetSpec
 
 from ._common import admin_client, bootstrap_option, emit_json, friendly_errors, json_option, table
+from .groups import group_type
 
 
 @click.group()
 def offsets() -> None:
-    """Describe, alter (reset) and delete a share group's offsets."""
+    """Describe, alter (reset) and delete a share group's or a consumer group's offsets."""
 
 
 def _group_state(admin: Admin, group: str) -> str | None:
@@ -39,8 +43,13 @@ def _group_state(admin: Admin, group: str) -> str | None:
 @json_option
 @friendly_errors
 def describe_offsets(group: str, topics: tuple[str, ...], bootstrap: str, as_json: bool) -> None:
-    """Start offset and lag of each share-partition of GROUP (lag '-' when not yet known)."""
+    """Start offset and lag of each share-partition of GROUP (lag '-' when not yet known), or the
+    committed offset, log end and lag of each partition of a consumer group."""
     with admin_client(bootstrap) as admin:
+        kind = group_type(admin, group)
+        if kind not in (None, "share"):
+            _describe_committed(admin, group, topics, as_json)
+            return
         if _group_state(admin, group) is None:
             raise click.ClickException(f"share group {group} does not exist")
         wanted = None
@@ -76,6 +85,41 @@ def describe_offsets(group: str, topics: tuple[str, ...], bootstrap: str, as_jso
     )
 
 
+def _describe_committed(admin: Admin, group: str, topics: tuple[str, ...], as_json: bool) -> None:
+    wanted = None
+    if topics:
+        wanted = {t: [p.partition for p in admin.describe_topic(t).partitions] for t in topics}
+    committed = admin.list_consumer_group_offsets(group, wanted)
+    ends: dict[tuple[str, int], int] = {}
+    for topic in sorted({t for t, _ in committed}):
+        parts = sorted(p for t, p in committed if t == topic)
+        latest = admin.list_offsets(topic, parts, OffsetSpec.LATEST)
+        ends.update({(topic, p): o.offset for p, o in latest.items()})
+    rows = []
+    for key in sorted(committed):
+        offset = committed[key].offset
+        end = ends.get(key)
+        lag = None if offset < 0 or end is None else max(end - offset, 0)
+        rows.append((key[0], key[1], None if offset < 0 else offset, end, lag))
+    if as_json:
+        emit_json(
+            [
+                {"group": group, "topic": t, "partition": p, "offset": o, "log_end_offset": e, "lag": lag}
+                for t, p, o, e, lag in rows
+            ]
+        )
+        return
+    if not rows:
+        click.echo(f"consumer group {group} has no committed offsets")
+        return
+    click.echo(
+        table(
+            ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG"],
+            [[group, *row] for row in rows],
+        )
+    )
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PlannedOffset:
     topic: str
@@ -96,9 +140,9 @@ def _parse_datetime(text: str) -> int:
 
 def plan_alter(
     admin: Admin,
-    group: str,
     topic: str,
     partitions: tuple[int, ...],
+    current: Callable[[list[int]], dict[int, int | None]],
     *,
     to_offset: int | None,
     to_earliest: bool,
@@ -118,7 +162,7 @@ def plan_alter(
     earliest = admin.list_offsets(topic, parts, OffsetSpec.EARLIEST)
     latest = admin.list_offsets(topic, parts, OffsetSpec.LATEST)
     by_time = admin.list_offsets(topic, parts, _parse_datetime(to_datetime)) if to_datetime else {}
-    current = admin.describe_share_group_offsets(group, {topic: parts})
+    now = current(parts)
     plan = []
     for p in parts:
         low, high = earliest[p].offset, latest[p].offset
@@ -135,9 +179,7 @@ def plan_alter(
         else:
             found = by_time[p].offset
             new = high if found < 0 else found
-        known = current.get((topic, p))
-        old = None if known is None or known.start_offset < 0 else known.start_offset
-        plan.append(PlannedOffset(topic=topic, partition=p, current=old, new=new))
+        plan.append(PlannedOffset(topic=topic, partition=p, current=now.get(p), new=new))
     return plan
 
 
@@ -169,23 +211,37 @@ def alter_offsets(
     if to_offset is not None and to_offset < 0:
         raise click.BadParameter("offsets are not negative", param_hint="--to-offset")
     with admin_client(bootstrap) as admin:
-        state = _group_state(admin, group)
+        kind = group_type(admin, group) or "share"
+        noun = "share group" if kind == "share" else "consumer group"
+        state = _group_state(admin, group) if kind == "share" else admin.describe_consumer_group(group).state
         if state is not None and state != "Empty":
             raise click.ClickException(
-                f"share group {group} is {state}: offsets can only be altered while it has no members"
+                f"{noun} {group} is {state}: offsets can only be altered while it has no members"
             )
+
+        def current(parts: list[int]) -> dict[int, int | None]:
+            if kind == "share":
+                found = admin.describe_share_group_offsets(group, {topic: parts})
+                return {p: o.start_offset if o.start_offset >= 0 else None for (_, p), o in found.items()}
+            committed = admin.list_consumer_group_offsets(group, {topic: parts})
+            return {p: o.offset if o.offset >= 0 else None for (_, p), o in committed.items()}
+
         plan = plan_alter(
             admin,
-            group,
             topic,
             partitions,
+            current,
             to_offset=to_offset,
             to_earliest=to_earliest,
             to_latest=to_latest,
             to_datetime=to_datetime,
         )
         if execute:
-            admin.alter_share_group_offsets(group, {(o.topic, o.partition): o.new for o in plan})
+            new = {(o.topic, o.partition): o.new for o in plan}
+            if kind == "share":
+                admin.alter_share_group_offsets(group, new)
+            else:
+                admin.alter_consumer_group_offsets(group, new)
     if as_json:
         emit_json(
             {
@@ -205,7 +261,7 @@ def alter_offsets(
         )
     )
     if execute:
-        click.echo(f"altered {len(plan)} offset(s) of share group {group}")
+        click.echo(f"altered {len(plan)} offset(s) of {noun} {group}")
     else:
         note = " (the group does not exist yet; it will be created)" if state is None else ""
         click.echo(f"dry run{note}: pass --execute to apply")
@@ -219,9 +275,13 @@ def alter_offsets(
 @json_option
 @friendly_errors
 def delete_offsets(group: str, topics: tuple[str, ...], execute: bool, bootstrap: str, as_json: bool) -> None:
-    """Delete GROUP's offsets (share state) for whole topics; consumption restarts per
-    share.auto.offset.reset. The group must have no running consumers."""
+    """Delete GROUP's offsets (share state, or committed offsets) for whole topics; consumption
+    restarts per its auto.offset.reset. A share group must have no running consumers; a consumer
+    group must not be consuming the topics."""
     with admin_client(bootstrap) as admin:
+        if group_type(admin, group) not in (None, "share"):
+            _delete_committed(admin, group, topics, execute, as_json)
+            return
         state = _group_state(admin, group)
         if state is None:
             raise click.ClickException(f"share group {group} does not exist")
@@ -245,5 +305,30 @@ def delete_offsets(group: str, topics: tuple[str, ...], execute: bool, bootstrap
     click.echo(table(["GROUP", "TOPIC", "PARTITION", "START-OFFSET"], rows))
     if execute:
         click.echo(f"deleted the offsets of share group {group} for {', '.join(topics)}")
+    else:
+        click.echo("dry run: pass --execute to delete")
+
+
+def _delete_committed(
+    admin: Admin, group: str, topics: tuple[str, ...], execute: bool, as_json: bool
+) -> None:
+    committed = admin.list_consumer_group_offsets(group)
+    missing = [t for t in topics if not any(k[0] == t for k in committed)]
+    if missing:
+        raise click.ClickException(f"consumer group {group} has no offsets for topic(s) {', '.join(missing)}")
+    chosen = sorted(k for k in committed if k[0] in topics)
+    if execute:
+        admin.delete_consumer_group_offsets(group, chosen)
+    if as_json:
+        emit_json({"group": group, "executed": execute, "topics": list(topics)})
+        return
+    click.echo(
+        table(
+            ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET"],
+            [[group, t, p, committed[(t, p)].offset] for t, p in chosen],
+        )
+    )
+    if execute:
+        click.echo(f"deleted the offsets of consumer group {group} for {', '.join(topics)}")
     else:
         click.echo("dry run: pass --execute to delete")

@@ -12,6 +12,9 @@ from .admin_types import (
     ConfigResource,
     ConfigSource,
     ConfigSynonym,
+    ConsumerGroupDescription,
+    ConsumerGroupMember,
+    ConsumerGroupOffset,
     CreatedTopic,
     FeatureMetadata,
     GroupListing,
@@ -35,6 +38,7 @@ from .errors import (
     ProtocolViolation,
     UnsupportedVersionError,
 )
+from .group_consumer import GroupConsumer
 from .partitioner import murmur2, partition_for_key
 from .producer import Producer, RecordMetadata, SendFuture
 from .records import ConsumerRecord
@@ -58,10 +62,14 @@ __all__ = [
     "ConfigSource",
     "ConfigSynonym",
     "Consumer",
+    "ConsumerGroupDescription",
+    "ConsumerGroupMember",
+    "ConsumerGroupOffset",
     "ConsumerRecord",
     "CreatedTopic",
     "FeatureMetadata",
     "FetchResult",
+    "GroupConsumer",
     "GroupListing",
     "KafkaError",
     "NewTopic",

@@ -14,6 +14,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from . import _admin_consumer as consumer
 from . import _admin_share as share
 from . import _codec, _offsets
 from .admin_types import (
@@ -23,6 +24,8 @@ from .admin_types import (
     ConfigResource,
     ConfigSource,
     ConfigSynonym,
+    ConsumerGroupDescription,
+    ConsumerGroupOffset,
     CreatedTopic,
     FeatureMetadata,
     GroupListing,
@@ -33,12 +36,19 @@ from .admin_types import (
     ResourceType,
     ShareGroupDescription,
     ShareGroupOffset,
+    TransactionDescription,
+    TransactionListing,
 )
 from .cluster import Cluster, TopicInfo
 from .connection import API_VERSIONS, BrokerConnection
 from .errors import KafkaError, raise_for
 
+OFFSET_COMMIT = 8
+OFFSET_FETCH = 9
+DESCRIBE_GROUPS = 15
 LIST_GROUPS = 16
+OFFSET_DELETE = 47
+CONSUMER_GROUP_DESCRIBE = 69
 CREATE_TOPICS = 19
 DELETE_TOPICS = 20
 DESCRIBE_CONFIGS = 32
@@ -51,6 +61,9 @@ SHARE_GROUP_DESCRIBE = 77
 DESCRIBE_SHARE_GROUP_OFFSETS = 90
 ALTER_SHARE_GROUP_OFFSETS = 91
 DELETE_SHARE_GROUP_OFFSETS = 92
+INIT_PRODUCER_ID = 22
+DESCRIBE_TRANSACTIONS = 65
+LIST_TRANSACTIONS = 66
 
 
 class Admin:
@@ -439,6 +452,133 @@ class Admin:
         if raise_on_error:
             share.first_error(out, f"DeleteShareGroupOffsets({group_id})")
         return out
+
+    # -- consumer groups ---------------------------------------------------------------------------
+
+    def describe_consumer_group(self, group_id: str) -> ConsumerGroupDescription:
+        """A consumer group of either protocol: KIP-848 (ConsumerGroupDescribe) when the group is
+        one, else classic (DescribeGroups); GROUP_ID_NOT_FOUND when neither knows it."""
+        response = self._coordinator_call(
+            group_id,
+            CONSUMER_GROUP_DESCRIBE,
+            lambda m: m.ConsumerGroupDescribeRequest(
+                group_ids=(group_id,), include_authorized_operations=False
+            ),
+        )
+        (g,) = response.groups
+        if g.error_code != ErrorCode.group_id_not_found:
+            return consumer.parse_consumer_group_describe(response)
+        response = self._coordinator_call(
+            group_id,
+            DESCRIBE_GROUPS,
+            lambda m: m.DescribeGroupsRequest(groups=(group_id,), include_authorized_operations=False),
+        )
+        (g,) = response.groups
+        if g.group_state == "Dead" and g.error_code == ErrorCode.none:
+            raise KafkaError(ErrorCode.group_id_not_found, None, context=f"group {group_id}")
+        return consumer.parse_describe_groups(response)
+
+    def list_consumer_group_offsets(
+        self, group_id: str, topics: Mapping[str, Sequence[int]] | None = None
+    ) -> dict[tuple[str, int], ConsumerGroupOffset]:
+        """Committed offsets per (topic, partition); ``topics=None`` asks for all of them. Waits out
+        offsets held by an open transaction (UNSTABLE_OFFSET_COMMIT) as Kafka's admin client does."""
+        backoff = 0.05
+        deadline = time.monotonic() + self.cluster.request_timeout
+        while True:
+            response = self._coordinator_call(
+                group_id, OFFSET_FETCH, lambda m: consumer.build_offset_fetch(m, group_id, topics)
+            )
+            try:
+                return consumer.parse_offset_fetch(response, group_id)
+            except KafkaError as error:
+                if error.code != ErrorCode.unstable_offset_commit or time.monotonic() > deadline:
+                    raise
+            time.sleep(backoff)
+            backoff = min(backoff * 2, 1.0)
+
+    def alter_consumer_group_offsets(
+        self, group_id: str, offsets: Mapping[tuple[str, int], int], *, raise_on_error: bool = True
+    ) -> dict[tuple[str, int], ErrorCode]:
+        """Commit ``offsets`` for the group (it must have no members)."""
+        response = self._coordinator_call(
+            group_id, OFFSET_COMMIT, lambda m: consumer.build_offset_commit(m, group_id, offsets)
+        )
+        out = consumer.parse_partition_errors(response)
+        if raise_on_error:
+            share.first_error(out, f"OffsetCommit({group_id})")
+        return out
+
+    def delete_consumer_group_offsets(
+        self, group_id: str, partitions: Sequence[tuple[str, int]], *, raise_on_error: bool = True
+    ) -> dict[tuple[str, int], ErrorCode]:
+        """Delete committed offsets (refused per partition while the group consumes its topic)."""
+        response = self._coordinator_call(
+            group_id, OFFSET_DELETE, lambda m: consumer.build_offset_delete(m, group_id, partitions)
+        )
+        out = consumer.parse_partition_errors(response)
+        if raise_on_error:
+            share.first_error(out, f"OffsetDelete({group_id})")
+        return out
+
+    # -- transactions ------------------------------------------------------------------------------
+
+    def list_transactions(
+        self, *, states: Sequence[str] = (), pattern: str | None = None
+    ) -> list[TransactionListing]:
+        """Transactional ids the coordinator knows (ListTransactions), optionally by state or regex."""
+        conn = self.cluster.any_connection()
+        v, m = conn.module(LIST_TRANSACTIONS)
+        fields: dict[str, Any] = {"state_filters": tuple(states), "producer_id_filters": ()}
+        if v >= 2:
+            fields["transactional_id_pattern"] = pattern
+        response = conn.send(m.ListTransactionsRequest(**fields), idempotent=True)
+        raise_for(response.error_code, None, context="ListTransactions")
+        rows = [
+            TransactionListing(
+                transactional_id=t.transactional_id, producer_id=t.producer_id, state=t.transaction_state
+            )
+            for t in response.transaction_states
+        ]
+        return sorted(rows, key=lambda r: r.transactional_id)
+
+    def describe_transaction(self, transactional_id: str) -> TransactionDescription:
+        """One transactional id's state, producer, timeout and partitions (DescribeTransactions)."""
+        conn = self.cluster.any_connection()
+        _v, m = conn.module(DESCRIBE_TRANSACTIONS)
+        response = conn.send(
+            m.DescribeTransactionsRequest(transactional_ids=(transactional_id,)), idempotent=True
+        )
+        t = response.transaction_states[0]
+        raise_for(t.error_code, None, context=f"DescribeTransactions({transactional_id})")
+        return TransactionDescription(
+            transactional_id=t.transactional_id,
+            state=t.transaction_state,
+            producer_id=t.producer_id,
+            producer_epoch=t.producer_epoch,
+            timeout_ms=int(t.transaction_timeout.total_seconds() * 1000),
+            start_ms=round(t.transaction_start_time.timestamp() * 1000)
+            if t.transaction_state == "Ongoing"
+            else -1,
+            partitions=tuple((d.topic, p) for d in t.topics for p in d.partitions),
+        )
+
+    def abort_transaction(self, transactional_id: str, timeout_ms: int) -> tuple[int, int]:
+        """Abort the open transaction of ``transactional_id`` the way a new producer instance
+        does: InitProducerId fences the current producer (epoch bump) and aborts what it left
+        open. Returns the new (producer id, epoch)."""
+        conn = self.cluster.any_connection()
+        _v, m = conn.module(INIT_PRODUCER_ID)
+        request = m.InitProducerIdRequest(
+            transactional_id=transactional_id, transaction_timeout=datetime.timedelta(milliseconds=timeout_ms)
+        )
+        for _ in range(_COORDINATOR_ATTEMPTS):
+            response = conn.send(request)
+            if response.error_code is not ErrorCode.concurrent_transactions:
+                break
+            time.sleep(0.1)
+        raise_for(response.error_code, None, context=f"InitProducerId({transactional_id})")
+        return response.producer_id, response.producer_epoch
 
     def _coordinator_call(self, group_id: str, api_key: int, build: Any) -> Any:
         """Send to the group coordinator, as Kafka's clients do: look it up again when it moved or

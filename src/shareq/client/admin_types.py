@@ -184,3 +184,58 @@ class ClientQuota:
 
     entity: Mapping[str, str | None]
     values: Mapping[str, float]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConsumerGroupMember:
+    member_id: str
+    instance_id: str | None
+    client_id: str
+    client_host: str
+    assignment: Mapping[str, tuple[int, ...]]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConsumerGroupDescription:
+    """A consumer group of either protocol: ``classic`` (JoinGroup) or ``consumer`` (KIP-848)."""
+
+    group_id: str
+    type: str
+    state: str
+    assignor: str
+    """The classic group's protocol (its client-side assignor), or the KIP-848 server-side assignor."""
+    epoch: int | None
+    """The KIP-848 group epoch (``None`` for classic groups)."""
+    members: tuple[ConsumerGroupMember, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConsumerGroupOffset:
+    """A committed offset (-1: none)."""
+
+    topic: str
+    partition: int
+    offset: int
+    metadata: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TransactionListing:
+    """One transactional id as ListTransactions reports it."""
+
+    transactional_id: str
+    producer_id: int
+    state: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TransactionDescription:
+    """One transactional id as DescribeTransactions reports it (``start_ms`` -1 unless Ongoing)."""
+
+    transactional_id: str
+    state: str
+    producer_id: int
+    producer_epoch: int
+    timeout_ms: int
+    start_ms: int
+    partitions: tuple[tuple[str, int], ...]

@@ -31,7 +31,10 @@ CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
     1: (13, 16),  # Fetch (by topic id)
     2: (4, 10),  # ListOffsets
     3: (12, 13),  # Metadata
+    8: (8, 9),  # OffsetCommit (by topic name; v10 switches to topic ids)
+    9: (8, 9),  # OffsetFetch (v8 batches groups; v10 switches to topic ids)
     10: (1, 6),  # FindCoordinator (v4+ batches keys)
+    15: (5, 5),  # DescribeGroups
     16: (0, 5),  # ListGroups (v4 adds states, v5 types)
     18: (0, 3),  # ApiVersions
     19: (2, 7),  # CreateTopics
@@ -40,8 +43,13 @@ CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
     32: (1, 4),  # DescribeConfigs
     42: (0, 2),  # DeleteGroups
     44: (0, 1),  # IncrementalAlterConfigs
+    47: (0, 0),  # OffsetDelete
     48: (0, 1),  # DescribeClientQuotas
     49: (0, 1),  # AlterClientQuotas
+    65: (0, 0),  # DescribeTransactions
+    66: (0, 2),  # ListTransactions (v2 adds the transactional id pattern)
+    68: (0, 1),  # ConsumerGroupHeartbeat
+    69: (0, 1),  # ConsumerGroupDescribe
     74: (1, 1),  # ListConfigResources (v0 was ListClientMetricsResources)
     76: (1, 1),  # ShareGroupHeartbeat
     77: (1, 1),  # ShareGroupDescribe

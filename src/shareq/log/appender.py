@@ -13,10 +13,20 @@ from typing import NamedTuple
 
 from crc32c import crc32c
 
-from .batch import ATTRIBUTES_OFFSET, CONTROL_MASK, HEADER, HEADER_SIZE, LOG_OVERHEAD, MAGIC, MIN_BATCH_LENGTH
+from .batch import (
+    ATTRIBUTES_OFFSET,
+    CONTROL_MASK,
+    HEADER,
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    MAGIC,
+    MIN_BATCH_LENGTH,
+    TRANSACTIONAL_MASK,
+)
 from .batch import PARTITION_LEADER_EPOCH_OFFSET as _EPOCH_AT
 from .errors import CorruptRecordError, OutOfOrderSequenceError
 from .producer_state import BatchMetadata, ProducerStateManager
+from .transactions import control_type
 
 _SEQUENCE_MODULUS = 0x80000000
 _I64 = struct.Struct(">q")
@@ -36,22 +46,31 @@ class PreparedAppend(NamedTuple):
     placed: tuple[tuple[int, int, int, int, int], ...]
     # (producer id, epoch, batch or None for a control batch) per producer batch
     producers: tuple[tuple[int, int, BatchMetadata | None], ...]
+    # (producer id, -1 for data or the marker type, first offset) per transactional batch
+    txns: tuple[tuple[int, int, int], ...]
 
 
 def prepare_append(
-    buf: bytearray, next_offset: int, leader_epoch: int, state: ProducerStateManager
+    buf: bytearray,
+    next_offset: int,
+    leader_epoch: int,
+    state: ProducerStateManager,
+    *,
+    allow_control: bool = True,
 ) -> PreparedAppend | BatchMetadata:
     """Validate and patch ``buf`` for an append at ``next_offset``.
 
     Returns the original :class:`BatchMetadata` if a batch is an idempotent retry (the caller
-    writes nothing). Raises :class:`CorruptRecordError`, :class:`OutOfOrderSequenceError` or
-    :class:`InvalidProducerEpochError`.
+    writes nothing). Control batches (transaction markers) come only from the broker itself:
+    with ``allow_control=False`` one is refused. Raises :class:`CorruptRecordError`,
+    :class:`OutOfOrderSequenceError` or :class:`InvalidProducerEpochError`.
     """
     view = memoryview(buf)
     total = len(buf)
     first_offset = next_offset
     placed: list[tuple[int, int, int, int, int]] = []
     producers: list[tuple[int, int, BatchMetadata | None]] = []
+    txns: list[tuple[int, int, int]] = []
     pos = 0
     while pos < total:
         if pos + HEADER_SIZE > total:
@@ -68,6 +87,11 @@ def prepare_append(
         if crc32c(view[pos + ATTRIBUTES_OFFSET : pos + size]) != crc:
             raise CorruptRecordError(f"batch at byte {pos} fails its CRC32C check")
         last_offset = next_offset + delta
+        if attributes & CONTROL_MASK and not allow_control:
+            raise CorruptRecordError(f"batch at byte {pos} is a control batch; clients cannot write those")
+        if attributes & TRANSACTIONAL_MASK and producer_id >= 0:
+            kind = control_type(buf, pos) if attributes & CONTROL_MASK else -1
+            txns.append((producer_id, kind, next_offset))
         if producer_id >= 0:
             if attributes & CONTROL_MASK or first_seq < 0:
                 producers.append((producer_id, epoch, None))
@@ -93,6 +117,7 @@ def prepare_append(
         record_count=next_offset - first_offset,
         placed=tuple(placed),
         producers=tuple(producers),
+        txns=tuple(txns),
     )
 
 

@@ -41,6 +41,7 @@ from .errors import (
 )
 from .producer_state import BatchMetadata, ProducerStateManager
 from .reader import TimestampOffset, exact_timestamp, read_batches
+from .records import encode_control_batch
 from .recovery import recover
 from .segment import (
     H_BASE_OFFSET,
@@ -53,6 +54,7 @@ from .segment import (
     scan_headers,
     write_file_atomically,
 )
+from .transactions import AbortedTxn
 
 __all__ = [
     "CHECKPOINT_FILE",
@@ -213,10 +215,41 @@ class PartitionLog:
     def producer_state(self) -> ProducerStateManager:
         return self._producers
 
+    @property
+    def last_stable_offset(self) -> int:
+        """The first offset a read_committed reader may not see yet (the log end if no
+        transaction is open)."""
+        return self._producers.txns.last_stable_offset(self.log_end_offset)
+
+    def aborted_transactions(self, start: int, end: int) -> list[AbortedTxn]:
+        """Aborted transactions overlapping ``[start, end]`` (for read_committed fetches)."""
+        txns = self._producers.txns
+        txns.prune(self._log_start)
+        return txns.aborted_between(start, end)
+
+    def transaction_open(self, producer_id: int) -> bool:
+        return self._producers.txns.is_open(producer_id)
+
+    def append_marker(
+        self, *, producer_id: int, producer_epoch: int, commit: bool, now_ms: int
+    ) -> AppendInfo:
+        """Write a COMMIT or ABORT marker (a control batch) ending ``producer_id``'s transaction."""
+        return self.append(
+            encode_control_batch(
+                commit=commit, producer_id=producer_id, producer_epoch=producer_epoch, timestamp=now_ms
+            ),
+            now_ms=now_ms,
+        )
+
     # -- append -------------------------------------------------------------------------------------
 
     def append(
-        self, records: bytes | bytearray | memoryview, *, now_ms: int, leader_epoch: int = 0
+        self,
+        records: bytes | bytearray | memoryview,
+        *,
+        now_ms: int,
+        leader_epoch: int = 0,
+        allow_control: bool = True,
     ) -> AppendInfo:
         """Validate, assign offsets to and durably write one or more whole v2 batches.
 
@@ -238,7 +271,8 @@ class PartitionLog:
             raise CorruptRecordError(f"{total} bytes cannot hold a record batch")
         active = self._segments[-1]
         buf = bytearray(records)
-        prepared = prepare_append(buf, active.next_offset, leader_epoch, self._producers)
+        hw = active.next_offset
+        prepared = prepare_append(buf, hw, leader_epoch, self._producers, allow_control=allow_control)
         if isinstance(prepared, BatchMetadata):
             return AppendInfo(
                 first_offset=prepared.first_offset,
@@ -258,6 +292,12 @@ class PartitionLog:
             active.track(start + p, base, nxt, size, max_ts, interval)
         for producer_id, epoch, batch in prepared.producers:
             self._producers.update(producer_id, epoch, batch)
+        txns = self._producers.txns
+        for producer_id, kind, offset in prepared.txns:
+            if kind < 0:
+                txns.observe_data(producer_id, offset)
+            else:
+                txns.observe_marker(producer_id, kind, offset, hw)
         flush_every = self.config.flush_interval_messages
         if flush_every is not None:
             self._unflushed_messages += prepared.record_count

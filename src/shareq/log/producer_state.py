@@ -9,6 +9,8 @@ Kafka's rules (ProducerStateManager / ProducerAppendInfo), kept here in one plac
   follow the last one (wrapping at 2**31), else :class:`OutOfOrderSequenceError`;
 - a producer id never seen (or whose data retention removed) may start at any sequence.
 
+Open transactions and aborted transactions (``transactions.py``) ride in the same snapshot.
+
 The state is rebuilt on open from batch headers alone, or loaded from the snapshot written on
 close; :meth:`ProducerStateManager.check` never mutates, :meth:`ProducerStateManager.update` commits.
 """
@@ -20,6 +22,7 @@ from collections import deque
 from dataclasses import dataclass
 
 from .errors import InvalidProducerEpochError, OutOfOrderSequenceError
+from .transactions import PartitionTxnState
 
 BATCHES_PER_PRODUCER = 5
 _MAX_SEQUENCE = 0x7FFFFFFF
@@ -60,10 +63,11 @@ def _in_sequence(last_seq: int, next_seq: int) -> bool:
 class ProducerStateManager:
     """All producer ids that wrote idempotent batches to one partition."""
 
-    __slots__ = ("producers",)
+    __slots__ = ("producers", "txns")
 
     def __init__(self) -> None:
         self.producers: dict[int, ProducerEntry] = {}
+        self.txns = PartitionTxnState()
 
     def __len__(self) -> int:
         return len(self.producers)
@@ -114,6 +118,7 @@ class ProducerStateManager:
                 "producers": [
                     [pid, e.epoch, [list(_fields(b)) for b in e.batches]] for pid, e in self.producers.items()
                 ],
+                "transactions": self.txns.to_json(),
             },
             separators=(",", ":"),
         )
@@ -131,4 +136,5 @@ class ProducerStateManager:
                 entry.batches.append(
                     BatchMetadata(int(first_seq), int(last_seq), int(first_offset), int(last_offset))
                 )
+        state.txns = PartitionTxnState.from_json(data.get("transactions", {}))
         return int(data["offset"]), state

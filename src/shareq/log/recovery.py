@@ -13,7 +13,7 @@ import os
 from bisect import bisect_right
 from typing import TYPE_CHECKING
 
-from .batch import CONTROL_MASK
+from .batch import CONTROL_MASK, HEADER_SIZE, TRANSACTIONAL_MASK
 from .checkpoint import PRODUCER_SNAPSHOT_FILE, read_checkpoint
 from .producer_state import BatchMetadata, ProducerStateManager
 from .segment import (
@@ -25,6 +25,7 @@ from .segment import (
     scan_batches,
     scan_headers,
 )
+from .transactions import control_type
 
 if TYPE_CHECKING:
     from .partition_log import PartitionLog
@@ -140,10 +141,24 @@ def rebuild_producer_state(log: PartitionLog) -> None:
         log._ensure_indexes(seg)
         _, pos = seg.index.lookup(start - seg.base_offset)
         fd = log._read_fd(seg)
-        for _, h in scan_headers(fd, pos, seg.size):
+        for p, h in scan_headers(fd, pos, seg.size):
             base = h[H_BASE_OFFSET]
             if base >= start:
                 _observe_producer(log, h[9], h[10], h[11], h[5], base, base + h[H_LAST_OFFSET_DELTA])
+                if h[5] & TRANSACTIONAL_MASK and h[9] >= 0:
+                    _observe_transaction(log, fd, p, h[9], h[5], base)
+
+
+def _observe_transaction(
+    log: PartitionLog, fd: int, pos: int, producer_id: int, attributes: int, base: int
+) -> None:
+    """Replay a transactional batch into the open-transaction and aborted indexes."""
+    txns = log._producers.txns
+    if not attributes & CONTROL_MASK:
+        txns.observe_data(producer_id, base)
+        return
+    head = os.pread(fd, HEADER_SIZE + 32, pos)
+    txns.observe_marker(producer_id, control_type(head), base, base)
 
 
 def _observe_producer(

@@ -27,6 +27,7 @@ from .partitions import Partition
 from .share import ShareServices
 from .topic_configs import effective_topic_configs, validate_topic_configs
 from .topics import TopicInfo, TopicRegistry, is_internal
+from .transactions import TransactionServices
 
 log = logging.getLogger("shareq.server")
 
@@ -72,6 +73,7 @@ class Broker:
         self.stopping = False
         self.share: ShareServices | None = None
         self.consumer_groups: ConsumerGroupServices | None = None
+        self.transactions: TransactionServices | None = None
         self.io = IoStats()
         self.quotas = QuotaUsage(ClientQuotas())
 
@@ -103,6 +105,8 @@ class Broker:
         await self.share.start()
         self.consumer_groups = ConsumerGroupServices(self)
         await self.consumer_groups.start()
+        self.transactions = TransactionServices(self)
+        await self.transactions.start()
         try:
             self._server = await asyncio.start_server(self._on_connection, self.host, self.port)
         except OSError as error:
@@ -122,6 +126,8 @@ class Broker:
         await asyncio.gather(*self._tasks, *self._connections, return_exceptions=True)
         if self._server is not None:
             await self._server.wait_closed()
+        if self.transactions is not None:
+            await self.transactions.stop()
         if self.consumer_groups is not None:
             await self.consumer_groups.stop()
         if self.share is not None:

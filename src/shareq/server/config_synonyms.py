@@ -91,6 +91,8 @@ GROUP_CONFIG_SYNONYMS: dict[str, str] = {
     "share.session.timeout.ms": "group.share.session.timeout.ms",
     "share.auto.offset.reset": "group.share.auto.offset.reset",
     "share.isolation.level": "group.share.isolation.level",
+    "consumer.session.timeout.ms": "group.consumer.session.timeout.ms",
+    "consumer.heartbeat.interval.ms": "group.consumer.heartbeat.interval.ms",
 }
 _SHAREQ_ONLY_BROKER_KEYS = frozenset({"group.share.auto.offset.reset", "group.share.isolation.level"})
 

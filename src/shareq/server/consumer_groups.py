@@ -22,6 +22,7 @@ import uuid
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from shareq.config import consumer_assignors
 from shareq.coordinators.classic import (
     RECORD_TYPES,
     ClassicConfig,
@@ -53,8 +54,9 @@ from shareq.coordinators.consumer import (
     ConsumerHeartbeat,
     ConsumerHeartbeatResult,
 )
+from shareq.coordinators.consumer.records import RECORD_TYPES as CONSUMER_RECORD_TYPES
 from shareq.coordinators.group import SHARE_GROUP_TYPE, CoordinatorRecord
-from shareq.log.scan import keyed_records
+from shareq.log.scan import DATA, log_entries
 
 if TYPE_CHECKING:
     from .broker import Broker
@@ -93,9 +95,14 @@ class ConsumerGroupServices:
                 session_timeout_ms=config["group.consumer.session.timeout.ms"],
                 heartbeat_interval_ms=config["group.consumer.heartbeat.interval.ms"],
                 max_size=config["group.consumer.max.size"],
-            )
+                assignors=consumer_assignors(config["group.consumer.assignors"]),
+            ),
+            group_timeouts=self._group_timeouts,
         )
         self.offsets = ConsumerOffsets()
+        self._retention_ms = config["offsets.retention.minutes"] * 60_000
+        self._retention_check_ms = config["offsets.retention.check.interval.ms"]
+        self._retention_due = _wall_ms() + self._retention_check_ms
         self._joins: dict[JoinKey, asyncio.Future[JoinResponse]] = {}
         self._syncs: dict[JoinKey, asyncio.Future[SyncResponse]] = {}
         self._timer: asyncio.TimerHandle | None = None
@@ -126,19 +133,30 @@ class ConsumerGroupServices:
         partition = self.broker.partition(GROUP_METADATA_TOPIC, 0)
         if partition is None:
             return
-        for key, value in keyed_records(partition.log):
-            if record_type(key) in RECORD_TYPES:
-                self.replay(key, value)
+        for entry in log_entries(partition.log):
+            if entry.marker != DATA:
+                self.offsets.end_transaction(entry.producer_id, commit=entry.marker == 1)
+            elif entry.key is not None and record_type(entry.key) in RECORD_TYPES:
+                self.replay(entry.key, entry.value, producer_id=entry.producer_id)
+            elif entry.key is not None and record_type(entry.key) in CONSUMER_RECORD_TYPES:
+                self.consumer.replay(entry.key, entry.value)
+        self.coordinator.loaded(_wall_ms())
+        self.consumer.loaded(_wall_ms())
+        for group_id in self.consumer.group_ids():
+            self._register(group_id)
 
-    def replay(self, key: bytes, value: bytes | None) -> None:
-        """Apply one durable classic-group or offset record."""
+    def replay(self, key: bytes, value: bytes | None, *, producer_id: int = -1) -> None:
+        """Apply one durable classic-group or offset record (a transactional one stays pending)."""
         decoded = decode_key(key)
         gid = decoded.group_id
         if decoded.record_type is ClassicRecordType.CLASSIC_GROUP:
             self.coordinator.replay_group(gid, None if value is None else decode_group_value(value))
         else:
             parsed: OffsetValue | None = None if value is None else decode_offset_value(value)
-            self.offsets.apply(gid, decoded.topic, decoded.partition, parsed)
+            if producer_id >= 0:
+                self.offsets.stage(producer_id, gid, decoded.topic, decoded.partition, parsed)
+            else:
+                self.offsets.apply(gid, decoded.topic, decoded.partition, parsed)
             if parsed is not None:
                 self.coordinator.ensure_group(gid)
         self._register(gid)
@@ -197,6 +215,7 @@ class ConsumerGroupServices:
                     f"group {request.group_id} is a consumer group",
                 )
             self.consumer.delete(request.group_id)  # an empty consumer group becomes classic
+            self._persist(self.consumer.take_records())
         result = self.coordinator.join(request, now_ms=_wall_ms())
         self._register(request.group_id)
         future: asyncio.Future[JoinResponse] | None = None
@@ -271,6 +290,7 @@ class ConsumerGroupServices:
                 )
             self.coordinator.forget(gid)  # an empty classic group (offsets only) becomes a consumer group
         result = self.consumer.heartbeat(request, now_ms=_wall_ms(), topics=self._topics())
+        self._persist(self.consumer.take_records())
         self._register(gid)
         self._reschedule()
         return result
@@ -304,6 +324,14 @@ class ConsumerGroupServices:
     ) -> list[ClassicErrorCode]:
         """Validate and persist an OffsetCommit; one code per commit. Raises ``ClassicRequestError``
         for the whole request."""
+        self._validate_commit(group_id, generation, member_id, group_instance_id, version=version)
+        records, errors = self.offsets.commit(group_id, commits, now_ms=_wall_ms())
+        self._persist(records)
+        return errors
+
+    def _validate_commit(
+        self, group_id: str, generation: int, member_id: str, group_instance_id: str | None, *, version: int
+    ) -> None:
         if self.is_share_group(group_id):
             raise ClassicRequestError(
                 ClassicErrorCode.GROUP_ID_NOT_FOUND, f"group {group_id} is not a consumer group"
@@ -324,9 +352,41 @@ class ConsumerGroupServices:
             self._register(group_id)
         else:
             self.coordinator.validate_offset_commit(group_id, generation, member_id, group_instance_id)
-        records, errors = self.offsets.commit(group_id, commits, now_ms=_wall_ms())
-        self._persist(records)
+
+    def commit_transactional_offsets(
+        self,
+        group_id: str,
+        generation: int,
+        member_id: str,
+        group_instance_id: str | None,
+        commits: list[OffsetCommit],
+        *,
+        producer_id: int,
+        producer_epoch: int,
+    ) -> list[ClassicErrorCode]:
+        """TxnOffsetCommit: validate like OffsetCommit, then write the offsets in a transactional
+        batch of ``producer_id`` and hold them pending until the transaction's marker."""
+        # Kafka accepts a transactional commit without member information (older producers,
+        # kafka-python's send_offsets_to_transaction with a group id) whatever the group's state.
+        anonymous = generation < 0 and not member_id and group_instance_id is None
+        if not anonymous or self.group_type(group_id) is None or self.is_share_group(group_id):
+            self._validate_commit(group_id, generation, member_id, group_instance_id, version=9)
+        records, errors = self.offsets.commit(group_id, commits, now_ms=_wall_ms(), producer_id=producer_id)
+        if records:
+            share = self.broker.share
+            if share is None:
+                raise ClassicRequestError(
+                    ClassicErrorCode.COORDINATOR_NOT_AVAILABLE, "groups are not running"
+                )
+            share.persist_group_records(records, producer_id=producer_id, producer_epoch=producer_epoch)
         return errors
+
+    def end_transaction(self, producer_id: int, *, commit: bool) -> None:
+        """A marker reached the group-metadata log: settle ``producer_id``'s pending offsets."""
+        self.offsets.end_transaction(producer_id, commit=commit)
+
+    def pending_offsets(self, group_id: str) -> set[tuple[str, int]]:
+        return self.offsets.pending(group_id)
 
     def fetch_offsets(self, group_id: str) -> dict[tuple[str, int], OffsetValue]:
         """Committed offsets of a group (none for an unknown one). Raises GROUP_ID_NOT_FOUND for
@@ -343,7 +403,7 @@ class ConsumerGroupServices:
             raise ClassicRequestError(ClassicErrorCode.GROUP_ID_NOT_FOUND, f"group {group_id} not found")
         consumer = self.consumer.group(group_id)
         if consumer is not None:
-            subscribed = frozenset().union(*(m.subscribed for m in consumer.members.values()))
+            subscribed = frozenset().union(*(m.resolved for m in consumer.members.values()))
         else:
             subscribed = self.coordinator.subscribed_topics(group_id) or frozenset()
         errors = [
@@ -358,12 +418,51 @@ class ConsumerGroupServices:
         """DeleteGroups for a classic or consumer group: empty only; its offsets go with it."""
         if self.consumer.group(group_id) is not None:
             self.consumer.delete(group_id)
-            records = [group_record(group_id, None)]  # it may have been a classic group before
+            records = [*self.consumer.take_records(), group_record(group_id, None)]  # maybe classic before
         else:
             records = list(self.coordinator.delete(group_id))
         records += self.offsets.delete_group(group_id)
         self._persist(records)
         self._register(group_id)
+
+    def _group_timeouts(self, group_id: str) -> tuple[int, int]:
+        """A KIP-848 group's session timeout and heartbeat interval: its ``consumer.*`` group configs,
+        else the broker's ``group.consumer.*``."""
+        share = self.broker.share
+        if share is None:
+            return self.consumer.config.session_timeout_ms, self.consumer.config.heartbeat_interval_ms
+        config = share.coordinator.group_config(group_id)
+        return config.consumer_session_timeout_ms, config.consumer_heartbeat_interval_ms
+
+    def _consumed(self, group_id: str) -> frozenset[str] | None:
+        """Topics whose offsets the group's members keep alive; ``None`` when it has no members."""
+        consumer = self.consumer.group(group_id)
+        if consumer is not None:
+            if not consumer.members:
+                return None
+            return frozenset().union(*(m.resolved for m in consumer.members.values()))
+        topics = self.coordinator.subscribed_topics(group_id)
+        group = self.coordinator.group(group_id)
+        if topics is not None and group is not None and group.protocol_type != "consumer":
+            return frozenset(t for t, _ in self.offsets.fetch(group_id))  # not ours to read: keep all
+        return topics
+
+    def _expire_offsets(self, now_ms: int) -> None:
+        """Offset retention: tombstones for expired offsets, then the removal of empty groups left
+        with none (as Kafka deletes them)."""
+        before = set(self.offsets.group_ids())
+        records = self.offsets.expire(now_ms, self._retention_ms, self._consumed)
+        for group_id in sorted(before - set(self.offsets.group_ids())):
+            if self._consumed(group_id) is None and self.group_type(group_id) is not None:
+                if self.consumer.group(group_id) is not None:
+                    self.consumer.delete(group_id)
+                    records += [*self.consumer.take_records(), group_record(group_id, None)]
+                else:
+                    records += self.coordinator.delete(group_id)
+                log.info("group %s expired: no members and no offsets left", group_id)
+        self._persist(records)
+        for group_id in before:
+            self._register(group_id)
 
     # -- the timer -----------------------------------------------------------------------------
 
@@ -383,7 +482,9 @@ class ConsumerGroupServices:
             self._timer = None
         self._timer_at = _FAR
         deadlines = [
-            d for d in (self.coordinator.next_deadline(), self.consumer.next_deadline()) if d is not None
+            d
+            for d in (self.coordinator.next_deadline(), self.consumer.next_deadline(), self._retention_due)
+            if d is not None
         ]
         self._arm(min(deadlines, default=None))
 
@@ -393,7 +494,12 @@ class ConsumerGroupServices:
         try:
             now = _wall_ms()
             self.consumer.expire(now, self._topics())
+            self._persist(self.consumer.take_records())
             self._apply(self.coordinator.expire(now))
+            if now >= self._retention_due:
+                self._retention_due = now + self._retention_check_ms
+                self._expire_offsets(now)
+                self._reschedule()
         except Exception:
             log.exception("classic group timers failed")
             self._reschedule()

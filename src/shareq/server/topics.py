@@ -64,6 +64,9 @@ def new_cluster_id() -> str:
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
 
 
+PRODUCER_ID_BLOCK = 1000
+
+
 class TopicRegistry:
     """Topic metadata and a few cluster-wide counters, persisted on every change."""
 
@@ -74,6 +77,7 @@ class TopicRegistry:
         self._by_id: dict[uuid.UUID, TopicInfo] = {}
         self.cluster_id = new_cluster_id()
         self.next_producer_id = 1000
+        self._producer_id_block_end = 1000  # ids below this are reserved durably
         self.broker_overrides: dict[str, str] = {}
         self.cluster_defaults: dict[str, str] = {}
         self.client_quotas: list[dict[str, Any]] = []
@@ -141,10 +145,17 @@ class TopicRegistry:
         self._save()
 
     def allocate_producer_id(self) -> int:
-        """A producer id never handed out before, also across restarts (persisted before use)."""
+        """A producer id never handed out before, also across restarts.
+
+        Ids are reserved a block of ``PRODUCER_ID_BLOCK`` at a time (as Kafka's controller hands
+        them out): the end of the block is persisted before its first id is used, and a restart
+        resumes at the next block, so an id is never reused, whatever a crash loses.
+        """
         producer_id = self.next_producer_id
+        if producer_id >= self._producer_id_block_end:
+            self._producer_id_block_end = producer_id + PRODUCER_ID_BLOCK
+            self._save()
         self.next_producer_id += 1
-        self._save()
         return producer_id
 
     # -- persistence -----------------------------------------------------------------------------
@@ -152,7 +163,7 @@ class TopicRegistry:
     def _load(self) -> None:
         document: dict[str, Any] = json.loads(self._path.read_text())
         self.cluster_id = document["cluster_id"]
-        self.next_producer_id = int(document["next_producer_id"])
+        self.next_producer_id = self._producer_id_block_end = int(document["next_producer_id"])
         self.broker_overrides = dict(document.get("broker_overrides", {}))
         self.cluster_defaults = dict(document.get("cluster_default_configs", {}))
         self.client_quotas = list(document.get("client_quotas", []))
@@ -169,7 +180,7 @@ class TopicRegistry:
     def _save(self) -> None:
         document = {
             "cluster_id": self.cluster_id,
-            "next_producer_id": self.next_producer_id,
+            "next_producer_id": self._producer_id_block_end,
             "broker_overrides": self.broker_overrides,
             "cluster_default_configs": self.cluster_defaults,
             "client_quotas": self.client_quotas,

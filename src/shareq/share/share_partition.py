@@ -627,6 +627,17 @@ class SharePartition:
             raise ShareEngineBug("share-partition used before initialize()")
 
     # ------------------------------------------------------------------ used by acquisition
+    def start_offset_write(self) -> PendingWrite | None:
+        """A write of the SPSO alone, when it moved past the durable one and no write is in flight.
+
+        Writes in flight together each persist the start offset they can see; the shell asks for
+        this after the last of them, where it archives records outside client acknowledgements
+        (aborted transactions under read_committed).
+        """
+        if self._pending or self._spso <= self._durable_spso or self._spso <= self._log_start_floor:
+            return None
+        return self._start_write(StateTransition(next(self._handles), TransitionKind.ARCHIVE))
+
     def _register_archive(self, pieces: Iterable[InFlightBatch]) -> PendingWrite | None:
         txn = StateTransition(next(self._handles), TransitionKind.ARCHIVE)
         for run in pieces:

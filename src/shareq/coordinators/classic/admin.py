@@ -9,7 +9,7 @@ from shareq.coordinators.group.records import CoordinatorRecord
 
 from .errors import ClassicErrorCode, ClassicRequestError
 from .group import ClassicGroup, ClassicGroupState, ClassicMember
-from .messages import ClassicGroupDescription
+from .messages import ClassicGroupDescription, Protocol
 from .records import ClassicGroupValue, group_record
 from .subscription import subscribed_topics
 
@@ -105,10 +105,36 @@ class ClassicGroupAdmin:
         return frozenset(topics)
 
     def replay_group(self, group_id: str, value: ClassicGroupValue | None) -> None:
-        """Apply a durable group record (loading): the group is Empty at its last generation."""
+        """Apply a durable group record (loading): Stable with the members it lists, else Empty at
+        its last generation (members of a generation still rebalancing rejoin)."""
         if value is None:
             self._groups.pop(group_id, None)
             return
         group = self.ensure_group(group_id)
         group.generation = value.generation
         group.protocol_type = value.protocol_type or None
+        group.members = {
+            m.member_id: ClassicMember(
+                member_id=m.member_id,
+                group_instance_id=m.group_instance_id,
+                client_id=m.client_id,
+                client_host=m.client_host,
+                protocol_type=value.protocol_type,
+                protocols=(Protocol(name=value.protocol_name, metadata=m.metadata),),
+                session_timeout_ms=m.session_timeout_ms,
+                rebalance_timeout_ms=m.rebalance_timeout_ms,
+                assignment=m.assignment,
+            )
+            for m in value.members
+        }
+        group.static = {m.group_instance_id: m.member_id for m in value.members if m.group_instance_id}
+        group.pending.clear()
+        group.phase_deadline = None
+        if group.members:
+            group.state = ClassicGroupState.STABLE
+            group.protocol_name = value.protocol_name
+            group.leader = value.leader or None
+        else:
+            group.state = ClassicGroupState.EMPTY
+            group.protocol_name = None
+            group.leader = None

@@ -38,7 +38,7 @@ from .messages import (
     SyncRequest,
     SyncResponse,
 )
-from .records import ClassicGroupValue, group_record
+from .records import ClassicGroupValue, ClassicMemberValue, group_record
 
 E = ClassicErrorCode
 S = ClassicGroupState
@@ -507,6 +507,12 @@ class ClassicGroupCoordinator(ClassicGroupAdmin):
 
     # ----------------------------------------------------------------- timers
 
+    def loaded(self, now_ms: int) -> None:
+        """After replay: every member of a group restored Stable gets a fresh session from now."""
+        for group in self._groups.values():
+            for member in group.members.values():
+                self._touch(group, member, now_ms)
+
     def _touch(self, group: ClassicGroup, member: ClassicMember, now_ms: int) -> None:
         member.session_deadline = now_ms + member.session_timeout_ms
         self._push(member.session_deadline, _MEMBER, group.group_id, member.member_id)
@@ -574,6 +580,21 @@ class ClassicGroupCoordinator(ClassicGroupAdmin):
                     generation=group.generation,
                     protocol_name=group.protocol_name or "",
                     leader=group.leader or "",
+                    members=tuple(
+                        ClassicMemberValue(
+                            member_id=m.member_id,
+                            group_instance_id=m.group_instance_id,
+                            client_id=m.client_id,
+                            client_host=m.client_host,
+                            session_timeout_ms=m.session_timeout_ms,
+                            rebalance_timeout_ms=m.rebalance_timeout_ms,
+                            metadata=m.metadata(group.protocol_name),
+                            assignment=m.assignment,
+                        )
+                        for m in group.members.values()
+                    )
+                    if group.state is S.STABLE
+                    else (),
                 ),
             )
         )

@@ -29,6 +29,7 @@ class ClassicErrorCode(enum.IntEnum):
     FENCED_MEMBER_EPOCH = 110
     UNSUPPORTED_ASSIGNOR = 112
     STALE_MEMBER_EPOCH = 113
+    INVALID_REGULAR_EXPRESSION = 128
 
 
 class ClassicRequestError(Exception):

@@ -6,7 +6,9 @@ id); the record types here follow its three (0-2), and each coordinator's replay
 other's types. A ``None`` value is a tombstone.
 
 - ``CLASSIC_GROUP`` (3): the group exists as a classic group; protocol type, generation,
-  selected protocol and leader. Members are not persisted: after a restart they rejoin.
+  selected protocol and leader, and (value version 1) the members of a Stable generation with their
+  subscription and assignment, so after a restart they carry on heartbeating without a rebalance
+  (the record of a generation still rebalancing has none: its members rejoin).
 - ``OFFSET_COMMIT`` (4): key adds the topic name and partition; value is the committed offset,
   its leader epoch, metadata and commit timestamp.
 
@@ -25,6 +27,8 @@ from .errors import ClassicStateError
 
 KEY_VERSION = 0
 VALUE_VERSION = 0
+GROUP_VALUE_VERSION = 1
+"""Classic group values: version 0 has no members, version 1 adds them."""
 
 
 class ClassicRecordType(enum.IntEnum):
@@ -37,11 +41,25 @@ RECORD_TYPES = frozenset(int(t) for t in ClassicRecordType)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ClassicMemberValue:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    metadata: bytes
+    """The member's metadata for the selected protocol (its subscription)."""
+    assignment: bytes
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ClassicGroupValue:
     protocol_type: str
     generation: int
     protocol_name: str
     leader: str
+    members: tuple[ClassicMemberValue, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -138,26 +156,65 @@ def decode_key(key: bytes) -> DecodedKey:
     return DecodedKey(kind, group_id, topic, partition)
 
 
+def _bytes(out: bytearray, b: bytes) -> None:
+    out += _I.pack(len(b))
+    out += b
+
+
 def encode_group_value(value: ClassicGroupValue) -> bytes:
-    out = bytearray(_UH.pack(VALUE_VERSION))
+    out = bytearray(_UH.pack(GROUP_VALUE_VERSION))
     _str(out, value.protocol_type)
     out += _GEN.pack(value.generation)
     _str(out, value.protocol_name)
     _str(out, value.leader)
+    out += _I.pack(len(value.members))
+    for m in value.members:
+        _str(out, m.member_id)
+        _str(out, m.group_instance_id or "")
+        _str(out, m.client_id)
+        _str(out, m.client_host)
+        out += _I.pack(m.session_timeout_ms)
+        out += _I.pack(m.rebalance_timeout_ms)
+        _bytes(out, m.metadata)
+        _bytes(out, m.assignment)
     return bytes(out)
 
 
 def decode_group_value(raw: bytes) -> ClassicGroupValue:
     r = _Reader(raw)
     (version,) = _UH.unpack(r.take(2))
-    if version != VALUE_VERSION:
+    if version not in (0, GROUP_VALUE_VERSION):
         raise ClassicStateError(f"unknown classic group value version {version}")
     protocol_type = r.s()
     (generation,) = _GEN.unpack(r.take(4))
     protocol_name, leader = r.s(), r.s()
+    members: list[ClassicMemberValue] = []
+    if version >= 1:
+        (count,) = _I.unpack(r.take(4))
+        for _ in range(count):
+            member_id, instance_id, client_id, client_host = r.s(), r.s(), r.s(), r.s()
+            session, rebalance = _I.unpack(r.take(4))[0], _I.unpack(r.take(4))[0]
+            metadata = r.take(_I.unpack(r.take(4))[0])
+            assignment = r.take(_I.unpack(r.take(4))[0])
+            members.append(
+                ClassicMemberValue(
+                    member_id=member_id,
+                    group_instance_id=instance_id or None,
+                    client_id=client_id,
+                    client_host=client_host,
+                    session_timeout_ms=session,
+                    rebalance_timeout_ms=rebalance,
+                    metadata=metadata,
+                    assignment=assignment,
+                )
+            )
     r.done()
     return ClassicGroupValue(
-        protocol_type=protocol_type, generation=generation, protocol_name=protocol_name, leader=leader
+        protocol_type=protocol_type,
+        generation=generation,
+        protocol_name=protocol_name,
+        leader=leader,
+        members=tuple(members),
     )
 
 

@@ -1,6 +1,6 @@
-"""KIP-848 consumer groups: ConsumerGroupHeartbeat with the server-side ``uniform`` assignor."""
+"""KIP-848 consumer groups: ConsumerGroupHeartbeat with server-side assignors (``uniform``, ``range``)."""
 
-from .assignor import UNIFORM, Assignment, uniform_assign
+from .assignor import ASSIGNORS, RANGE, UNIFORM, Assignment, range_assign, uniform_assign
 from .coordinator import (
     ConsumerConfig,
     ConsumerGroup,
@@ -11,6 +11,8 @@ from .coordinator import (
 )
 
 __all__ = [
+    "ASSIGNORS",
+    "RANGE",
     "UNIFORM",
     "Assignment",
     "ConsumerConfig",
@@ -19,5 +21,6 @@ __all__ = [
     "ConsumerHeartbeat",
     "ConsumerHeartbeatResult",
     "ConsumerMember",
+    "range_assign",
     "uniform_assign",
 ]

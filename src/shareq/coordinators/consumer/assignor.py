@@ -85,3 +85,44 @@ def uniform_assign(
             topics.setdefault(t, set()).add(p)
         result[m] = {t: frozenset(ps) for t, ps in topics.items()}
     return result
+
+
+RANGE = "range"
+
+
+def range_assign(
+    subscriptions: Mapping[str, frozenset[uuid.UUID]],
+    partitions: Mapping[uuid.UUID, int],
+    previous: Mapping[str, Assignment],
+) -> dict[str, Assignment]:
+    """KIP-848's server-side ``range`` assignor: each topic's partitions in contiguous ranges.
+
+    Per topic, the members subscribed to it, in member-id order, take ``floor`` partitions each and
+    the first ``extra`` of them one more. Members with the same subscriptions therefore get the same
+    partition numbers of topics with as many partitions (co-partitioning, what joins of two topics
+    keyed alike need). Previous owners keep what they had within their quota, so an unchanged group
+    keeps its assignment; the rest fill the remaining room in partition order.
+    """
+    owned: dict[str, dict[uuid.UUID, set[int]]] = {m: {} for m in subscriptions}
+    for topic in sorted(partitions, key=str):
+        members = sorted(m for m, topics in subscriptions.items() if topic in topics)
+        if not members:
+            continue
+        count = partitions[topic]
+        floor, extra = divmod(count, len(members))
+        quota = {m: floor + (1 if i < extra else 0) for i, m in enumerate(members)}
+        taken: set[int] = set()
+        for m in members:
+            kept = sorted(p for p in previous.get(m, {}).get(topic, ()) if p < count)[: quota[m]]
+            owned[m][topic] = set(kept)
+            taken.update(kept)
+        free = iter(p for p in range(count) if p not in taken)
+        for m in members:
+            mine = owned[m][topic]
+            while len(mine) < quota[m]:
+                mine.add(next(free))
+    return {m: {t: frozenset(ps) for t, ps in topics.items() if ps} for m, topics in owned.items()}
+
+
+ASSIGNORS = {UNIFORM: uniform_assign, RANGE: range_assign}
+"""Server-side assignors by the name clients give in ``group.remote.assignor``."""

@@ -1,4 +1,8 @@
-"""Per-group dynamic configuration of share groups, bounded by broker-level ``group.share.*`` settings.
+"""Per-group dynamic configuration, bounded by broker-level ``group.share.*`` / ``group.consumer.*`` settings.
+
+Share groups read the ``share.*`` and ``errors.deadletterqueue.*`` configs; KIP-848 consumer groups
+read ``consumer.session.timeout.ms`` and ``consumer.heartbeat.interval.ms``. Like Kafka, a group id
+may carry any of them, whatever its type.
 
 A group config is a sparse map of Kafka-named overrides (``share.record.lock.duration.ms`` ...);
 anything not overridden falls back to the broker's value, which falls back to Kafka's default. The
@@ -24,6 +28,8 @@ HEARTBEAT_INTERVAL_MS = "share.heartbeat.interval.ms"
 SESSION_TIMEOUT_MS = "share.session.timeout.ms"
 DLQ_TOPIC_NAME = "errors.deadletterqueue.topic.name"
 DLQ_COPY_RECORD_ENABLE = "errors.deadletterqueue.copy.record.enable"
+CONSUMER_SESSION_TIMEOUT_MS = "consumer.session.timeout.ms"
+CONSUMER_HEARTBEAT_INTERVAL_MS = "consumer.heartbeat.interval.ms"
 
 GROUP_CONFIG_NAMES: tuple[str, ...] = (
     RECORD_LOCK_DURATION_MS,
@@ -35,6 +41,8 @@ GROUP_CONFIG_NAMES: tuple[str, ...] = (
     SESSION_TIMEOUT_MS,
     DLQ_TOPIC_NAME,
     DLQ_COPY_RECORD_ENABLE,
+    CONSUMER_SESSION_TIMEOUT_MS,
+    CONSUMER_HEARTBEAT_INTERVAL_MS,
 )
 
 ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
@@ -71,6 +79,12 @@ class ShareBrokerConfig:
     max_share_sessions: int = 2_000
     auto_offset_reset: str = "latest"
     isolation_level: str = "read_uncommitted"
+    consumer_session_timeout_ms: int = 45_000
+    consumer_min_session_timeout_ms: int = 45_000
+    consumer_max_session_timeout_ms: int = 60_000
+    consumer_heartbeat_interval_ms: int = 5_000
+    consumer_min_heartbeat_interval_ms: int = 5_000
+    consumer_max_heartbeat_interval_ms: int = 15_000
     explicit: frozenset[str] = field(default=frozenset())
     """Broker property names set by the operator (described with source STATIC_BROKER_CONFIG)."""
 
@@ -93,6 +107,8 @@ def _broker_prop(attr: str) -> str:
         return "group.share.auto.offset.reset"
     if attr == "isolation_level":
         return "group.share.isolation.level"
+    if attr.startswith("consumer_"):  # consumer_min_x_ms -> group.consumer.min.x.ms
+        return "group.consumer." + attr.removeprefix("consumer_").replace("_", ".")
     return "group.share." + attr.replace("_", ".")
 
 
@@ -121,6 +137,8 @@ class ShareGroupConfig:
     session_timeout_ms: int
     dlq_topic_name: str
     dlq_copy_record: bool = False
+    consumer_session_timeout_ms: int = 45_000
+    consumer_heartbeat_interval_ms: int = 5_000
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -234,6 +252,23 @@ def resolve_group_config(overrides: Mapping[str, str], broker: ShareBrokerConfig
     copy_raw = overrides.get(DLQ_COPY_RECORD_ENABLE, "false").strip().lower()
     if copy_raw not in ("true", "false"):
         raise _invalid(f"{DLQ_COPY_RECORD_ENABLE} must be true or false, got {copy_raw!r}")
+    consumer_session = num(
+        CONSUMER_SESSION_TIMEOUT_MS,
+        b.consumer_session_timeout_ms,
+        b.consumer_min_session_timeout_ms,
+        b.consumer_max_session_timeout_ms,
+    )
+    consumer_heartbeat = num(
+        CONSUMER_HEARTBEAT_INTERVAL_MS,
+        b.consumer_heartbeat_interval_ms,
+        b.consumer_min_heartbeat_interval_ms,
+        b.consumer_max_heartbeat_interval_ms,
+    )
+    if consumer_heartbeat >= consumer_session:
+        raise _invalid(
+            f"{CONSUMER_HEARTBEAT_INTERVAL_MS} ({consumer_heartbeat}) must be less than "
+            f"{CONSUMER_SESSION_TIMEOUT_MS} ({consumer_session})"
+        )
     return ShareGroupConfig(
         record_lock_duration_ms=lock,
         delivery_count_limit=count,
@@ -244,10 +279,14 @@ def resolve_group_config(overrides: Mapping[str, str], broker: ShareBrokerConfig
         session_timeout_ms=session,
         dlq_topic_name=dlq,
         dlq_copy_record=copy_raw == "true",
+        consumer_session_timeout_ms=consumer_session,
+        consumer_heartbeat_interval_ms=consumer_heartbeat,
     )
 
 
 _BROKER_DEFAULT_ATTR = {
+    CONSUMER_SESSION_TIMEOUT_MS: "consumer_session_timeout_ms",
+    CONSUMER_HEARTBEAT_INTERVAL_MS: "consumer_heartbeat_interval_ms",
     RECORD_LOCK_DURATION_MS: "record_lock_duration_ms",
     DELIVERY_COUNT_LIMIT: "delivery_count_limit",
     PARTITION_MAX_RECORD_LOCKS: "partition_max_record_locks",

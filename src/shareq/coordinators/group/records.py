@@ -36,9 +36,10 @@ class RecordType(enum.IntEnum):
     GROUP_CONFIG = 2
 
 
-FOREIGN_RECORD_TYPES = frozenset({3, 4})
-"""Record types of the classic-group coordinator (``coordinators/classic/records.py``) on the same
-log; replay skips them."""
+FOREIGN_RECORD_TYPES = frozenset({3, 4, 5, 6})
+"""Record types of the classic-group coordinator (``coordinators/classic/records.py``: 3, 4) and of
+KIP-848 consumer groups (``coordinators/consumer/records.py``: 5, 6) on the same log; replay skips
+them."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

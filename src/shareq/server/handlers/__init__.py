@@ -62,6 +62,8 @@ def default_handlers() -> HandlerTable:
         share_fetch,
         share_group_heartbeat,
         topics,
+        transactions,
+        transactions_admin,
     )
 
     table = HandlerTable()
@@ -84,6 +86,8 @@ def default_handlers() -> HandlerTable:
         classic_groups,
         offsets,
         consumer_group_heartbeat,
+        transactions,
+        transactions_admin,
     ):
         table.update(module.HANDLERS)
     return table

@@ -20,6 +20,8 @@ CONSUMER_GROUP_HEARTBEAT = 68
 
 
 def handle_consumer_group_heartbeat(request: Any, ctx: RequestContext) -> Any:
+    if ctx.version >= 1 and not request.member_id:  # v1 members choose their own id (KIP-1082)
+        return heartbeat_error(ctx, ErrorCode.invalid_request, "MemberId can't be empty.")
     owned = None
     if request.topic_partitions is not None:
         owned = {
@@ -40,6 +42,7 @@ def handle_consumer_group_heartbeat(request: Any, ctx: RequestContext) -> Any:
         subscribed_topic_names=None
         if request.subscribed_topic_names is None
         else tuple(request.subscribed_topic_names),
+        subscribed_topic_regex=getattr(request, "subscribed_topic_regex", None),
         server_assignor=request.server_assignor,
         owned=owned,
         client_id=ctx.header.client_id or "",

@@ -14,6 +14,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from shareq.log.errors import LogError
+from shareq.log.transactions import stable_prefix
 from shareq.protocol import VersionRange
 from shareq.protocol.versions import FETCH
 
@@ -77,29 +78,52 @@ def _collect(
     by_topic: dict[int, tuple[Any, list[Any]]] = {}
     no_leader = ctx.build("LeaderIdAndEpoch") if ctx.version >= 12 else None
     no_divergence = ctx.build("EpochEndOffset") if ctx.version >= 12 else None
+    read_committed = getattr(request, "isolation_level", 0) == 1
     for topic, preq, partition in wanted:
         code = ErrorCode.none
         records = b""
-        high_watermark = log_start = -1
+        high_watermark = log_start = stable = -1
+        aborted: Any = None
         if partition is None:
             code = ErrorCode.unknown_topic_id if ctx.version >= 13 else ErrorCode.unknown_topic_or_partition
         else:
             log = partition.log
             high_watermark = log.log_end_offset
+            stable = log.last_stable_offset
             log_start = log.log_start_offset
+            # read_committed (isolation level 1) reads below the last stable offset only.
+            end = stable if read_committed else high_watermark
             limit = min(preq.partition_max_bytes, budget)
             # Only the first partition that returns data may exceed the budget, by one whole
             # batch (so a batch larger than max_bytes still makes progress).
             readable = preq.fetch_offset != high_watermark or preq.fetch_offset < log_start
+            if read_committed and log_start <= preq.fetch_offset <= high_watermark:
+                readable = preq.fetch_offset < stable
+                aborted = ()
             if readable and (limit > 0 or total == 0):
                 try:
-                    data = log.read(preq.fetch_offset, limit, min_one_batch=total == 0)
+                    data = log.read(
+                        preq.fetch_offset,
+                        limit,
+                        min_one_batch=total == 0,
+                        end_offset=end if read_committed else None,
+                    )
                 except LogError as error:
                     code = error_code(error)
                 else:
                     records = data.records
+                    batch_records = sum(last - first + 1 for first, last in data.batches)
+                    if read_committed and data.batches and data.batches[-1][1] >= end:
+                        records, batch_records = stable_prefix(records, end)
                     io.bytes_read += len(records)
-                    count += sum(last - first + 1 for first, last in data.batches)
+                    count += batch_records
+                    if read_committed and records:
+                        aborted = tuple(
+                            ctx.build(
+                                "AbortedTransaction", producer_id=a.producer_id, first_offset=a.first_offset
+                            )
+                            for a in log.aborted_transactions(preq.fetch_offset, end - 1)
+                        )
         if code is not ErrorCode.none:
             failed = True
         total += len(records)
@@ -109,11 +133,11 @@ def _collect(
             partition_index=preq.partition,
             error_code=code,
             high_watermark=high_watermark,
-            last_stable_offset=high_watermark,
+            last_stable_offset=stable,
             log_start_offset=log_start,
             diverging_epoch=no_divergence,
             current_leader=no_leader,
-            aborted_transactions=None if ctx.version >= 4 else (),
+            aborted_transactions=aborted,
             preferred_read_replica=-1,
             records=records,
         )

@@ -187,7 +187,7 @@ def _describe_consumer_group(ctx: RequestContext, group_id: str) -> Any:
         group_state=group.state,
         group_epoch=group.group_epoch,
         assignment_epoch=group.assignment_epoch,
-        assignor_name="uniform",
+        assignor_name=group.assignor,
         members=tuple(
             ctx.build(
                 "Member",
@@ -198,7 +198,7 @@ def _describe_consumer_group(ctx: RequestContext, group_id: str) -> Any:
                 client_id=m.client_id,
                 client_host=m.client_host,
                 subscribed_topic_names=tuple(sorted(m.subscribed)),
-                subscribed_topic_regex=None,
+                subscribed_topic_regex=m.regex,
                 assignment=assignment(m.assigned),
                 target_assignment=assignment(group.target.get(m.member_id, {})),
                 member_type=-1,

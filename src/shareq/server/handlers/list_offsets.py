@@ -21,6 +21,7 @@ MAX_TIMESTAMP = -3
 
 
 def handle_list_offsets(request: Any, ctx: RequestContext) -> Any:
+    read_committed = getattr(request, "isolation_level", 0) == 1
     topics = []
     for topic in request.topics:
         partitions = []
@@ -33,7 +34,8 @@ def handle_list_offsets(request: Any, ctx: RequestContext) -> Any:
                 log = partition.log
                 try:
                     if preq.timestamp == LATEST:
-                        offset = log.log_end_offset
+                        # read_committed: the last stable offset (Kafka's ListOffsets rule)
+                        offset = log.last_stable_offset if read_committed else log.log_end_offset
                     elif preq.timestamp == EARLIEST:
                         offset = log.log_start_offset
                     elif preq.timestamp == MAX_TIMESTAMP or preq.timestamp >= 0:

@@ -76,12 +76,19 @@ def handle_offset_commit(request: Any, ctx: RequestContext) -> Any:
     )
 
 
-def _fetch_group(ctx: RequestContext, group_id: str, topics: Any, *, grouped: bool) -> tuple[ErrorCode, Any]:
-    """One group's committed offsets as response topics (``topics=None``: every committed one)."""
+def _fetch_group(
+    ctx: RequestContext, group_id: str, topics: Any, *, grouped: bool, require_stable: bool
+) -> tuple[ErrorCode, Any]:
+    """One group's committed offsets as response topics (``topics=None``: every committed one).
+
+    With ``require_stable``, a partition whose transactional commit awaits its marker answers
+    UNSTABLE_OFFSET_COMMIT (the client retries).
+    """
     try:
         committed = services(ctx).fetch_offsets(group_id)
     except ClassicRequestError as error:
         return ErrorCode(error.code.value), ()
+    unstable = services(ctx).pending_offsets(group_id) if require_stable else set()
     if topics is None:
         wanted: dict[str, list[int]] = {}
         for topic, partition in sorted(committed):
@@ -105,7 +112,9 @@ def _fetch_group(ctx: RequestContext, group_id: str, topics: Any, *, grouped: bo
                     committed_offset=-1 if value is None else value.offset,
                     committed_leader_epoch=-1 if value is None else value.leader_epoch,
                     metadata="" if value is None else value.metadata,
-                    error_code=ErrorCode.none,
+                    error_code=(
+                        ErrorCode.unstable_offset_commit if (name, index) in unstable else ErrorCode.none
+                    ),
                 )
             )
         out.append(ctx.build(topic_class, name=name, partitions=tuple(rows)))
@@ -113,17 +122,18 @@ def _fetch_group(ctx: RequestContext, group_id: str, topics: Any, *, grouped: bo
 
 
 def handle_offset_fetch(request: Any, ctx: RequestContext) -> Any:
-    # No transactional offset commits are kept, so nothing is ever pending and
-    # ``require_stable`` never has to answer UNSTABLE_OFFSET_COMMIT.
+    stable = bool(getattr(request, "require_stable", False))
     if ctx.version >= 8:
         groups = []
         for group in request.groups:
-            code, topics = _fetch_group(ctx, group.group_id, group.topics, grouped=True)
+            code, topics = _fetch_group(
+                ctx, group.group_id, group.topics, grouped=True, require_stable=stable
+            )
             groups.append(
                 ctx.build("OffsetFetchResponseGroup", group_id=group.group_id, topics=topics, error_code=code)
             )
         return ctx.build(throttle_time=NO_THROTTLE, groups=tuple(groups))
-    code, topics = _fetch_group(ctx, request.group_id, request.topics, grouped=False)
+    code, topics = _fetch_group(ctx, request.group_id, request.topics, grouped=False, require_stable=stable)
     return ctx.build(throttle_time=NO_THROTTLE, topics=topics, error_code=code)
 
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from shareq.log.batch import HEADER, HEADER_SIZE, TRANSACTIONAL_MASK
 from shareq.log.errors import LogError
 from shareq.protocol import VersionRange
 from shareq.protocol.versions import PRODUCE
@@ -58,9 +59,13 @@ def _produce(request: Any, ctx: RequestContext) -> Any:
                 code = ErrorCode.unknown_topic_id if name is None else ErrorCode.unknown_topic_or_partition
             elif not data.records:
                 code, message = ErrorCode.corrupt_message, "empty record set"
+            elif (
+                refused := _transaction_check(ctx, bytes(data.records[:HEADER_SIZE]), name, data.index)
+            ) is not None:
+                code, message = refused
             else:
                 try:
-                    info = partition.log.append(bytes(data.records), now_ms=now_ms())
+                    info = partition.log.append(bytes(data.records), now_ms=now_ms(), allow_control=False)
                 except LogError as error:
                     code, message = error_code(error), str(error)
                 else:
@@ -94,6 +99,27 @@ def _produce(request: Any, ctx: RequestContext) -> Any:
     return ctx.build(
         throttle_time=datetime.timedelta(milliseconds=throttle_ms), responses=tuple(topic_responses)
     )
+
+
+def _transaction_check(
+    ctx: RequestContext, head: bytes, topic: str | None, index: int
+) -> tuple[ErrorCode, str] | None:
+    """A transactional batch must belong to its producer's open transaction on this partition
+    (INVALID_TXN_STATE otherwise: a late retry must not open a transaction nobody ends)."""
+    if len(head) < HEADER_SIZE or topic is None:
+        return None
+    h = HEADER.unpack_from(head)
+    if not h[5] & TRANSACTIONAL_MASK:
+        return None
+    txns = ctx.broker.transactions
+    if txns is None:
+        return ErrorCode.coordinator_load_in_progress, "transactions are not running"
+    code = txns.verify_produce(h[9], h[10], topic, index)
+    if code.value == 0:
+        return None
+    return ErrorCode(
+        code.value
+    ), f"producer {h[9]} epoch {h[10]} has no open transaction with {topic}-{index}"
 
 
 HANDLERS = {PRODUCE: (VersionRange(3, 13), handle_produce)}

@@ -1,4 +1,5 @@
-"""InitProducerId for idempotent producers (no transactions): a fresh, persisted producer id."""
+"""InitProducerId: a fresh producer id (never reused) for an idempotent producer; a transactional
+id goes to the transaction coordinator (``transactions.py``)."""
 
 from __future__ import annotations
 
@@ -11,16 +12,12 @@ from shareq.protocol.versions import INIT_PRODUCER_ID
 
 from ..context import RequestContext
 from .api_versions import NO_THROTTLE
+from .transactions import init_transactional_producer_id
 
 
 def handle_init_producer_id(request: Any, ctx: RequestContext) -> Any:
     if request.transactional_id is not None:
-        return ctx.build(
-            throttle_time=NO_THROTTLE,
-            error_code=ErrorCode.invalid_request,
-            producer_id=-1,
-            producer_epoch=-1,
-        )
+        return init_transactional_producer_id(request, ctx)
     producer_id = ctx.broker.topics.allocate_producer_id()
     return ctx.build(
         throttle_time=NO_THROTTLE, error_code=ErrorCode.none, producer_id=producer_id, producer_epoch=0

@@ -21,8 +21,10 @@ from kio.schema.errors import ErrorCode
 from shareq.coordinators.group import ShareGroupConfig
 from shareq.log.batch import LOG_OVERHEAD
 from shareq.log.errors import LogError, OffsetOutOfRangeError
+from shareq.log.transactions import stable_batches, subtract_ranges
 from shareq.share import (
     AcknowledgementBatch,
+    AcknowledgeType,
     AcquiredRecords,
     AcquireMode,
     PendingWrite,
@@ -79,6 +81,7 @@ class SharePartitionManager:
         self._partitions: dict[SharePartitionKey, SharePartition] = {}
         self._loading: dict[SharePartitionKey, asyncio.Future[SharePartition]] = {}
         self._waiters: dict[SharePartitionKey, set[asyncio.Future[None]]] = {}
+        self._archives: set[SharePartitionKey] = set()  # archived aborted records (read_committed)
 
     # -- cache ---------------------------------------------------------------------------------
 
@@ -187,22 +190,71 @@ class SharePartitionManager:
             return NOTHING
         if not data.batches:
             return NOTHING
+        batches = data.batches
+        aborted: tuple[tuple[int, int], ...] = ()
+        txns = plog.producer_state.txns
+        if (txns.ongoing or txns.aborted) and self._read_committed(sp):
+            # share.isolation.level=read_committed: acquire below the LSO only; records of
+            # aborted transactions are acquired and archived at once (never delivered); markers
+            # are handed out as offsets without a record, which clients acknowledge as gaps.
+            stable = plog.last_stable_offset
+            batches, aborted = stable_batches(data.records, stable, plog.aborted_transactions(offset, stable))
+            if not batches:
+                return NOTHING
         result = sp.acquire(
-            member, data.batches, max_records=max_records, batch_size=batch_size, mode=mode, now=now
+            member, batches, max_records=max_records, batch_size=batch_size, mode=mode, now=now
         )
         if result.write is not None:
             self.spawn_write(sp, result.write)
+        ranges, count = result.records, result.acquired_count
+        if aborted and ranges:
+            ranges, count = self._archive_aborted(sp, member, ranges, aborted, count, now)
         if result.lock_deadline is not None:
             self._services.schedule(result.lock_deadline)
         read = len(data.records)
-        if not result.records:
+        if not ranges:
             return Acquired((), b"", 0, read)
-        return Acquired(
-            result.records,
-            slice_batches(data.records, data.batches, result.records),
-            result.acquired_count,
-            read,
+        return Acquired(ranges, slice_batches(data.records, data.batches, ranges), count, read)
+
+    def _archive_aborted(
+        self,
+        sp: SharePartition,
+        member: str,
+        ranges: tuple[AcquiredRecords, ...],
+        aborted: tuple[tuple[int, int], ...],
+        count: int,
+        now: int,
+    ) -> tuple[tuple[AcquiredRecords, ...], int]:
+        """Archive the acquired records of aborted transactions (as a GAP acknowledgement would)
+        and return the ranges left to deliver."""
+        kept, removed = subtract_ranges(
+            [(r.first_offset, r.last_offset, r.delivery_count) for r in ranges], aborted
         )
+        if not removed:
+            return ranges, count
+        try:
+            ack = sp.acknowledge(
+                member,
+                [
+                    AcknowledgementBatch(first_offset=f, last_offset=la, types=(AcknowledgeType.GAP,))
+                    for f, la in removed
+                ],
+                now=now,
+            )
+        except ShareRequestError:
+            log.exception("archiving aborted records failed on %s", sp.key)
+            return ranges, count
+        if ack.write is not None:
+            self._archives.add(sp.key)
+            self.spawn_write(sp, ack.write)
+        count -= sum(la - f + 1 for f, la in removed)
+        return tuple(
+            AcquiredRecords(first_offset=f, last_offset=la, delivery_count=c) for f, la, c in kept
+        ), count
+
+    def _read_committed(self, sp: SharePartition) -> bool:
+        config = self._services.coordinator.group_config(sp.key.group_id)
+        return config.isolation_level == "read_committed"
 
     def update_log_start(self, sp: SharePartition, log_start: int) -> None:
         """The log of ``sp`` starts at ``log_start``: move its SPSO past records that are gone."""
@@ -253,6 +305,10 @@ class SharePartitionManager:
             services.dead_letters.notify(sp.key)
         for follow in done.writes:
             self.spawn_write(sp, follow)
+        if ok and sp.key in self._archives:
+            catch_up = sp.start_offset_write()  # the archive raced a client's acknowledgement
+            if catch_up is not None:
+                self.spawn_write(sp, catch_up)
         if done.records_released or not ok or done.spso != spso:  # the SPSO moving opens the window
             self.wake(sp.key)
         services.schedule_from(sp)

@@ -67,7 +67,7 @@ class ShareServices:
         props = {
             name: str(value)
             for name, value in config.items()
-            if name.startswith("group.share.") and value != _default(name)
+            if name.startswith(("group.share.", "group.consumer.")) and value != _default(name)
         }
         self.broker_config = ShareBrokerConfig.from_properties(props)
         self.coordinator = ShareGroupCoordinator(self.broker_config)
@@ -178,14 +178,24 @@ class ShareServices:
         for key, value in keyed_records(partition.log):
             self.coordinator.replay(key, value)
 
-    def persist_group_records(self, records: Iterable[CoordinatorRecord]) -> None:
-        """Append group records to the group-metadata log (page cache: survives a process crash)."""
+    def persist_group_records(
+        self, records: Iterable[CoordinatorRecord], *, producer_id: int = -1, producer_epoch: int = -1
+    ) -> None:
+        """Append group records to the group-metadata log (page cache: survives a process crash);
+        with a ``producer_id``, as a transactional batch of that producer's open transaction."""
         batch = [Record(key=r.key, value=r.value) for r in records]
         if not batch:
             return
         partition = self.broker.partition(GROUP_METADATA_TOPIC, 0)
         assert partition is not None
-        partition.log.append(encode_batch(batch, base_timestamp=_wall_ms()), now_ms=_wall_ms())
+        encoded = encode_batch(
+            batch,
+            base_timestamp=_wall_ms(),
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            transactional=producer_id >= 0,
+        )
+        partition.log.append(encoded, now_ms=_wall_ms())
 
     # -- membership ----------------------------------------------------------------------------
 

@@ -1,0 +1,212 @@
+"""The transactional producer's APIs: AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, TxnOffsetCommit
+(TV1: versions 0-3), plus InitProducerId's transactional branch (``producer_id.py`` calls it).
+
+PRODUCER_FENCED (90) exists only from InitProducerId v4 and AddPartitionsToTxn, AddOffsetsToTxn
+and EndTxn v2; older versions (librdkafka sends v0, v0 and v1) get INVALID_PRODUCER_EPOCH (47).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from shareq.coordinators.classic import ClassicRequestError, OffsetCommit
+from shareq.coordinators.transaction import TxnErrorCode, TxnRequestError
+from shareq.log.errors import LogError
+from shareq.protocol import VersionRange
+
+from ..context import RequestContext
+from ..errors import error_code
+from ..transactions import TransactionServices
+from .api_versions import NO_THROTTLE
+
+ADD_PARTITIONS_TO_TXN = 24
+ADD_OFFSETS_TO_TXN = 25
+END_TXN = 26
+TXN_OFFSET_COMMIT = 28
+
+
+def services(ctx: RequestContext) -> TransactionServices:
+    txns = ctx.broker.transactions
+    if txns is None:
+        raise TxnRequestError(TxnErrorCode.COORDINATOR_LOAD_IN_PROGRESS, "transactions are not running")
+    return txns
+
+
+def wire_code(code: TxnErrorCode, *, fenced_supported: bool) -> ErrorCode:
+    if code is TxnErrorCode.PRODUCER_FENCED and not fenced_supported:
+        return ErrorCode.invalid_producer_epoch
+    return ErrorCode(code.value)
+
+
+def _run(ctx: RequestContext, call: Any, *, fenced_from: int) -> ErrorCode:
+    try:
+        call()
+    except TxnRequestError as error:
+        return wire_code(error.code, fenced_supported=ctx.version >= fenced_from)
+    except LogError as error:
+        return error_code(error)
+    return ErrorCode.none
+
+
+def init_transactional_producer_id(request: Any, ctx: RequestContext) -> Any:
+    """InitProducerId with a transactional id: new id, epoch bump, or fencing of the previous one."""
+    pid, epoch, code = -1, -1, ErrorCode.none
+    try:
+        meta = services(ctx).init_producer_id(
+            request.transactional_id,
+            int(request.transaction_timeout.total_seconds() * 1000),
+            getattr(request, "producer_id", -1),
+            getattr(request, "producer_epoch", -1),
+        )
+    except TxnRequestError as error:
+        code = wire_code(error.code, fenced_supported=ctx.version >= 4)
+    except LogError as error:
+        code = error_code(error)
+    else:
+        pid, epoch = meta.producer_id, meta.producer_epoch
+    return ctx.build(throttle_time=NO_THROTTLE, error_code=code, producer_id=pid, producer_epoch=epoch)
+
+
+def handle_add_partitions(request: Any, ctx: RequestContext) -> Any:
+    topics = request.v3_and_below_topics
+    known = ctx.broker.topics
+    wanted: list[tuple[str, int]] = []
+    unknown: set[tuple[str, int]] = set()
+    for topic in topics:
+        info = known.get(topic.name)
+        for p in topic.partitions:
+            if info is None or not 0 <= p < info.partitions:
+                unknown.add((topic.name, p))
+            else:
+                wanted.append((topic.name, p))
+    if unknown:
+        # Kafka answers UNKNOWN_TOPIC_OR_PARTITION for those and OPERATION_NOT_ATTEMPTED for the rest.
+        codes = {tp: ErrorCode.operation_not_attempted for tp in wanted}
+        codes.update({tp: ErrorCode.unknown_topic_or_partition for tp in unknown})
+    else:
+        code = _run(
+            ctx,
+            lambda: services(ctx).add_partitions(
+                request.v3_and_below_transactional_id,
+                request.v3_and_below_producer_id,
+                request.v3_and_below_producer_epoch,
+                wanted,
+            ),
+            fenced_from=2,
+        )
+        codes = dict.fromkeys(wanted, code)
+    return ctx.build(
+        throttle_time=NO_THROTTLE,
+        results_by_topic_v3_and_below=tuple(
+            ctx.build(
+                "AddPartitionsToTxnTopicResult",
+                name=topic.name,
+                results_by_partition=tuple(
+                    ctx.build(
+                        "AddPartitionsToTxnPartitionResult",
+                        partition_index=p,
+                        partition_error_code=codes[(topic.name, p)],
+                    )
+                    for p in topic.partitions
+                ),
+            )
+            for topic in topics
+        ),
+    )
+
+
+def handle_add_offsets(request: Any, ctx: RequestContext) -> Any:
+    code = _run(
+        ctx,
+        lambda: services(ctx).add_offsets(
+            request.transactional_id, request.producer_id, request.producer_epoch
+        ),
+        fenced_from=2,
+    )
+    return ctx.build(throttle_time=NO_THROTTLE, error_code=code)
+
+
+def handle_end_txn(request: Any, ctx: RequestContext) -> Any:
+    code = _run(
+        ctx,
+        lambda: services(ctx).end_txn(
+            request.transactional_id, request.producer_id, request.producer_epoch, bool(request.committed)
+        ),
+        fenced_from=2,
+    )
+    return ctx.build(throttle_time=NO_THROTTLE, error_code=code)
+
+
+def handle_txn_offset_commit(request: Any, ctx: RequestContext) -> Any:
+    known = ctx.broker.topics
+    codes: dict[tuple[str, int], ErrorCode] = {}
+    commits: list[OffsetCommit] = []
+    for topic in request.topics:
+        info = known.get(topic.name)
+        for p in topic.partitions:
+            if info is None or not 0 <= p.partition_index < info.partitions:
+                codes[(topic.name, p.partition_index)] = ErrorCode.unknown_topic_or_partition
+                continue
+            commits.append(
+                OffsetCommit(
+                    topic=topic.name,
+                    partition=p.partition_index,
+                    offset=p.committed_offset,
+                    leader_epoch=getattr(p, "committed_leader_epoch", -1),
+                    metadata=p.committed_metadata,
+                )
+            )
+    groups = ctx.broker.consumer_groups
+    txns = ctx.broker.transactions
+    check = (
+        TxnErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+        if txns is None or groups is None
+        else txns.verify_offsets(request.transactional_id, request.producer_id, request.producer_epoch)
+    )
+    if check is not TxnErrorCode.NONE:
+        for c in commits:
+            codes[(c.topic, c.partition)] = wire_code(check, fenced_supported=False)
+    elif commits and groups is not None:
+        try:
+            errors = groups.commit_transactional_offsets(
+                request.group_id,
+                getattr(request, "generation_id", -1),
+                getattr(request, "member_id", ""),
+                getattr(request, "group_instance_id", None),
+                commits,
+                producer_id=request.producer_id,
+                producer_epoch=request.producer_epoch,
+            )
+            for c, e in zip(commits, errors, strict=True):
+                codes[(c.topic, c.partition)] = ErrorCode(e.value)
+        except ClassicRequestError as error:
+            for c in commits:
+                codes[(c.topic, c.partition)] = ErrorCode(error.code.value)
+    return ctx.build(
+        throttle_time=NO_THROTTLE,
+        topics=tuple(
+            ctx.build(
+                "TxnOffsetCommitResponseTopic",
+                name=topic.name,
+                partitions=tuple(
+                    ctx.build(
+                        "TxnOffsetCommitResponsePartition",
+                        partition_index=p.partition_index,
+                        error_code=codes[(topic.name, p.partition_index)],
+                    )
+                    for p in topic.partitions
+                ),
+            )
+            for topic in request.topics
+        ),
+    )
+
+
+HANDLERS = {
+    ADD_PARTITIONS_TO_TXN: (VersionRange(0, 3), handle_add_partitions),
+    ADD_OFFSETS_TO_TXN: (VersionRange(0, 3), handle_add_offsets),
+    END_TXN: (VersionRange(0, 3), handle_end_txn),
+    TXN_OFFSET_COMMIT: (VersionRange(0, 3), handle_txn_offset_commit),
+}

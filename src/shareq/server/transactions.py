@@ -1,0 +1,248 @@
+"""``TransactionServices`` (``broker.transactions``): the asyncio shell of the transaction coordinator.
+
+- Every change of a transactional id is appended to ``__transaction_state`` before it takes
+  effect in memory (:meth:`_persist` appends, then replays), and before any answer.
+- A decision (PrepareCommit/PrepareAbort) is followed, in the same call and before the answer,
+  by the markers on every participant partition and then by CompleteCommit/CompleteAbort: on one
+  node the markers are local appends, so the client never sees CONCURRENT_TRANSACTIONS and no
+  transaction of a producer starts while a marker of its previous one is outstanding.
+- A marker on the group-metadata log also settles the producer's pending TxnOffsetCommits.
+- At start: ``__transaction_state`` is replayed; a decision found without its completion has its
+  markers written again where the partition still shows the producer's transaction open, then is
+  completed; an Ongoing transaction is left to its timeout (its client may still end it).
+- One ``loop.call_at`` timer follows ``coordinator.next_deadline()`` (transaction timeouts,
+  id expiration).
+
+For crash tests, ``SHAREQ_CRASH_AT`` names a point of the commit path where the process kills
+itself (SIGKILL): ``txn.after_prepare`` (the decision is logged, no marker written),
+``txn.after_marker:K`` (K markers written) or ``txn.before_complete`` (every marker, no
+CompleteX).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import time
+from typing import TYPE_CHECKING
+
+from shareq.coordinators.transaction import (
+    TopicPartition,
+    TransactionCoordinator,
+    TxnConfig,
+    TxnErrorCode,
+    TxnMetadata,
+    TxnRequestError,
+    TxnWrite,
+    decode_key,
+    decode_value,
+    encode_key,
+    encode_value,
+)
+from shareq.log.records import Record, encode_batch
+from shareq.log.scan import keyed_records
+
+from .consumer_groups import GROUP_METADATA_TOPIC
+
+if TYPE_CHECKING:
+    from .broker import Broker
+
+log = logging.getLogger("shareq.transactions")
+
+TRANSACTION_STATE_TOPIC = "__transaction_state"
+_FAR = float("inf")
+
+
+def _wall_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class TransactionServices:
+    """The transaction coordinator of this broker; ``await start()`` after the group services."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        config = broker.config
+        self.coordinator = TransactionCoordinator(
+            TxnConfig(
+                max_timeout_ms=config["transaction.max.timeout.ms"],
+                id_expiration_ms=config["transactional.id.expiration.ms"],
+            )
+        )
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at: float = _FAR
+        self._stopped = False
+        self._crash_at = os.environ.get("SHAREQ_CRASH_AT", "")
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        partition = self.broker.partition(TRANSACTION_STATE_TOPIC, 0)
+        if partition is None:  # created with the first transactional id, as in Kafka
+            return
+        for key, value in keyed_records(partition.log):
+            txn_id = decode_key(key)
+            self.coordinator.replay(txn_id, None if value is None else decode_value(txn_id, value))
+        for meta in self.coordinator.preparing():
+            self._finish(meta, recovering=True)
+        self._reschedule()
+
+    async def stop(self) -> None:
+        self._stopped = True
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    # -- requests ------------------------------------------------------------------------------
+
+    def init_producer_id(
+        self, transactional_id: str, timeout_ms: int, producer_id: int, producer_epoch: int
+    ) -> TxnMetadata:
+        """InitProducerId with a transactional id; an open transaction is aborted (and its
+        producer fenced) first. Raises ``TxnRequestError``."""
+        for _ in range(2):
+            write = self.coordinator.init_producer_id(
+                transactional_id,
+                timeout_ms,
+                producer_id=producer_id,
+                producer_epoch=producer_epoch,
+                now_ms=_wall_ms(),
+                allocate=self.broker.topics.allocate_producer_id,
+            )
+            if not write.decision:
+                self._persist(write)
+                self._reschedule()  # the id's expiration
+                return write.metadata
+            self._decide(write)
+            if producer_id >= 0:  # KIP-360: the aborted producer continues with the bumped epoch
+                producer_epoch = write.metadata.producer_epoch
+        raise TxnRequestError(TxnErrorCode.CONCURRENT_TRANSACTIONS, "retry")
+
+    def add_partitions(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, partitions: list[TopicPartition]
+    ) -> None:
+        write = self.coordinator.add_partitions(
+            transactional_id, producer_id, producer_epoch, partitions, now_ms=_wall_ms()
+        )
+        if write is not None:
+            self._persist(write)
+            self._reschedule()
+
+    def add_offsets(self, transactional_id: str, producer_id: int, producer_epoch: int) -> None:
+        self.add_partitions(transactional_id, producer_id, producer_epoch, [(GROUP_METADATA_TOPIC, 0)])
+
+    def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool) -> None:
+        write = self.coordinator.end_txn(
+            transactional_id, producer_id, producer_epoch, commit, now_ms=_wall_ms()
+        )
+        if write is not None:
+            self._decide(write)
+
+    def abort(self, transactional_id: str) -> None:
+        """An operator's abort of a hanging transaction."""
+        self._decide(self.coordinator.abort(transactional_id, now_ms=_wall_ms()))
+
+    def verify_produce(
+        self, producer_id: int, producer_epoch: int, topic: str, partition: int
+    ) -> TxnErrorCode:
+        return self.coordinator.verify_produce(producer_id, producer_epoch, (topic, partition))
+
+    def verify_offsets(self, transactional_id: str, producer_id: int, producer_epoch: int) -> TxnErrorCode:
+        """TxnOffsetCommit: the producer's open transaction must include the group-metadata log."""
+        meta = self.coordinator.get(transactional_id)
+        if meta is None or meta.producer_id != producer_id:
+            return TxnErrorCode.INVALID_PRODUCER_ID_MAPPING
+        if meta.producer_epoch != producer_epoch:
+            return TxnErrorCode.INVALID_PRODUCER_EPOCH
+        return self.coordinator.verify_produce(producer_id, producer_epoch, (GROUP_METADATA_TOPIC, 0))
+
+    # -- the commit path -----------------------------------------------------------------------
+
+    def _persist(self, write: TxnWrite) -> None:
+        """Append the record, then let it take effect."""
+        meta = write.metadata
+        self._append(meta.transactional_id, encode_value(meta))
+        self.coordinator.replay(meta.transactional_id, meta)
+
+    def _append(self, transactional_id: str, value: bytes | None) -> None:
+        partition = self.broker.partition(TRANSACTION_STATE_TOPIC, 0)
+        if partition is None:
+            self.broker.create_topic(TRANSACTION_STATE_TOPIC, 1)
+            partition = self.broker.partition(TRANSACTION_STATE_TOPIC, 0)
+            assert partition is not None
+        now = _wall_ms()
+        batch = encode_batch([Record(key=encode_key(transactional_id), value=value)], base_timestamp=now)
+        partition.log.append(batch, now_ms=now)
+
+    def _decide(self, write: TxnWrite) -> None:
+        """PrepareX (the decision), the markers, CompleteX."""
+        self._persist(write)
+        self._finish(write.metadata, recovering=False)
+        self._reschedule()
+
+    def _finish(self, meta: TxnMetadata, *, recovering: bool) -> None:
+        commit = meta.state.name == "PREPARE_COMMIT"
+        now = _wall_ms()
+        groups = self.broker.consumer_groups
+        self._maybe_crash("txn.after_prepare")
+        written = 0
+        for topic, index in sorted(meta.partitions):
+            partition = self.broker.partition(topic, index)
+            if partition is None:
+                continue  # the topic was deleted meanwhile
+            if recovering and not partition.log.transaction_open(meta.producer_id):
+                continue  # this marker was written before the crash
+            partition.log.append_marker(
+                producer_id=meta.producer_id, producer_epoch=meta.producer_epoch, commit=commit, now_ms=now
+            )
+            if topic == GROUP_METADATA_TOPIC and groups is not None:
+                groups.end_transaction(meta.producer_id, commit=commit)
+            partition.notify()
+            written += 1
+            self._maybe_crash(f"txn.after_marker:{written}")
+        self._maybe_crash("txn.before_complete")
+        self._persist(self.coordinator.complete(meta.transactional_id, now_ms=now))
+
+    def _maybe_crash(self, point: str) -> None:
+        if self._crash_at == point:
+            log.warning("SHAREQ_CRASH_AT=%s: killing the broker", point)
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    # -- the timer -----------------------------------------------------------------------------
+
+    def _reschedule(self) -> None:
+        deadline = self.coordinator.next_deadline()
+        if self._stopped or (deadline is not None and deadline >= self._timer_at and self._timer is not None):
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._timer_at = _FAR
+        if deadline is None:
+            return
+        loop = asyncio.get_running_loop()
+        self._timer_at = deadline
+        delay = max(deadline - _wall_ms() + 1, 0) / 1000.0
+        self._timer = loop.call_at(loop.time() + delay, self._fire)
+
+    def _fire(self) -> None:
+        self._timer = None
+        self._timer_at = _FAR
+        try:
+            aborts, expired = self.coordinator.expire(_wall_ms())
+            for write in aborts:
+                log.info(
+                    "aborting transaction of %s: open longer than %d ms",
+                    write.metadata.transactional_id,
+                    write.metadata.timeout_ms,
+                )
+                self._persist(write)
+                self._finish(write.metadata, recovering=False)
+            for txn_id in expired:
+                self._append(txn_id, None)
+                self.coordinator.replay(txn_id, None)
+        except Exception:
+            log.exception("transaction timers failed")
+        self._reschedule()
