@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 from confluent_kafka import AcknowledgeType, Consumer, Producer
-from share_consumers import FAST, SHARE_BROKER, consume_then_die, share_consumer
+from share_consumers import FAST, SHARE_BROKER, share_consumer
 
-from shareq.client import Admin, ConfigResource, KafkaError, ResourceType
+from shareq.client import Admin, ConfigResource, KafkaError, ResourceType, ShareConsumer
 from shareq.embedded import EmbeddedBroker
 from shareq.share.persister import SharePartitionKey
 
@@ -208,13 +208,13 @@ def test_dlq_partition_is_source_mod_count_and_copy_off_sends_headers_only(tmp_p
         ) == [i for i in range(30) if i % 2]
 
 
-def test_released_by_dead_consumers_at_the_limit_dead_letters(tmp_path: Path) -> None:
-    """Records a consumer took and never acknowledged (it was SIGKILLed) come back; at the
-    delivery limit they go to the DLQ instead."""
+def test_lock_expiry_at_the_limit_dead_letters(tmp_path: Path) -> None:
+    """Records acquired and never acknowledged come back when their lock expires; when the expiry
+    comes at the delivery limit they go to the DLQ instead."""
     config = {
         **DLQ_BROKER,
         "group.share.min.record.lock.duration.ms": "500",
-        "group.share.record.lock.duration.ms": "1000",
+        "group.share.record.lock.duration.ms": "500",
         "errors.deadletterqueue.auto.create.topics.enable": "true",
     }
     with EmbeddedBroker(tmp_path / "d", config=config) as broker:
@@ -222,18 +222,20 @@ def test_released_by_dead_consumers_at_the_limit_dead_letters(tmp_path: Path) ->
             admin.create_topic("src", 1)
         _produce_keyed(broker.bootstrap, "src", 5, 1)
         _alter_group(broker.bootstrap, "g", {"errors.deadletterqueue.topic.name": "dlq.exp"})
-        for _ in range(10):  # each dying consumer may get some of the records only
-            if _settled(broker, "g", "src", 0):
-                break
-            sp = broker.call(_share_partition, broker, "g", "src", 0)
-            if sp is not None and broker.call(sp.archiving_count):
-                time.sleep(0.1)  # dead letters being written: the partition settles without consumers
-                continue
-            assert consume_then_die(broker.bootstrap, "src") >= 1
-        _wait(lambda: _settled(broker, "g", "src", 0))
+        counts: dict[int, int] = {}
+        with ShareConsumer(broker.bootstrap, "g", topics=["src"]) as consumer:
+            deadline = time.monotonic() + 30
+            while not _settled(broker, "g", "src", 0):  # never acknowledging: each lock lapses
+                assert time.monotonic() < deadline, counts
+                for record in consumer.poll(0.2):
+                    counts[record.offset] = record.delivery_count or 0
+        assert counts == {offset: 2 for offset in range(5)}
         dead = _read_topic(broker.bootstrap, "dlq.exp", lambda out: len(out) >= 5)
         assert sorted(int(_headers(m)["__dlq.errors.offset"]) for m in dead) == list(range(5))
         assert {_headers(m)["__dlq.errors.delivery.count"] for m in dead} == {b"2"}
+        assert {_headers(m)["__dlq.errors.message"] for m in dead} == {
+            b"Offset delivery count exceeded the threshold."
+        }
 
 
 def _reject_one(broker: EmbeddedBroker, group: str, topic: str) -> None:
@@ -328,3 +330,41 @@ def test_alter_time_validation(tmp_path: Path) -> None:
             assert looped.value.code == INVALID_CONFIG
         finally:
             consumer.close()
+
+
+def test_a_record_too_large_for_the_dlq_is_archived_counted_and_logged(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="shareq.share.dlq")
+    with EmbeddedBroker(tmp_path / "d", config=DLQ_BROKER) as broker:
+        with Admin(broker.bootstrap) as admin:
+            admin.create_topic("src", 1)
+            admin.create_topic(
+                "dlq.small",
+                1,
+                configs={"errors.deadletterqueue.group.enable": "true", "max.message.bytes": "600"},
+            )
+        producer = Producer({"bootstrap.servers": broker.bootstrap, **FAST})
+        producer.produce("src", value=b"B" * 2000, partition=0)
+        producer.produce("src", value=b"s", partition=0)
+        assert producer.flush(15) == 0
+        _alter_group(
+            broker.bootstrap,
+            "g",
+            {
+                "errors.deadletterqueue.topic.name": "dlq.small",
+                "errors.deadletterqueue.copy.record.enable": "true",
+            },
+        )
+        _reject_one(broker, "g", "src")
+
+        def stats() -> tuple[int, int]:
+            share = broker.broker.share
+            assert share is not None
+            s = share.dead_letters.stats.get("g")
+            return (0, 0) if s is None else (s.records, s.archived_without_record)
+
+        _wait(lambda: broker.call(stats) == (1, 1))
+        dead = _read_topic(broker.bootstrap, "dlq.small", lambda out: len(out) >= 1)
+        assert [(m.value(), _headers(m)["__dlq.errors.offset"]) for m in dead] == [(b"s", b"1")]
+        assert any("larger than DLQ topic dlq.small allows" in r.getMessage() for r in caplog.records)

@@ -80,6 +80,8 @@ def test_describe_and_redrive_after_a_kill(tmp_path: Path) -> None:
         dry = _cli(broker.bootstrap, "dlq", "redrive", "--from", "dlq.src", "--to", "back")
         assert dry["dry_run"] and dry["would_move"] == N // 2
         assert read_topic(broker.bootstrap, "back") == []  # a dry run moves nothing
+        filtered = _cli(broker.bootstrap, "dlq", "redrive", "--from", "dlq.src", "--filter-cause", "exceeded")
+        assert (filtered["would_move"], filtered["skipped"]) == (0, N // 2)  # all were rejected by the client
         # a paced redrive in another process, SIGKILLed midway
         command = [sys.executable, "-m", "shareq", "dlq", "redrive", "--from", "dlq.src", "--to", "back"]
         command += ["--execute", "--rate", "10", "--bootstrap", broker.bootstrap]

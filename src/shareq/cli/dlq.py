@@ -210,7 +210,7 @@ def _redrive(
     moved = skipped = 0
     interval = 0.0 if rate is None else 1.0 / rate
     next_send = time.monotonic()
-    producer = Producer(bootstrap, linger_ms=0)
+    producer = Producer(bootstrap, linger_ms=0, idempotent=False)  # at least once anyway
     consumer = ShareConsumer(bootstrap, group, topics=[source])
     try:
         last_seen = time.monotonic()

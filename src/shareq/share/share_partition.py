@@ -351,10 +351,32 @@ class SharePartition:
 
     # ------------------------------------------------------------------ dead-letter hand-off
     def archiving_runs(self) -> tuple[RunView, ...]:
-        """Runs waiting for the dead-letter queue (ARCHIVING, no transition in progress)."""
-        return tuple(
-            v for v in self.runs() if v.state is RecordState.ARCHIVING and self._idle(v.first_offset)
-        )
+        """Runs waiting for the dead-letter queue (ARCHIVING, no transition in progress), adjacent
+        ones of equal delivery count merged."""
+        out: list[RunView] = []
+        for run in self._runs:
+            if run.state is not _ARCHIVING or run.txn is not None:
+                continue
+            if out and out[-1].last_offset + 1 == run.first and out[-1].delivery_count == run.count:
+                prev = out[-1]
+                out[-1] = RunView(
+                    first_offset=prev.first_offset,
+                    last_offset=run.last,
+                    state=_ARCHIVING,
+                    delivery_count=run.count,
+                    member=None,
+                )
+                continue
+            out.append(
+                RunView(
+                    first_offset=run.first,
+                    last_offset=run.last,
+                    state=_ARCHIVING,
+                    delivery_count=run.count,
+                    member=None,
+                )
+            )
+        return tuple(out)
 
     def dead_lettered(self, first: int, last: int) -> PendingWrite | None:
         """The DLQ writer produced ``first..last``: their ARCHIVING records become ARCHIVED."""
@@ -371,13 +393,7 @@ class SharePartition:
 
     def archiving_count(self) -> int:
         """Records ARCHIVING (waiting for, or being written to, the dead-letter queue)."""
-        return sum(
-            v.last_offset - v.first_offset + 1 for v in self.runs() if v.state is RecordState.ARCHIVING
-        )
-
-    def _idle(self, offset: int) -> bool:
-        run = self._runs.run_at(offset)
-        return run is not None and run.txn is None
+        return sum(run.last - run.first + 1 for run in self._runs if run.state is _ARCHIVING)
 
     # ------------------------------------------------------------------ persist, then commit
     def _start_write(self, txn: StateTransition) -> PendingWrite:

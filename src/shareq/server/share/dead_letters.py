@@ -46,7 +46,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("shareq.share.dlq")
 
-MAX_RECORDS_PER_ROUND = 500
+MAX_RECORDS_PER_ROUND = 2_000
 """Dead letters one share-partition contributes to one round (one ARCHIVED write)."""
 _READ_BYTES = 1 << 20
 _RECORD_OVERHEAD = 32  # varints and attributes of one record, a safe upper bound for sizing
@@ -78,16 +78,20 @@ class DeadLetterWriter:
         """Records written to the DLQ per share-partition, since the broker started."""
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._rounds: set[asyncio.Task[None]] = set()
+        self._busy: set[SharePartitionKey] = set()
+        self._again: set[SharePartitionKey] = set()
         self._random = random.Random()
 
     def start(self) -> None:
         self._task = asyncio.ensure_future(self._run())
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-            self._task = None
+        tasks = [*self._rounds, *([self._task] if self._task is not None else [])]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._task = None
 
     def notify(self, key: SharePartitionKey) -> None:
         self.planner.mark(key, self._services.now_ms())
@@ -103,20 +107,32 @@ class DeadLetterWriter:
         services = self._services
         while True:
             keys = self.planner.due(services.now_ms())
-            if keys:
-                for key in keys:
-                    try:
-                        await self._process(key)
-                    except Exception:  # a bug must not stop every group's dead letters
-                        log.exception("dead-letter write failed for %s", key)
-                        self.planner.failed(key, services.now_ms(), self._random.uniform(-1, 1))
-                    await asyncio.sleep(0)
-                continue
+            for key in keys:  # one task per share-partition: none waits for another's state flush
+                if key in self._busy:
+                    self._again.add(key)  # written again once the round under way is done
+                    continue
+                self._busy.add(key)
+                task = asyncio.ensure_future(self._round(key))
+                self._rounds.add(task)
+                task.add_done_callback(self._rounds.discard)
             self._wake.clear()
             deadline = self.planner.next_deadline()
             timeout = None if deadline is None else max(deadline - services.now_ms(), 0) / 1000.0
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), timeout)
+
+    async def _round(self, key: SharePartitionKey) -> None:
+        try:
+            await self._process(key)
+        except Exception:  # a bug must not stop every group's dead letters
+            log.exception("dead-letter write failed for %s", key)
+            self.planner.failed(key, self._services.now_ms(), self._random.uniform(-1, 1))
+            self._wake.set()
+        finally:
+            self._busy.discard(key)
+            if key in self._again:
+                self._again.discard(key)
+                self.notify(key)
 
     async def _process(self, key: SharePartitionKey) -> None:
         services = self._services

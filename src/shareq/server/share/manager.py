@@ -299,6 +299,7 @@ class SharePartitionManager:
             ok, code = False, ErrorCode.unknown_server_error
         if self._partitions.get(sp.key) is not sp:
             return code  # forgotten meanwhile (topic or group deleted)
+        spso = sp.spso
         done = sp.complete(pending.handle, ok, services.now_ms())
         if done.archiving:
             services.dead_letters.notify(sp.key)
@@ -308,7 +309,7 @@ class SharePartitionManager:
             catch_up = sp.start_offset_write()  # the archive raced a client's acknowledgement
             if catch_up is not None:
                 self.spawn_write(sp, catch_up)
-        if done.records_released or not ok:
+        if done.records_released or not ok or done.spso != spso:  # the SPSO moving opens the window
             self.wake(sp.key)
         services.schedule_from(sp)
         return code

@@ -1,0 +1,240 @@
+"""Share consumption with 10% of records rejected into a dead-letter queue, against none rejected.
+
+    PYTHONPATH=src python bench/dlq.py [--records 200000] [--consumers 4]
+
+A fresh broker runs as a subprocess (``python -m shareq serve``, DLQ auto-creation on) and N records
+of 100 bytes are produced to a 4-partition topic. Then two phases on the same data, each with its
+own share group and its own consumer *processes* (librdkafka ShareConsumers, explicit
+acknowledgement, one ShareAcknowledge per poll):
+
+* ``0% rejected``: every record ACCEPTed (the group has no DLQ);
+* ``10% rejected``: every tenth record REJECTed; the group's DLQ topic ``dlq.bench`` receives them
+  (headers only, the default).
+
+A phase's clock starts when every consumer is connected and stops when the last one has its last
+acknowledgement answered. Printed: consume+ack rec/s of each phase, their ratio (target >= 0.8),
+and DLQ writes per second (dead letters in the DLQ topic over the time from the phase's start to
+the last one landing).
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from multiprocessing.sharedctypes import Synchronized
+from pathlib import Path
+
+READY = "shareq listening on "
+TOPIC = "bench"
+DLQ = "dlq.bench"
+PARTITIONS = 4
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def start_broker(data_dir: Path, port: int) -> subprocess.Popen[str]:
+    prof = ["-m", "cProfile", "-o", os.environ["DLQ_PROFILE"]] if os.environ.get("DLQ_PROFILE") else []
+    command = [
+        sys.executable,
+        *prof,
+        "-m",
+        "shareq",
+        "serve",
+        "--data-dir",
+        str(data_dir),
+        "--port",
+        str(port),
+    ]
+    for pair in (
+        "group.share.auto.offset.reset=earliest",
+        "errors.deadletterqueue.auto.create.topics.enable=true",
+    ):
+        command += ["--config", pair]
+    command += ["--log-level", "WARNING"]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=os.environ.copy())
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    if not line.startswith(READY):
+        proc.kill()
+        raise RuntimeError(f"broker did not start: {line!r}")
+    return proc
+
+
+def produce(bootstrap: str, n: int) -> None:
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.num.messages": 10000})
+    payload = b"x" * 100
+    for i in range(n):
+        while True:
+            try:
+                producer.produce(TOPIC, value=payload, partition=i % PARTITIONS)
+                break
+            except BufferError:
+                producer.poll(0.1)
+    assert producer.flush(60) == 0
+
+
+def consumer_process(
+    bootstrap: str,
+    group: str,
+    reject_every: int,
+    ready: Synchronized[int],
+    start: Synchronized[int],
+    done: Synchronized[int],
+    total: int,
+    out: mp.Queue[int],
+) -> None:
+    from confluent_kafka import AcknowledgeType, ShareConsumer
+
+    consumer = ShareConsumer(
+        {"bootstrap.servers": bootstrap, "group.id": group, "share.acknowledgement.mode": "explicit"}
+    )
+    consumer.subscribe([TOPIC])
+    with ready.get_lock():
+        ready.value += 1
+    while not start.value:
+        time.sleep(0.01)
+    got = 0
+    idle_since = time.monotonic()
+    while done.value < total:
+        messages = consumer.poll(0.2)
+        if not messages:
+            if time.monotonic() - idle_since > 20:
+                break
+            continue
+        idle_since = time.monotonic()
+        for m in messages:
+            kind = (
+                AcknowledgeType.REJECT
+                if reject_every and m.offset() % reject_every == 0
+                else AcknowledgeType.ACCEPT
+            )
+            consumer.acknowledge(m, kind)
+        consumer.commit_async()
+        got += len(messages)
+        with done.get_lock():
+            done.value += len(messages)
+    consumer.commit_sync()
+    consumer.close()
+    out.put(got)
+
+
+def dlq_count(bootstrap: str) -> int:
+    from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-dlq-count"})
+    try:
+        metadata = consumer.list_topics(DLQ, timeout=5)
+        topic = metadata.topics.get(DLQ)
+        if topic is None or topic.error is not None:
+            return 0
+        return sum(
+            consumer.get_watermark_offsets(TopicPartition(DLQ, p), timeout=5)[1] for p in topic.partitions
+        )
+    except KafkaException:
+        return 0
+    finally:
+        consumer.close()
+
+
+def phase(
+    bootstrap: str, group: str, reject_every: int, n: int, consumers: int, dlq: bool = True
+) -> tuple[float, float]:
+    """(consume+ack seconds, seconds until the DLQ holds every rejected record)."""
+    if reject_every and dlq:
+        from shareq.client import Admin, ConfigResource, ResourceType
+
+        with Admin(bootstrap) as admin:
+            admin.alter_configs(
+                ConfigResource(ResourceType.GROUP, group), {"errors.deadletterqueue.topic.name": DLQ}
+            )
+    ready, start, done = mp.Value("i", 0), mp.Value("i", 0), mp.Value("i", 0)
+    out: mp.Queue[int] = mp.Queue()
+    procs = [
+        mp.Process(target=consumer_process, args=(bootstrap, group, reject_every, ready, start, done, n, out))
+        for _ in range(consumers)
+    ]
+    for p in procs:
+        p.start()
+    while ready.value < consumers:
+        time.sleep(0.01)
+    began = time.monotonic()
+    start.value = 1
+    for p in procs:
+        p.join(300)
+    elapsed = time.monotonic() - began
+    consumed = sum(out.get() for _ in procs)
+    assert consumed >= n, f"{group}: consumed {consumed} of {n}"
+    dlq_elapsed = 0.0
+    if reject_every and dlq:
+        expected = n // reject_every
+        deadline = time.monotonic() + 120
+        while dlq_count(bootstrap) < expected:
+            assert time.monotonic() < deadline, "the DLQ did not receive every rejected record"
+            time.sleep(0.05)
+        dlq_elapsed = time.monotonic() - began
+    return elapsed, dlq_elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--records", type=int, default=200_000)
+    parser.add_argument("--consumers", type=int, default=4)
+    parser.add_argument("--control", action="store_true", help="also 10%% rejected without a DLQ")
+    args = parser.parse_args()
+    n = args.records - args.records % (PARTITIONS * 10)
+    data = Path(tempfile.mkdtemp(prefix="dlq-bench-"))
+    port = free_port()
+    bootstrap = f"127.0.0.1:{port}"
+    broker = start_broker(data, port)
+    try:
+        from shareq.client import Admin
+
+        with Admin(bootstrap) as admin:
+            admin.create_topic(TOPIC, PARTITIONS)
+        produce(bootstrap, n)
+        base, _ = phase(bootstrap, "bench-0", 0, n, args.consumers)
+        with_dlq, until_dlq = phase(bootstrap, "bench-10", 10, n, args.consumers)
+        no_dlq = (
+            phase(bootstrap, "bench-10-archive", 10, n, args.consumers, dlq=False)[0] if args.control else 0.0
+        )
+    finally:
+        broker.terminate()
+        try:
+            broker.wait(30)
+        except subprocess.TimeoutExpired:
+            broker.kill()
+            broker.wait(10)
+        shutil.rmtree(data, ignore_errors=True)
+    rejected = n // 10
+    print(
+        f"{n} records x 100 B, {PARTITIONS} partitions, "
+        f"{args.consumers} librdkafka ShareConsumers (explicit acks)"
+    )
+    print(f"  0% rejected:  {n / base:10.0f} rec/s consume+ack")
+    print(
+        f"  10% rejected: {n / with_dlq:10.0f} rec/s consume+ack  "
+        f"({base / with_dlq:.2f}x of 0%, target >= 0.8)"
+    )
+    if no_dlq:
+        print(f"  10% rejected, no DLQ (archived at once): {n / no_dlq:10.0f} rec/s consume+ack")
+    print(
+        f"  DLQ writes:   {rejected / until_dlq:10.0f} rec/s ({rejected} dead letters in {until_dlq:.2f} s)"
+    )
+
+
+if __name__ == "__main__":
+    main()
