@@ -74,6 +74,9 @@ class MemoryPersister:
         )
         self.writes += 1
 
+    async def end_transaction(self, producer_id: int, producer_epoch: int, *, commit: bool) -> None:
+        self.marker(producer_id, producer_epoch, commit=commit)
+
     def marker(self, producer_id: int, producer_epoch: int, *, commit: bool) -> None:
         """A transaction marker of ``producer_id`` reached the state: settle what it staged."""
         for key, old in list(self._states.items()):
