@@ -16,7 +16,6 @@ from shareq.share import (
     AcknowledgeType,
     IllegalStateTransition,
     InvalidRecordState,
-    InvalidRequest,
     PendingWrite,
     RecordState,
     ShareConfig,
@@ -172,7 +171,7 @@ def test_staging_refuses_release_renew_and_other_owners() -> None:
     h = Harness()
     h.acquire("m1", 0, 4)
     for t in (A.RELEASE, A.RENEW):
-        with pytest.raises(InvalidRequest):
+        with pytest.raises(InvalidRecordState):  # the KIP's code for a type outside a transaction's
             h.stage("m1", 0, 4, t)
     with pytest.raises(InvalidRecordState):
         h.stage("m2", 0, 4, A.ACCEPT)  # lease lost or never held (design note case 15)

@@ -40,6 +40,8 @@ CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
     19: (2, 7),  # CreateTopics
     20: (1, 6),  # DeleteTopics
     22: (0, 5),  # InitProducerId
+    24: (3, 3),  # AddPartitionsToTxn
+    26: (3, 3),  # EndTxn
     32: (1, 4),  # DescribeConfigs
     42: (0, 2),  # DeleteGroups
     44: (0, 1),  # IncrementalAlterConfigs
@@ -58,6 +60,7 @@ CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
     90: (0, 1),  # DescribeShareGroupOffsets
     91: (0, 0),  # AlterShareGroupOffsets
     92: (0, 0),  # DeleteShareGroupOffsets
+    93: (0, 0),  # TxnShareAcknowledge (KIP-1289)
 }
 
 API_VERSIONS = 18

@@ -324,6 +324,13 @@ class SharePartition:
         self._require_initialized()
         return _txn.start_stage(self, next(self._handles), member, batches, producer_id, producer_epoch)
 
+    def validate_stage(
+        self, member: str, batches: Sequence[AcknowledgementBatch], *, producer_id: int, producer_epoch: int
+    ) -> None:
+        """Raise as ``stage`` would, changing nothing."""
+        self._require_initialized()
+        _txn.validate_stage(self, member, batches, producer_id, producer_epoch)
+
     def end_transaction(
         self, producer_id: int, producer_epoch: int, *, commit: bool, now: int
     ) -> MarkerResult:

@@ -64,8 +64,8 @@ def _validate(
         if len(batch.types) not in (1, last - first + 1):
             raise InvalidRequest(f"acknowledgement batch {first}..{last} has {len(batch.types)} types")
         for t in batch.types:
-            if t not in TXN_ACK_TYPES:
-                raise InvalidRequest(f"acknowledge type {t.name} cannot be staged by a transaction")
+            if t not in TXN_ACK_TYPES:  # the KIP's code for it
+                raise InvalidRecordState(f"acknowledge type {t.name} cannot be staged by a transaction")
         if last >= sp._end:
             raise InvalidRequest(f"offset {last} is past the acquired records (end {sp._end})")
         if first < sp._spso:
@@ -94,6 +94,18 @@ def _validate(
             if pos <= seg_last:
                 raise InvalidRecordState(f"offset {pos} is not in flight")
     return todo
+
+
+def validate_stage(
+    sp: SharePartition,
+    member: str,
+    batches: Sequence[AcknowledgementBatch],
+    producer_id: int,
+    producer_epoch: int,
+) -> None:
+    """Raise as ``start_stage`` would, changing nothing (a multi-partition request checks every
+    partition before it stages any)."""
+    _validate(sp, member, batches, producer_id, producer_epoch)
 
 
 def start_stage(
