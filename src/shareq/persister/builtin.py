@@ -44,6 +44,7 @@ from shareq.coordinators.share.placement import partition_for
 from shareq.coordinators.share.records import (
     RecordType,
     ShareSnapshot,
+    ShareTxnStage,
     StateRecordError,
     encode_key,
     encode_record,
@@ -515,6 +516,8 @@ class BuiltinPersister:
                             records.append((info.snapshot_key, None))
                         elif isinstance(value, ShareSnapshot):
                             records.append((info.snapshot_key, encode_value(value)))
+                        elif isinstance(value, ShareTxnStage):
+                            records.append(encode_record(record))
                         else:
                             records.append((info.update_key, encode_value(value)))
                 done.append((req, result.response))

@@ -13,8 +13,8 @@ import asyncio
 import logging
 import struct
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Coroutine, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
@@ -310,6 +310,7 @@ class SharePartitionManager:
         services = self._services
         await services.persister.end_transaction(producer_id, producer_epoch, commit=commit)
         now = services.now_ms()
+        writes: list[Coroutine[Any, Any, ErrorCode]] = []
         for sp in list(self._partitions.values()):
             if not sp.tx_pending_count():
                 continue
@@ -318,10 +319,16 @@ class SharePartitionManager:
                 continue
             if result.archiving:
                 services.dead_letters.notify(sp.key)
-            if result.write is not None:
-                self.spawn_write(sp, result.write)
+            if result.write is not None:  # aborted records released (owner or lock gone)
+                writes.append(self.write(sp, result.write))
+            else:
+                moved = sp.start_offset_write()  # a commit moved the SPSO: make it durable too
+                if moved is not None:
+                    writes.append(self.write(sp, moved))
             self.wake(sp.key)
             services.schedule_from(sp)
+        if writes:
+            await asyncio.gather(*writes)
 
     async def write(self, sp: SharePartition, pending: PendingWrite) -> ErrorCode:
         """Persist one pending write and complete it; follow-ups are spawned."""
