@@ -1,0 +1,162 @@
+"""Exactly-once from a share group to a topic (KIP-1289 with durable TX_PENDING) through broker kills.
+
+Workers, each a ShareConsumer of group ``in`` plus a transactional Producer (our client), copy the
+input to an output topic: per poll one transaction holding the outputs and the acknowledgements
+(``send_share_acknowledgements_to_transaction``). A thread SIGKILLs and restarts the broker at
+random points; once the broker kills itself right after a decision is logged, before any marker.
+A worker that sees any error drops its clients and starts over (its next producer, same
+transactional id, fences the old one and aborts its open transaction). At the end a read_committed
+reader finds every input record's output exactly once, and every input record is acknowledged
+(the group's start offsets are at the input's end).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import subprocess
+import threading
+import time
+import uuid
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from broker_harness import BrokerProcess
+from txn_clients import read_all
+
+from shareq.client import AcknowledgeType, Admin, ClientError, Producer, ShareConsumer
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(150)]
+
+RECORDS = 3000
+PARTITIONS = 2
+WORKERS = 2
+KILLS = 3
+DEADLINE_S = 110.0
+CONFIGS = (
+    "share.transactional.acks.enable=true",
+    "share.coordinator.state.topic.num.partitions=3",
+    "group.share.auto.offset.reset=earliest",
+    "group.share.min.heartbeat.interval.ms=200",
+    "group.share.heartbeat.interval.ms=300",
+    "group.share.min.record.lock.duration.ms=1000",
+    "group.share.record.lock.duration.ms=3000",
+)
+
+
+def _starts(bootstrap: str, group: str, topic: str) -> list[int]:
+    with Admin(bootstrap, request_timeout=5) as admin:
+        offsets = admin.describe_share_group_offsets(group)
+        return [offsets[(topic, p)].start_offset if (topic, p) in offsets else -1 for p in range(PARTITIONS)]
+
+
+def test_exactly_once_share_group_to_topic_through_broker_kills(tmp_path: Path) -> None:
+    broker = BrokerProcess(tmp_path / "data", *CONFIGS).start()
+    bootstrap = broker.bootstrap
+    source, sink = f"in-{uuid.uuid4().hex[:6]}", f"out-{uuid.uuid4().hex[:6]}"
+    group = f"eos-{uuid.uuid4().hex[:6]}"
+    with Admin(bootstrap) as admin:
+        admin.create_topic(source, PARTITIONS)
+        admin.create_topic(sink, PARTITIONS)
+    with Producer(bootstrap) as feeder:
+        for i in range(RECORDS):
+            feeder.send(source, f"r{i}".encode(), partition=i % PARTITIONS)
+    ends = [RECORDS // PARTITIONS] * PARTITIONS
+    stop = threading.Event()
+    killer_done = threading.Event()
+    stats = Counter[str]()
+    failures: list[BaseException] = []
+    rng = random.Random(7)
+
+    def killer() -> None:
+        try:
+            for n in range(KILLS):
+                time.sleep(rng.uniform(1.0, 2.5))
+                broker.kill()
+                if n == 0:  # this run dies right after its first decision is logged
+                    os.environ["SHAREQ_CRASH_AT"] = "txn.after_prepare"
+                    try:
+                        broker.start()
+                    except RuntimeError:
+                        pass  # it died in recovery, completing a decision found in the log
+                    finally:
+                        del os.environ["SHAREQ_CRASH_AT"]
+                    assert broker.process is not None
+                    try:
+                        broker.process.wait(timeout=30)
+                        stats["self_kills"] += 1
+                    except subprocess.TimeoutExpired:  # no transaction reached a decision
+                        broker.kill()
+                broker.start()
+                stats["kills"] += 1
+        except BaseException as error:
+            failures.append(error)
+        finally:
+            killer_done.set()
+
+    def worker(index: int) -> None:
+        txn_id = f"{group}-w{index}"
+        consumer: ShareConsumer | None = None
+        producer: Producer | None = None
+        while not stop.is_set():
+            try:
+                if consumer is None or producer is None:
+                    consumer = ShareConsumer(
+                        bootstrap, group, topics=[source], max_poll_records=100, request_timeout=5
+                    )
+                    producer = Producer(bootstrap, transactional_id=txn_id, request_timeout=5)
+                    producer.init_transactions()
+                records = consumer.poll(0.3)
+                if not records:
+                    continue
+                producer.begin_transaction()
+                for r in records:
+                    producer.send(sink, b"out-" + (r.value or b""), partition=r.partition)
+                producer.send_share_acknowledgements_to_transaction(
+                    [(r, AcknowledgeType.ACCEPT) for r in records], consumer.share_group_metadata()
+                )
+                producer.commit_transaction()
+                stats["transactions"] += 1
+                stats["after_kill"] += bool(stats["kills"])
+            except Exception as error:  # any client failure: start over (counted by kind)
+                stats[f"restart:{type(error).__name__}"] += 1
+                for client in (consumer, producer):
+                    with contextlib.suppress(Exception):
+                        if client is not None:
+                            client.close()
+                consumer = producer = None
+        for client in (consumer, producer):
+            with contextlib.suppress(Exception):
+                if client is not None:
+                    client.close()
+
+    threads = [threading.Thread(target=killer, daemon=True)]
+    threads += [threading.Thread(target=worker, args=(i,), daemon=True) for i in range(WORKERS)]
+    try:
+        for t in threads:
+            t.start()
+        deadline = time.monotonic() + DEADLINE_S
+        while True:
+            assert not failures, failures
+            assert time.monotonic() < deadline, f"not done within {DEADLINE_S}s: {dict(stats)}"
+            if killer_done.is_set():
+                with contextlib.suppress(ClientError, OSError):
+                    if _starts(bootstrap, group, source) == ends:
+                        break
+            time.sleep(0.2)
+        stop.set()
+        for t in threads[1:]:
+            t.join(30)
+        print(dict(stats))
+        assert stats["kills"] == KILLS and stats["self_kills"] == 1
+        assert stats["after_kill"] > 0, "the kills did not interrupt the work"
+        outputs = read_all(bootstrap, sink, PARTITIONS, "read_committed", deadline_s=30)
+        counts = Counter(outputs)
+        assert set(counts) == {f"out-r{i}" for i in range(RECORDS)}, "lost records"
+        assert [v for v, n in counts.items() if n > 1] == [], "duplicated records"
+    finally:
+        stop.set()
+        killer_done.wait(60)
+        broker.kill()
