@@ -104,7 +104,7 @@ def test_exactly_once_share_group_to_topic_through_broker_kills(tmp_path: Path) 
             try:
                 if consumer is None or producer is None:
                     consumer = ShareConsumer(
-                        bootstrap, group, topics=[source], max_poll_records=100, request_timeout=5
+                        bootstrap, group, topics=[source], max_poll_records=250, request_timeout=5
                     )
                     producer = Producer(bootstrap, transactional_id=txn_id, request_timeout=5)
                     producer.init_transactions()
@@ -127,6 +127,7 @@ def test_exactly_once_share_group_to_topic_through_broker_kills(tmp_path: Path) 
                         if client is not None:
                             client.close()
                 consumer = producer = None
+                stop.wait(0.05)  # back off while the broker is down
         for client in (consumer, producer):
             with contextlib.suppress(Exception):
                 if client is not None:
