@@ -257,3 +257,58 @@ def test_pending_survives_a_restart_and_the_commit_after_it(tmp_path: Path) -> N
             p2.close()
         finally:
             other.close()
+
+
+def test_retry_is_idempotent_and_session_close_keeps_pending_records(broker: EmbeddedBroker) -> None:
+    s = Setup(broker)
+    consumer = s.consumer()
+    records = poll_n(consumer, 10)
+    md = consumer.share_group_metadata()
+    p = s.producer()
+    p.begin_transaction()
+    acks = [(r, A.ACCEPT) for r in records[:5]]
+    p.send_share_acknowledgements_to_transaction(acks, md)
+    p.send_share_acknowledgements_to_transaction(acks, md)  # the same again: no-op
+    before = s.runs()
+    assert before == [(0, 4, "TX_PENDING", md.member_id, True), (5, 9, "ACQUIRED", md.member_id, False)]
+    consumer.close()  # session closes, member leaves: ACQUIRED ones released, pending ones stay
+    wait_for(
+        lambda: s.runs() == [(0, 4, "TX_PENDING", None, True), (5, 9, "AVAILABLE", None, False)], "release"
+    )
+    # Offsets cannot be altered under staged records (the group is empty now).
+    with Admin(s.bootstrap) as admin:
+        with pytest.raises(KafkaError) as err:
+            admin.alter_share_group_offsets(s.group, {(s.topic, 0): 0})
+        assert err.value.code == ErrorCode.unstable_offset_commit
+        p.commit_transaction()
+        assert s.runs() == [(5, 9, "AVAILABLE", None, False)]
+        assert s.spso() == 5
+        admin.alter_share_group_offsets(s.group, {(s.topic, 0): 0})
+    p.close()
+
+
+def test_lease_lost_before_staging_is_refused(broker: EmbeddedBroker) -> None:
+    s = Setup(broker)
+    first = s.consumer()
+    records = poll_n(first, 10)
+    md = first.share_group_metadata()
+    first.close()  # its records go back to the group
+    second = s.consumer()
+    try:
+        poll_n(second, 10)
+        assert {r[3] for r in s.runs()} == {second.member_id}
+        p = s.producer()
+        p.begin_transaction()
+        with pytest.raises(KafkaError) as err:  # the old member's metadata: gone from the group
+            p.send_share_acknowledgements_to_transaction([(r, A.ACCEPT) for r in records], md)
+        assert err.value.code in (ErrorCode.unknown_member_id, ErrorCode.invalid_record_state)
+        # Another member's claim on these records is refused per offset too.
+        md2 = second.share_group_metadata()
+        other = type(md2)(group_id=md2.group_id, member_id=md.member_id, member_epoch=-1)
+        with pytest.raises(KafkaError):
+            p.send_share_acknowledgements_to_transaction([(r, A.ACCEPT) for r in records], other)
+        assert {r[2] for r in s.runs()} == {"ACQUIRED"}
+        p.abort_transaction()
+        p.close()
+    finally:
+        second.close()

@@ -245,8 +245,7 @@ class Producer:
         with self._lock:
             txn = self._txn_ids()
             self.flush()
-            _txn.end_txn(self.cluster.any_connection(), txn, True, self._deadline())
-            self._in_txn = False
+            self._end(txn, commit=True)
 
     def abort_transaction(self) -> None:
         """Drop what is buffered and abort: nothing of the transaction becomes visible, and the
@@ -259,8 +258,17 @@ class Producer:
                     f.set_exception(dropped)
             self._pending.clear()
             self._unflushed = [f for f in self._unflushed if not f.done()]
-            _txn.end_txn(self.cluster.any_connection(), txn, False, self._deadline())
-            self._in_txn = False
+            self._end(txn, commit=False)
+
+    def _end(self, txn: tuple[str, int, int], *, commit: bool) -> None:
+        try:
+            _txn.end_txn(self.cluster.any_connection(), txn, commit, self._deadline())
+        except KafkaError as error:
+            # Nothing reached the coordinator (no partition added, every staging refused before
+            # registration): the transaction never began there, so there is nothing to end.
+            if error.code != ErrorCode.invalid_txn_state or self._txn_partitions:
+                raise
+        self._in_txn = False
 
     def _txn_ids(self) -> tuple[str, int, int]:
         if self.transactional_id is None or not self._in_txn:
