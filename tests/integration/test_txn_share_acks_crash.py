@@ -65,6 +65,7 @@ def test_exactly_once_share_group_to_topic_through_broker_kills(tmp_path: Path) 
             feeder.send(source, f"r{i}".encode(), partition=i % PARTITIONS)
     ends = [RECORDS // PARTITIONS] * PARTITIONS
     stop = threading.Event()
+    progress = threading.Event()
     killer_done = threading.Event()
     stats = Counter[str]()
     failures: list[BaseException] = []
@@ -73,7 +74,13 @@ def test_exactly_once_share_group_to_topic_through_broker_kills(tmp_path: Path) 
     def killer() -> None:
         try:
             for n in range(KILLS):
-                time.sleep(rng.uniform(1.0, 2.5))
+                # Each kill lands while work is under way: after a few more commits, at a random
+                # moment within the next transaction.
+                target = stats["transactions"] + 2
+                while stats["transactions"] < target:
+                    assert progress.wait(30), f"no progress before kill {n}: {dict(stats)}"
+                    progress.clear()
+                time.sleep(rng.uniform(0.0, 0.2))
                 broker.kill()
                 if n == 0:  # this run dies right after its first decision is logged
                     os.environ["SHAREQ_CRASH_AT"] = "txn.after_prepare"
@@ -119,6 +126,7 @@ def test_exactly_once_share_group_to_topic_through_broker_kills(tmp_path: Path) 
                 )
                 producer.commit_transaction()
                 stats["transactions"] += 1
+                progress.set()
                 stats["after_kill"] += bool(stats["kills"])
             except Exception as error:  # any client failure: start over (counted by kind)
                 stats[f"restart:{type(error).__name__}"] += 1
