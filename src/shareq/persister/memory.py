@@ -82,7 +82,7 @@ class MemoryPersister:
         for key, old in list(self._states.items()):
             if not old.pending_txn_batches:
                 continue
-            batches, pending = resolve_marker(
+            batches, pending, start = resolve_marker(
                 old.state_batches,
                 old.pending_txn_batches,
                 old.start_offset,
@@ -90,7 +90,9 @@ class MemoryPersister:
                 producer_epoch=producer_epoch,
                 commit=commit,
             )
-            self._states[key] = replace(old, state_batches=batches, pending_txn_batches=pending)
+            self._states[key] = replace(
+                old, state_batches=batches, pending_txn_batches=pending, start_offset=start
+            )
 
     def state(self, key: SharePartitionKey) -> ShareState | None:
         """The stored state, synchronously (for tests and the scenario runner)."""

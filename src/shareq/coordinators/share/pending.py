@@ -9,9 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from shareq.share.persister import PendingTxnBatch, StateBatch
+from shareq.share.persister import STATE_ACKNOWLEDGED, STATE_ARCHIVED, PendingTxnBatch, StateBatch
 
 from .combiner import combine_state_batches
+
+_TERMINAL = frozenset({STATE_ACKNOWLEDGED, STATE_ARCHIVED})
 
 
 def add_staged(
@@ -32,13 +34,15 @@ def resolve_marker(
     producer_id: int,
     producer_epoch: int,
     commit: bool,
-) -> tuple[tuple[StateBatch, ...], tuple[PendingTxnBatch, ...]]:
-    """(state batches, still-pending entries) once ``producer_id``'s marker applied.
+) -> tuple[tuple[StateBatch, ...], tuple[PendingTxnBatch, ...], int]:
+    """(state batches, still-pending entries, start offset) once ``producer_id``'s marker applied.
 
-    The marker matches entries of that producer id staged with an epoch at or below its own."""
+    The marker matches entries of that producer id staged with an epoch at or below its own. A
+    COMMIT that completes a terminal prefix at the start offset moves the start offset past it (as
+    the share-partition will on load), so the state reads right without loading the partition."""
     hit = [p for p in pending if p.producer_id == producer_id and p.producer_epoch <= producer_epoch]
     if not hit:
-        return batches, pending
+        return batches, pending, start_offset
     rest = tuple(
         p for p in pending if not (p.producer_id == producer_id and p.producer_epoch <= producer_epoch)
     )
@@ -53,4 +57,13 @@ def resolve_marker(
             for p in sorted(hit, key=lambda p: p.first_offset)
         )
         batches = combine_state_batches(batches, delta, start_offset)
-    return batches, rest
+        if start_offset >= 0:
+            start = start_offset
+            for b in batches:
+                if b.first_offset > start or b.delivery_state not in _TERMINAL:
+                    break
+                start = max(start, b.last_offset + 1)
+            if start != start_offset:
+                batches = combine_state_batches(batches, (), start)
+                start_offset = start
+    return batches, rest, start_offset

@@ -131,7 +131,7 @@ def apply_marker(cur: ShareSnapshot, marker: ShareTxnMarker) -> ShareSnapshot:
     """``cur`` once ``marker`` settled its producer's pending entries (``cur`` itself if none)."""
     if not cur.pending_txn_batches:
         return cur
-    batches, pending = resolve_marker(
+    batches, pending, start = resolve_marker(
         cur.state_batches,
         cur.pending_txn_batches,
         cur.start_offset,
@@ -141,7 +141,7 @@ def apply_marker(cur: ShareSnapshot, marker: ShareTxnMarker) -> ShareSnapshot:
     )
     if pending is cur.pending_txn_batches:
         return cur
-    return replace(cur, state_batches=batches, pending_txn_batches=pending)
+    return replace(cur, state_batches=batches, pending_txn_batches=pending, start_offset=start)
 
 
 def fold_updates(cur: ShareSnapshot, updates: list[ShareUpdate]) -> ShareSnapshot:
