@@ -9,7 +9,7 @@ every record is done:
 
 Prints records/s of both and the ratio (target >= 0.5).
 
-    PYTHONPATH=src python bench/txn_acks.py [--records 20000] [--workers 2] [--partitions 2]
+    PYTHONPATH=src python bench/txn_acks.py [--records 20000] [--workers 2] [--partitions 2] [--max-poll 500]
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import os
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -65,7 +66,7 @@ def _start(data: str, port: int) -> subprocess.Popen[str]:
     return proc
 
 
-def _run(bootstrap: str, source: str, records: int, workers: int, eos: bool) -> float:
+def _run(bootstrap: str, source: str, records: int, workers: int, eos: bool, max_poll: int) -> float:
     group = f"bench-{'eos' if eos else 'alo'}-{uuid.uuid4().hex[:6]}"
     sink = f"out-{uuid.uuid4().hex[:6]}"
     with Admin(bootstrap) as admin:
@@ -75,7 +76,7 @@ def _run(bootstrap: str, source: str, records: int, workers: int, eos: bool) -> 
     stop = threading.Event()
 
     def worker(i: int) -> None:
-        consumer = ShareConsumer(bootstrap, group, topics=[source], max_poll_records=500)
+        consumer = ShareConsumer(bootstrap, group, topics=[source], max_poll_records=max_poll)
         if eos:
             producer = Producer(bootstrap, transactional_id=f"{group}-{i}")
             producer.init_transactions()
@@ -119,11 +120,19 @@ def _run(bootstrap: str, source: str, records: int, workers: int, eos: bool) -> 
     return records / elapsed
 
 
+def _fmt(rates: list[float]) -> str:
+    return ", ".join(f"{r:.0f}" for r in rates)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--records", type=int, default=20_000)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--partitions", type=int, default=2)
+    ap.add_argument("--max-poll", type=int, default=500, help="records per poll (= per transaction)")
+    ap.add_argument(
+        "--rounds", type=int, default=3, help="alternating rounds of both phases; medians reported"
+    )
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-txn-acks-") as data:
         port = _free_port()
@@ -137,14 +146,24 @@ def main() -> None:
             with Producer(bootstrap) as p:
                 for i in range(args.records):
                     p.send(source, payload, partition=i % args.partitions)
-            alo = _run(bootstrap, source, args.records, args.workers, eos=False)
-            eos = _run(bootstrap, source, args.records, args.workers, eos=True)
+            alos: list[float] = []
+            eoss: list[float] = []
+            for n in range(args.rounds):  # alternate, and swap the order each round
+                order = (False, True) if n % 2 == 0 else (True, False)
+                for eos_phase in order:
+                    rate = _run(
+                        bootstrap, source, args.records, args.workers, eos=eos_phase, max_poll=args.max_poll
+                    )
+                    (eoss if eos_phase else alos).append(rate)
+            alo, eos = statistics.median(alos), statistics.median(eoss)
         finally:
             proc.kill()
             proc.wait(10)
-    print(f"records={args.records} workers={args.workers} partitions={args.partitions}")
-    print(f"at-least-once (ShareAcknowledge):     {alo:10.0f} records/s")
-    print(f"exactly-once (TxnShareAcknowledge):   {eos:10.0f} records/s")
+    print(
+        f"records={args.records} workers={args.workers} partitions={args.partitions} max_poll={args.max_poll}"
+    )
+    print(f"at-least-once (ShareAcknowledge):     {alo:10.0f} records/s  (rounds: {_fmt(alos)})")
+    print(f"exactly-once (TxnShareAcknowledge):   {eos:10.0f} records/s  (rounds: {_fmt(eoss)})")
     print(f"ratio eos/alo: {eos / alo:.2f}  (target >= 0.5)")
 
 
