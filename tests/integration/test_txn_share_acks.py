@@ -312,3 +312,34 @@ def test_lease_lost_before_staging_is_refused(broker: EmbeddedBroker) -> None:
         p.close()
     finally:
         second.close()
+
+
+def test_transaction_timeout_aborts_and_the_records_return(broker: EmbeddedBroker) -> None:
+    s = Setup(broker)
+    consumer = s.consumer()
+    try:
+        records = poll_n(consumer, 10)
+        member = consumer.member_id
+        p = Producer(s.bootstrap, transactional_id=f"tx-{uuid.uuid4().hex[:6]}", transaction_timeout_ms=500)
+        p.init_transactions()
+        p.begin_transaction()
+        p.send_share_acknowledgements_to_transaction(
+            [(r, A.ACCEPT) for r in records], consumer.share_group_metadata()
+        )
+        assert s.runs() == [(0, 9, "TX_PENDING", member, True)]
+        # The coordinator aborts it at its timeout; the lock (30 s) still runs: back to the owner.
+        wait_for(lambda: s.runs() == [(0, 9, "ACQUIRED", member, False)], "the timeout abort")
+        with pytest.raises(KafkaError):
+            p.commit_transaction()  # fenced by the timeout abort
+        p.close()
+    finally:
+        consumer.close()
+
+
+def test_advertised_only_when_enabled(tmp_path: Path) -> None:
+    plain = {k: v for k, v in CONFIG.items() if k != "share.transactional.acks.enable"}
+    for directory, config, expected in (("plain", plain, None), ("on", CONFIG, (0, 0))):
+        with EmbeddedBroker(tmp_path / directory, config=config) as b, Admin(b.bootstrap) as admin:
+            conn = admin.cluster.any_connection()
+            conn.connect()
+            assert conn.broker_versions.get(93) == expected
