@@ -116,6 +116,9 @@ register(
         validator=lambda v: v in ("earliest", "latest") or v.startswith("by_duration:"),
     ),
     Setting(name="group.share.isolation.level", type=str, default="read_uncommitted"),
+    # KIP-1289 (Kafka gates it with the feature share.version >= 2): TxnShareAcknowledge is
+    # advertised and served only when this is on.
+    Setting(name="share.transactional.acks.enable", type=bool, default=False),
     Setting(name="transaction.max.timeout.ms", type=int, default=900_000, validator=_positive),
     Setting(
         name="transactional.id.expiration.ms", type=int, default=7 * 24 * 3600 * 1000, validator=_positive

@@ -36,6 +36,11 @@ def test_table(old: RecordState, new: RecordState) -> None:
         (S.ACQUIRED, S.ARCHIVING),
         (S.ACQUIRED, S.ARCHIVED),
         (S.ARCHIVING, S.ARCHIVED),
+        (S.ACQUIRED, S.TX_PENDING),
+        (S.TX_PENDING, S.ACKNOWLEDGED),
+        (S.TX_PENDING, S.ARCHIVING),
+        (S.TX_PENDING, S.ARCHIVED),
+        (S.TX_PENDING, S.ACQUIRED),
     }
     if (old, new) in allowed:
         validate_transition(old, new)

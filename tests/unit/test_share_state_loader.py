@@ -226,7 +226,7 @@ def test_a_corrupt_surviving_update_fails_the_load() -> None:
         loader.finish(ShareCoordinatorShard(0))
 
 
-@pytest.mark.parametrize("raw_key", [b"\x00\x02rest", b"\x01\x00rest", b"\x00"])
+@pytest.mark.parametrize("raw_key", [b"\x00\x04rest", b"\x01\x00rest", b"\x00"])
 def test_unknown_record_types_fail_at_their_offset(raw_key: bytes) -> None:
     with pytest.raises(StateRecordError, match="offset 5"):
         ShardLoader().feed([(5, raw_key, b"")])

@@ -4,6 +4,7 @@ Synchronous and thread-safe per connection; no librdkafka. Built for the PySpark
 """
 
 from ._share_state import AcknowledgeType, AckRange, AcquiredRange
+from ._transactions import ShareGroupMetadata
 from .admin import Admin
 from .admin_types import (
     AlterOp,
@@ -85,6 +86,7 @@ __all__ = [
     "SendFuture",
     "ShareConsumer",
     "ShareGroupDescription",
+    "ShareGroupMetadata",
     "ShareGroupOffset",
     "ShareMember",
     "TopicInfo",

@@ -41,6 +41,8 @@ CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
     20: (1, 6),  # DeleteTopics
     21: (0, 2),  # DeleteRecords
     22: (0, 5),  # InitProducerId
+    24: (3, 3),  # AddPartitionsToTxn
+    26: (3, 3),  # EndTxn
     32: (1, 4),  # DescribeConfigs
     37: (0, 3),  # CreatePartitions
     42: (0, 2),  # DeleteGroups
@@ -60,6 +62,7 @@ CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
     90: (0, 1),  # DescribeShareGroupOffsets
     91: (0, 0),  # AlterShareGroupOffsets
     92: (0, 0),  # DeleteShareGroupOffsets
+    93: (0, 0),  # TxnShareAcknowledge (KIP-1289)
 }
 
 API_VERSIONS = 18

@@ -11,15 +11,20 @@ import datetime
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from kio.schema.errors import ErrorCode
 
 from shareq.log.records import Record, encode_batch
 
+from . import _transactions as _txn
+from ._share_state import AcknowledgeType, AckRange
+from ._transactions import ShareGroupMetadata
 from .cluster import Cluster
 from .errors import BrokerConnectionError, ClientError, KafkaError
 from .partitioner import StickyPartitioner, partition_for_key
+from .records import ConsumerRecord
 
 PRODUCE = 0
 INIT_PRODUCER_ID = 22
@@ -111,9 +116,18 @@ class Producer:
         request_timeout: float = 30.0,
         retries: int = 5,
         client_id: str = "shareq-producer",
+        transactional_id: str | None = None,
+        transaction_timeout_ms: int = 60_000,
     ) -> None:
         if idempotent and acks != -1:
             raise ValueError("an idempotent producer needs acks=-1")
+        if transactional_id is not None and not idempotent:
+            raise ValueError("a transactional producer is idempotent")
+        self.transactional_id = transactional_id
+        self.transaction_timeout_ms = transaction_timeout_ms
+        self._request_timeout = request_timeout
+        self._in_txn = False
+        self._txn_partitions: set[tuple[str, int]] = set()
         self.acks = acks
         self.linger_ms = linger_ms
         self.batch_size = batch_size
@@ -181,6 +195,95 @@ class Producer:
             self._send_lingered(self.linger_ms)
         return future
 
+    # -- transactions (KIP-98; KIP-1289 share acknowledgements) ------------------------------------
+
+    def init_transactions(self) -> None:
+        """Get this transactional id's producer id and epoch (fencing an earlier instance, whose
+        open transaction the coordinator aborts)."""
+        if self.transactional_id is None:
+            raise ClientError("init_transactions needs a transactional_id")
+        with self._lock:
+            conn = self.cluster.any_connection()
+            self._producer_id, self._producer_epoch = _txn.init_producer_id(
+                conn, self.transactional_id, self.transaction_timeout_ms, self._deadline()
+            )
+            self._sequences.clear()
+            self._in_txn = False
+            self._txn_partitions.clear()
+
+    def begin_transaction(self) -> None:
+        with self._lock:
+            if self.transactional_id is None or self._producer_id < 0:
+                raise ClientError("call init_transactions() first")
+            if self._in_txn:
+                raise ClientError("a transaction is already open")
+            self._in_txn = True
+            self._txn_partitions.clear()
+
+    def send_share_acknowledgements_to_transaction(
+        self,
+        acknowledgements: Iterable[tuple[ConsumerRecord, AcknowledgeType] | AckRange],
+        metadata: ShareGroupMetadata,
+    ) -> None:
+        """Stage a share consumer's acknowledgements in the open transaction (KIP-1289): they take
+        effect if and only if it commits. Only ACCEPT, REJECT and GAP (control-record offsets) may be
+        staged (``ValueError`` otherwise). A refused partition raises ``KafkaError``; the
+        transaction should then be aborted."""
+        ranges = _txn.ack_ranges(acknowledgements)
+        with self._lock:
+            txn = self._txn_ids()
+            if not ranges:
+                return
+            codes = _txn.txn_share_acknowledge(self.cluster.any_connection(), txn, metadata, ranges)
+        for (topic_id, partition), code in sorted(codes.items(), key=lambda kv: (str(kv[0][0]), kv[0][1])):
+            if code != ErrorCode.none:
+                raise KafkaError(code, context=f"TxnShareAcknowledge {topic_id}-{partition}")
+
+    def commit_transaction(self) -> None:
+        """Send everything buffered, then commit; a failed send raises and leaves the transaction
+        open for ``abort_transaction``."""
+        with self._lock:
+            txn = self._txn_ids()
+            self.flush()
+            self._end(txn, commit=True)
+
+    def abort_transaction(self) -> None:
+        """Drop what is buffered and abort: nothing of the transaction becomes visible, and the
+        share acknowledgements it staged are undone."""
+        with self._lock:
+            txn = self._txn_ids()
+            dropped = ClientError("the transaction was aborted")
+            for batch in self._pending.values():
+                for f in batch.futures:
+                    f.set_exception(dropped)
+            self._pending.clear()
+            self._unflushed = [f for f in self._unflushed if not f.done()]
+            self._end(txn, commit=False)
+
+    def _end(self, txn: tuple[str, int, int], *, commit: bool) -> None:
+        try:
+            _txn.end_txn(self.cluster.any_connection(), txn, commit, self._deadline())
+        except KafkaError as error:
+            # Nothing reached the coordinator (no partition added, every staging refused before
+            # registration): the transaction never began there, so there is nothing to end.
+            if error.code != ErrorCode.invalid_txn_state or self._txn_partitions:
+                raise
+        self._in_txn = False
+
+    def _txn_ids(self) -> tuple[str, int, int]:
+        if self.transactional_id is None or not self._in_txn:
+            raise ClientError("no transaction is open (begin_transaction)")
+        return self.transactional_id, self._producer_id, self._producer_epoch
+
+    def _deadline(self) -> float:
+        return time.monotonic() + self._request_timeout
+
+    def _add_to_transaction(self, batches: list[_PendingBatch]) -> None:
+        new = {(b.topic, b.partition) for b in batches} - self._txn_partitions
+        if new:
+            _txn.add_partitions(self.cluster.any_connection(), self._txn_ids(), sorted(new), self._deadline())
+            self._txn_partitions |= new
+
     def flush(self) -> list[RecordMetadata]:
         """Send every buffered batch; return the metadata of every record sent since the last flush, in
         send order. A failed record raises its error (all batches are still sent, all futures resolved)."""
@@ -225,6 +328,8 @@ class Producer:
     def _ensure_producer_id(self) -> None:
         if not self.idempotent or self._producer_id >= 0:
             return
+        if self.transactional_id is not None:
+            raise ClientError("call init_transactions() first")
         conn = self.cluster.any_connection()
         _v, m = conn.module(INIT_PRODUCER_ID)
         response = conn.send(
@@ -249,12 +354,15 @@ class Producer:
             producer_id=self._producer_id,
             producer_epoch=self._producer_epoch,
             base_sequence=base_sequence,
+            transactional=self.transactional_id is not None,
         )
 
     def _send_batches(self, batches: list[_PendingBatch]) -> None:
         if not batches:
             return
         self._ensure_producer_id()
+        if self.transactional_id is not None:
+            self._add_to_transaction(batches)
         # Encode once: a retried batch keeps its sequence numbers.
         encoded = [(b, self._encode(b)) for b in batches]
         attempts = 0
@@ -302,7 +410,7 @@ class Producer:
         for b, data in items:
             topics[b.topic].append(m.PartitionProduceData(index=b.partition, records=data))
         request = m.ProduceRequest(
-            transactional_id=None,
+            transactional_id=self.transactional_id,
             acks=self.acks,
             timeout=datetime.timedelta(seconds=conn.request_timeout),
             topic_data=tuple(

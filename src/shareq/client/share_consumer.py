@@ -33,6 +33,7 @@ from ._share_state import (
     ShareSession,
     TopicIdPartition,
 )
+from ._transactions import ShareGroupMetadata
 from .cluster import Cluster
 from .errors import BrokerConnectionError, ClientError, KafkaError, UnsupportedVersionError
 from .records import ConsumerRecord
@@ -106,6 +107,12 @@ class ShareConsumer:
     @property
     def member_id(self) -> str:
         return self.membership.member_id
+
+    def share_group_metadata(self) -> ShareGroupMetadata:
+        """This member's identity for ``Producer.send_share_acknowledgements_to_transaction``
+        (KIP-1289), read atomically."""
+        m = self.membership
+        return ShareGroupMetadata(group_id=self.group_id, member_id=m.member_id, member_epoch=m.member_epoch)
 
     def assignment(self) -> list[tuple[str, int]]:
         return sorted((self.cluster.topic_name(tid), p) for tid, p in self.membership.assignment)

@@ -31,6 +31,9 @@ class BlockingPersister:
     def write_state(self, params: WriteStateParams) -> None:
         self._run(self.persister.write_state(params))
 
+    def end_transaction(self, producer_id: int, producer_epoch: int, *, commit: bool) -> None:
+        self._run(self.persister.end_transaction(producer_id, producer_epoch, commit=commit))
+
     def close(self) -> None:
         self._loop.close()
 

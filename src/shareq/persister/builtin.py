@@ -44,6 +44,7 @@ from shareq.coordinators.share.placement import partition_for
 from shareq.coordinators.share.records import (
     RecordType,
     ShareSnapshot,
+    ShareTxnStage,
     StateRecordError,
     encode_key,
     encode_record,
@@ -311,6 +312,38 @@ class BuiltinPersister:
         response = await self._submit(key, lambda shard, _now: shard.handle_read_summary(key))
         return response.summary  # type: ignore[no-any-return]
 
+    async def end_transaction(self, producer_id: int, producer_epoch: int, *, commit: bool) -> None:
+        """Write the transaction's marker record to every state partition holding entries it
+        staged (durable before this returns); partitions without any write nothing."""
+        waits = []
+        for part in self._partitions:
+            if part.failed:
+                raise PersisterError(ErrorCode.kafka_storage_error, f"{STATE_TOPIC}-{part.index} failed")
+            if not part.shard.loaded:
+                raise PersisterError(
+                    ErrorCode.coordinator_load_in_progress, f"{STATE_TOPIC}-{part.index} loading"
+                )
+            if producer_id in part.shard.pending_producers():
+                waits.append(
+                    self._enqueue(
+                        part,
+                        None,
+                        lambda shard, _now: shard.handle_marker(producer_id, producer_epoch, commit=commit),
+                    )
+                )
+        for outcome in await asyncio.gather(*waits, return_exceptions=True):
+            if isinstance(outcome, BaseException):
+                raise outcome
+
+    def pending_producers(self) -> dict[int, int]:
+        """Producer ids holding staged acknowledgements, with their record counts."""
+        out: dict[int, int] = {}
+        for part in self._partitions:
+            if part.shard.loaded:
+                for pid, n in part.shard.pending_producers().items():
+                    out[pid] = out.get(pid, 0) + n
+        return out
+
     # -- housekeeping --------------------------------------------------------------------------
 
     def next_deadline(self) -> int | None:
@@ -483,6 +516,8 @@ class BuiltinPersister:
                             records.append((info.snapshot_key, None))
                         elif isinstance(value, ShareSnapshot):
                             records.append((info.snapshot_key, encode_value(value)))
+                        elif isinstance(value, ShareTxnStage):
+                            records.append(encode_record(record))
                         else:
                             records.append((info.update_key, encode_value(value)))
                 done.append((req, result.response))

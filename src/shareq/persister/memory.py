@@ -8,9 +8,12 @@ next writes fail, for tests of rollback.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from kio.schema.errors import ErrorCode
 
 from shareq.coordinators.share.combiner import combine_state_batches
+from shareq.coordinators.share.pending import add_staged, resolve_marker
 from shareq.share.persister import (
     NO_START_OFFSET,
     PersisterError,
@@ -53,6 +56,9 @@ class MemoryPersister:
         if old is not None and params.state_epoch < old.state_epoch:
             raise PersisterError(ErrorCode.fenced_state_epoch, "state epoch is older than the stored one")
         start = old.start_offset if old is not None else NO_START_OFFSET
+        pending = old.pending_txn_batches if old is not None else ()
+        if params.staged:
+            pending = add_staged(pending, params.staged)
         if params.start_offset != NO_START_OFFSET:
             start = max(start, params.start_offset)
         batches = combine_state_batches(
@@ -64,8 +70,29 @@ class MemoryPersister:
             start_offset=start,
             delivery_complete_count=params.delivery_complete_count,
             state_batches=batches,
+            pending_txn_batches=pending,
         )
         self.writes += 1
+
+    async def end_transaction(self, producer_id: int, producer_epoch: int, *, commit: bool) -> None:
+        self.marker(producer_id, producer_epoch, commit=commit)
+
+    def marker(self, producer_id: int, producer_epoch: int, *, commit: bool) -> None:
+        """A transaction marker of ``producer_id`` reached the state: settle what it staged."""
+        for key, old in list(self._states.items()):
+            if not old.pending_txn_batches:
+                continue
+            batches, pending, start = resolve_marker(
+                old.state_batches,
+                old.pending_txn_batches,
+                old.start_offset,
+                producer_id=producer_id,
+                producer_epoch=producer_epoch,
+                commit=commit,
+            )
+            self._states[key] = replace(
+                old, state_batches=batches, pending_txn_batches=pending, start_offset=start
+            )
 
     def state(self, key: SharePartitionKey) -> ShareState | None:
         """The stored state, synchronously (for tests and the scenario runner)."""

@@ -52,6 +52,9 @@ class ThrowawayStateLog:
     def write_state(self, params: WriteStateParams) -> None:
         self._run(self._persister().write_state(params))
 
+    def end_transaction(self, producer_id: int, producer_epoch: int, *, commit: bool) -> None:
+        self._run(self._persister().end_transaction(producer_id, producer_epoch, commit=commit))
+
     def read_state(self, key: SharePartitionKey) -> ShareState | None:
         self._drop()  # a read is a restart: replay the state log from disk
         return self._run(self._persister().read_state(key, leader_epoch=0))

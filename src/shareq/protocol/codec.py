@@ -60,11 +60,21 @@ class Codec:
         return out.getvalue()
 
 
+def _local_schemas() -> dict[tuple[int, int], tuple[type[Any], type[Any]]]:
+    from .schema import LOCAL_SCHEMAS
+
+    return LOCAL_SCHEMAS
+
+
 @functools.cache
 def codec(api_key: int, version: int) -> Codec:
     """The codec for ``(api_key, version)``; raises kio's index errors if kio does not know it."""
-    request_class = load_request_schema(api_key, version)
-    response_class = load_response_schema(api_key, version)
+    local = _local_schemas().get((api_key, version))
+    if local is not None:
+        request_class, response_class = local
+    else:
+        request_class = load_request_schema(api_key, version)
+        response_class = load_response_schema(api_key, version)
     return Codec(
         api_key=api_key,
         version=version,

@@ -63,6 +63,10 @@ class Broker:
         self.host = host
         self.port = port
         self.handlers = handlers if handlers is not None else default_handlers()
+        if self.config["share.transactional.acks.enable"]:
+            from .handlers import txn_share_acknowledge
+
+            self.handlers.update(txn_share_acknowledge.HANDLERS)
         self.node_id: int = self.config["node.id"]
         self.registry: TopicRegistry | None = None
         self.partitions: dict[tuple[str, int], Partition] = {}

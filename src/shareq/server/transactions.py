@@ -7,6 +7,12 @@
   node the markers are local appends, so the client never sees CONCURRENT_TRANSACTIONS and no
   transaction of a producer starts while a marker of its previous one is outstanding.
 - A marker on the group-metadata log also settles the producer's pending TxnOffsetCommits.
+- A share-state participant (``__share_group_state``-p, added by TxnShareAcknowledge) gets no
+  control batch: the share persister writes a txn marker record to the state partitions holding
+  the producer's staged acknowledgements and the loaded share-partitions settle them (KIP-1289).
+  That write is awaited, so the decision's completion then runs asynchronously: EndTxn answers
+  after it; a fencing InitProducerId or a timeout lets it run as a task (the transaction stays
+  Prepare*, so the producer's next transaction waits for it).
 - At start: ``__transaction_state`` is replayed; a decision found without its completion has its
   markers written again where the partition still shows the producer's transaction open, then is
   completed; an Ongoing transaction is left to its timeout (its client may still end it).
@@ -26,7 +32,8 @@ import logging
 import os
 import signal
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Coroutine
+from typing import TYPE_CHECKING, Any
 
 from shareq.coordinators.transaction import (
     TopicPartition,
@@ -43,6 +50,7 @@ from shareq.coordinators.transaction import (
 )
 from shareq.log.records import Record, encode_batch
 from shareq.log.scan import keyed_records
+from shareq.persister.builtin import STATE_TOPIC
 
 from .consumer_groups import GROUP_METADATA_TOPIC
 
@@ -75,6 +83,7 @@ class TransactionServices:
         self._timer_at: float = _FAR
         self._stopped = False
         self._crash_at = os.environ.get("SHAREQ_CRASH_AT", "")
+        self._tasks: set[asyncio.Task[None]] = set()
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -86,11 +95,15 @@ class TransactionServices:
             txn_id = decode_key(key)
             self.coordinator.replay(txn_id, None if value is None else decode_value(txn_id, value))
         for meta in self.coordinator.preparing():
-            self._finish(meta, recovering=True)
+            pending = self._finish(meta, recovering=True)
+            if pending is not None:
+                await pending
         self._reschedule()
 
     async def stop(self) -> None:
         self._stopped = True
+        for task in list(self._tasks):
+            task.cancel()
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
@@ -115,7 +128,10 @@ class TransactionServices:
                 self._persist(write)
                 self._reschedule()  # the id's expiration
                 return write.metadata
-            self._decide(write)
+            pending = self._decide(write)
+            if pending is not None:  # share-state markers under way: the client retries
+                self._spawn(pending)
+                raise TxnRequestError(TxnErrorCode.CONCURRENT_TRANSACTIONS, "retry")
             if producer_id >= 0:  # KIP-360: the aborted producer continues with the bumped epoch
                 producer_epoch = write.metadata.producer_epoch
         raise TxnRequestError(TxnErrorCode.CONCURRENT_TRANSACTIONS, "retry")
@@ -133,16 +149,33 @@ class TransactionServices:
     def add_offsets(self, transactional_id: str, producer_id: int, producer_epoch: int) -> None:
         self.add_partitions(transactional_id, producer_id, producer_epoch, [(GROUP_METADATA_TOPIC, 0)])
 
-    def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool) -> None:
+    def end_txn(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool
+    ) -> Coroutine[Any, Any, None] | None:
+        """EndTxn; returns the completion still to await when share-state markers are involved."""
         write = self.coordinator.end_txn(
             transactional_id, producer_id, producer_epoch, commit, now_ms=_wall_ms()
         )
         if write is not None:
-            self._decide(write)
+            return self._decide(write)
+        return None
 
     def abort(self, transactional_id: str) -> None:
         """An operator's abort of a hanging transaction."""
-        self._decide(self.coordinator.abort(transactional_id, now_ms=_wall_ms()))
+        pending = self._decide(self.coordinator.abort(transactional_id, now_ms=_wall_ms()))
+        if pending is not None:
+            self._spawn(pending)
+
+    def add_share_state(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, state_partitions: list[int]
+    ) -> None:
+        """TxnShareAcknowledge: make the share-state partitions participants (like AddOffsetsToTxn)."""
+        self.add_partitions(
+            transactional_id,
+            producer_id,
+            producer_epoch,
+            [(STATE_TOPIC, p) for p in sorted(set(state_partitions))],
+        )
 
     def verify_produce(
         self, producer_id: int, producer_epoch: int, topic: str, partition: int
@@ -176,19 +209,34 @@ class TransactionServices:
         batch = encode_batch([Record(key=encode_key(transactional_id), value=value)], base_timestamp=now)
         partition.log.append(batch, now_ms=now)
 
-    def _decide(self, write: TxnWrite) -> None:
-        """PrepareX (the decision), the markers, CompleteX."""
+    def _decide(self, write: TxnWrite) -> Coroutine[Any, Any, None] | None:
+        """PrepareX (the decision), the markers, CompleteX (returned to await with share state)."""
         self._persist(write)
-        self._finish(write.metadata, recovering=False)
+        pending = self._finish(write.metadata, recovering=False)
         self._reschedule()
+        return pending
 
-    def _finish(self, meta: TxnMetadata, *, recovering: bool) -> None:
+    def _spawn(self, coroutine: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.get_running_loop().create_task(coroutine)
+        self._tasks.add(task)
+        task.add_done_callback(self._task_done)
+
+    def _task_done(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("completing a transaction failed", exc_info=task.exception())
+
+    def _finish(self, meta: TxnMetadata, *, recovering: bool) -> Coroutine[Any, Any, None] | None:
         commit = meta.state.name == "PREPARE_COMMIT"
         now = _wall_ms()
         groups = self.broker.consumer_groups
         self._maybe_crash("txn.after_prepare")
         written = 0
+        shares = False
         for topic, index in sorted(meta.partitions):
+            if topic == STATE_TOPIC:
+                shares = True
+                continue
             partition = self.broker.partition(topic, index)
             if partition is None:
                 continue  # the topic was deleted meanwhile
@@ -202,8 +250,21 @@ class TransactionServices:
             partition.notify()
             written += 1
             self._maybe_crash(f"txn.after_marker:{written}")
+        if shares and self.broker.share is not None:
+            return self._finish_share_state(meta, commit)
         self._maybe_crash("txn.before_complete")
         self._persist(self.coordinator.complete(meta.transactional_id, now_ms=now))
+        return None
+
+    async def _finish_share_state(self, meta: TxnMetadata, commit: bool) -> None:
+        """The share-state markers (idempotent: a repeat finds nothing pending), then CompleteX."""
+        share = self.broker.share
+        assert share is not None
+        await share.partitions.end_transaction(meta.producer_id, meta.producer_epoch, commit=commit)
+        self._maybe_crash("txn.after_share_markers")
+        self._maybe_crash("txn.before_complete")
+        self._persist(self.coordinator.complete(meta.transactional_id, now_ms=_wall_ms()))
+        self._reschedule()
 
     def _maybe_crash(self, point: str) -> None:
         if self._crash_at == point:
@@ -239,7 +300,9 @@ class TransactionServices:
                     write.metadata.timeout_ms,
                 )
                 self._persist(write)
-                self._finish(write.metadata, recovering=False)
+                pending = self._finish(write.metadata, recovering=False)
+                if pending is not None:
+                    self._spawn(pending)
             for txn_id in expired:
                 self._append(txn_id, None)
                 self.coordinator.replay(txn_id, None)

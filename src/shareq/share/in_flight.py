@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from sortedcontainers import SortedDict, SortedSet
 
-from shareq.share.record_state import RecordState
+from shareq.share.record_state import AcknowledgeType, RecordState
 from shareq.share.types import RunView
 
 if TYPE_CHECKING:
@@ -28,10 +28,45 @@ if TYPE_CHECKING:
 _AVAILABLE = RecordState.AVAILABLE
 
 
+class StagedAck:
+    """What a TX_PENDING run waits for: the staging transaction's producer id and epoch, the
+    acknowledge type and the state a COMMIT gives (fixed at staging, as persisted), and the lock
+    deadline suspended at staging (None once the owner left, or after a restart), which an ABORT
+    resumes if it still lies ahead."""
+
+    __slots__ = ("ack", "deadline", "producer_epoch", "producer_id", "target")
+
+    def __init__(
+        self,
+        producer_id: int,
+        producer_epoch: int,
+        ack: AcknowledgeType,
+        target: RecordState,
+        deadline: int | None,
+    ) -> None:
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.ack = ack
+        self.target = target
+        self.deadline = deadline
+
+    def same_as(self, other: StagedAck | None) -> bool:
+        return (
+            other is not None
+            and self.producer_id == other.producer_id
+            and self.producer_epoch == other.producer_epoch
+            and self.ack is other.ack
+            and self.deadline == other.deadline
+        )
+
+    def __repr__(self) -> str:
+        return f"StagedAck(pid={self.producer_id}, epoch={self.producer_epoch}, {self.ack.name})"
+
+
 class InFlightBatch:
     """One run ``first..last`` (inclusive) of in-flight offsets with one state."""
 
-    __slots__ = ("count", "first", "last", "lock", "member", "state", "txn")
+    __slots__ = ("count", "first", "last", "lock", "member", "staged", "state", "txn")
 
     def __init__(
         self,
@@ -49,6 +84,7 @@ class InFlightBatch:
         self.member = member
         self.lock = lock
         self.txn: StateTransition | None = None
+        self.staged: StagedAck | None = None
 
     @property
     def size(self) -> int:
@@ -63,10 +99,16 @@ class InFlightBatch:
             and self.count == other.count
             and self.member == other.member
             and self.lock is other.lock
+            and (self.staged is None if other.staged is None else other.staged.same_as(self.staged))
         )
 
     def __repr__(self) -> str:
         return f"InFlightBatch({self.first}..{self.last}, {self.state.name}, dc={self.count}, {self.member})"
+
+
+def _pid(run: InFlightBatch) -> int | None:
+    staged = run.staged
+    return None if staged is None or run.state is not RecordState.TX_PENDING else staged.producer_id
 
 
 class InFlightMap:
@@ -135,6 +177,7 @@ class InFlightMap:
                     and prev.state is run.state
                     and prev.delivery_count == run.count
                     and prev.member == run.member
+                    and prev.producer_id == _pid(run)
                 ):
                     out[-1] = replace(prev, last_offset=run.last)
                     continue
@@ -145,6 +188,7 @@ class InFlightMap:
                     state=run.state,
                     delivery_count=run.count,
                     member=run.member,
+                    producer_id=_pid(run),
                 )
             )
         return tuple(out)
@@ -173,6 +217,7 @@ class InFlightMap:
             return
         right = InFlightBatch(offset, run.last, run.state, run.count, run.member, run.lock)
         right.txn = run.txn
+        right.staged = run.staged
         run.last = offset - 1
         self.insert(right)
 

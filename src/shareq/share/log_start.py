@@ -37,8 +37,8 @@ def start_move(sp: SharePartition, handle: int, log_start: int) -> PendingWrite 
     runs = sp._runs
     limit = log_start
     for run in runs.overlapping(sp._spso, log_start - 1):
-        if run.txn is not None:
-            limit = run.first
+        if run.txn is not None or run.state is RecordState.TX_PENDING:
+            limit = run.first  # staged records wait for their transaction's marker
             break
     if limit <= sp._spso:
         return None

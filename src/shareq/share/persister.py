@@ -67,6 +67,24 @@ class StateBatch:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class PendingTxnBatch:
+    """Offsets ``first_offset..last_offset`` staged (TX_PENDING) by transaction ``producer_id``.
+
+    ``delivery_state`` is what the transaction's COMMIT marker makes of them (2 ACKNOWLEDGED; 3
+    ARCHIVING for a REJECT with a dead-letter queue; 4 ARCHIVED), ``ack_type`` the staged
+    acknowledge type (1 ACCEPT, 3 REJECT, 0 GAP); an ABORT marker drops the entry.
+    """
+
+    producer_id: int
+    producer_epoch: int
+    first_offset: int
+    last_offset: int
+    delivery_state: int
+    delivery_count: int
+    ack_type: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class WriteStateParams:
     """A durable change to one share-partition.
 
@@ -80,6 +98,9 @@ class WriteStateParams:
     start_offset: int
     delivery_complete_count: int
     state_batches: tuple[StateBatch, ...]
+    staged: tuple[PendingTxnBatch, ...] = ()
+    """Acknowledgements a transaction stages (written as a transactional update: the transaction's
+    marker resolves them); a staging write carries nothing else."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -91,6 +112,8 @@ class ShareState:
     start_offset: int
     delivery_complete_count: int
     state_batches: tuple[StateBatch, ...]
+    pending_txn_batches: tuple[PendingTxnBatch, ...] = ()
+    """Staged acknowledgements whose transaction has not ended (TX_PENDING after a restart)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -131,3 +154,7 @@ class Persister(Protocol):
     async def delete_state(self, key: SharePartitionKey) -> None: ...
 
     async def read_state_summary(self, key: SharePartitionKey) -> ShareStateSummary | None: ...
+
+    async def end_transaction(self, producer_id: int, producer_epoch: int, *, commit: bool) -> None:
+        """Make a transaction's COMMIT or ABORT durable for everything it staged (KIP-1289)."""
+        ...

@@ -1,8 +1,11 @@
 """Record delivery states and the transitions between them, as data.
 
 The whole rule lives in the tables below: ACKNOWLEDGED and ARCHIVED are sinks, AVAILABLE only goes to
-ACQUIRED, nothing transitions to itself. New states (a transactional TX_PENDING, say) slot in as one
-more row. The ids are the wire/persisted ids of Kafka's ``RecordState``.
+ACQUIRED, nothing transitions to itself. TX_PENDING (KIP-1289) is one more row: an acknowledgement
+staged by a transaction, entered only from ACQUIRED and left only through the transaction's COMMIT
+marker (to the acknowledgement's target) or ABORT marker (back to ACQUIRED, then released as usual).
+The ids 0-4 are the wire/persisted ids of Kafka's ``RecordState``; TX_PENDING (5) is never persisted
+under that id: staged acknowledgements are durable as transactional updates of the state log.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ class RecordState(enum.IntEnum):
     ACKNOWLEDGED = 2
     ARCHIVING = 3
     ARCHIVED = 4
+    TX_PENDING = 5
 
 
 class AcknowledgeType(enum.IntEnum):
@@ -33,13 +37,27 @@ class AcknowledgeType(enum.IntEnum):
 TRANSITIONS: dict[RecordState, frozenset[RecordState]] = {
     RecordState.AVAILABLE: frozenset({RecordState.ACQUIRED}),
     RecordState.ACQUIRED: frozenset(
-        {RecordState.AVAILABLE, RecordState.ACKNOWLEDGED, RecordState.ARCHIVING, RecordState.ARCHIVED}
+        {
+            RecordState.AVAILABLE,
+            RecordState.ACKNOWLEDGED,
+            RecordState.ARCHIVING,
+            RecordState.ARCHIVED,
+            RecordState.TX_PENDING,
+        }
     ),
     RecordState.ACKNOWLEDGED: frozenset(),
     RecordState.ARCHIVING: frozenset({RecordState.ARCHIVED}),
     RecordState.ARCHIVED: frozenset(),
+    RecordState.TX_PENDING: frozenset(
+        {RecordState.ACKNOWLEDGED, RecordState.ARCHIVING, RecordState.ARCHIVED, RecordState.ACQUIRED}
+    ),
 }
-"""Transitions a client or a lock can cause."""
+"""Transitions a client, a lock or a transaction marker can cause."""
+
+TXN_ACK_TYPES: frozenset[AcknowledgeType] = frozenset(
+    {AcknowledgeType.ACCEPT, AcknowledgeType.REJECT, AcknowledgeType.GAP}
+)
+"""Acknowledge types a transaction may stage (GAP for control-record offsets under read_committed)."""
 
 FORCED_ARCHIVE_FROM: frozenset[RecordState] = frozenset({RecordState.AVAILABLE})
 """States the engine itself may archive outside the table: records that vanished from the log
@@ -71,3 +89,10 @@ def release_target(delivery_count: int, delivery_count_limit: int, *, dlq_enable
     if delivery_count < delivery_count_limit:
         return RecordState.AVAILABLE
     return RecordState.ARCHIVING if dlq_enabled else RecordState.ARCHIVED
+
+
+def commit_target(ack: AcknowledgeType, *, dlq_enabled: bool) -> RecordState:
+    """Where a staged acknowledgement goes when its transaction commits."""
+    if ack is AcknowledgeType.REJECT and dlq_enabled:
+        return RecordState.ARCHIVING
+    return ACK_TARGET[ack]

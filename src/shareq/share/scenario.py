@@ -30,6 +30,8 @@ class StatePort(Protocol):
 
     def write_state(self, params: WriteStateParams) -> None: ...
 
+    def end_transaction(self, producer_id: int, producer_epoch: int, *, commit: bool) -> None: ...
+
 
 PersisterFactory = Callable[[], StatePort]
 
@@ -225,6 +227,30 @@ class ScenarioRunner:
         if op == "member_leave":
             self._persist(engine.release_member(str(step["member"]), self.now))
             return None
+        if op == "stage":  # KIP-1289: acknowledgements staged by transaction ``producer_id``
+            batches = [_ack_batch(index, raw) for raw in step["batches"]]
+            write = engine.stage(
+                str(step["member"]),
+                batches,
+                producer_id=int(step["producer_id"]),
+                producer_epoch=int(step.get("producer_epoch", 0)),
+                now=self.now,
+            )
+            self._persist(write)
+            return None
+        if op in ("commit_marker", "abort_marker"):  # the transaction's marker reaches the state
+            pid, epoch, commit = (
+                int(step["producer_id"]),
+                int(step.get("producer_epoch", 0)),
+                op == "commit_marker",
+            )
+            try:
+                self.persister.end_transaction(pid, epoch, commit=commit)
+            except PersisterError as exc:
+                raise ScenarioError(f"step {index}: marker write failed: {exc}") from None
+            marked = engine.end_transaction(pid, epoch, commit=commit, now=self.now)
+            self._persist(marked.write)
+            return None
         raise ScenarioError(f"step {index}: unknown op {op!r}")
 
     def _alter(self, step: Mapping[str, Any]) -> None:
@@ -303,7 +329,8 @@ class ScenarioRunner:
 
 
 def _durable_name(state: RecordState) -> str:
-    return state.name if state in TERMINAL or state is RecordState.ARCHIVING else RecordState.AVAILABLE.name
+    kept = state in TERMINAL or state is RecordState.ARCHIVING or state is RecordState.TX_PENDING
+    return state.name if kept else RecordState.AVAILABLE.name
 
 
 def _merge_named(runs: list[list[Any]]) -> list[list[Any]]:

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Sequence
 
 from shareq.share import acquisition as _acq
 from shareq.share import log_start as _log_start
+from shareq.share import txn_pending as _txn
 from shareq.share.acknowledgement import segments, validate_acknowledgements
 from shareq.share.acquisition_lock import AcquisitionLock, DeadlineIndex
 from shareq.share.errors import ShareEngineBug
@@ -41,6 +42,7 @@ from shareq.share.types import (
     AcquireMode,
     AcquireResult,
     CompleteResult,
+    MarkerResult,
     PendingWrite,
     ResetPolicy,
     RunView,
@@ -53,6 +55,7 @@ _RENEW = AcknowledgeType.RENEW
 _RELEASE = AcknowledgeType.RELEASE
 _REJECT = AcknowledgeType.REJECT
 _ARCHIVING = RecordState.ARCHIVING
+_TX_PENDING = RecordState.TX_PENDING
 
 
 class SharePartition:
@@ -77,6 +80,7 @@ class SharePartition:
         self._gap_end = 0
         self._dcc = 0
         self._log_start_floor = -1  # the start offset a pending log-start move goes to
+        self._tx_pending = 0  # records TX_PENDING
 
     # ------------------------------------------------------------------ initialization
     def initialize(
@@ -138,10 +142,12 @@ class SharePartition:
             if st in TERMINAL:
                 self._dcc += batch.last_offset - first + 1
             end = batch.last_offset + 1
-        runs.coalesce(spso, end)
         self._spso = self._gap_cursor = spso
         self._durable_spso = spso
         self._end = self._gap_end = end
+        if state.pending_txn_batches:
+            _txn.load_pending(self, state.pending_txn_batches)
+        runs.coalesce(spso, self._end)
         self._advance_spso()
 
     # ------------------------------------------------------------------ introspection
@@ -188,6 +194,14 @@ class SharePartition:
     def runs(self) -> tuple[RunView, ...]:
         """Every in-flight run at or above the SPSO, adjacent equal (state, count, member) merged."""
         return self._runs.views()
+
+    def tx_pending_count(self) -> int:
+        """Records TX_PENDING (staged by a transaction that has not ended)."""
+        return self._tx_pending
+
+    def tx_pending_by_producer(self) -> dict[int, int]:
+        """TX_PENDING record counts per producer id of the transaction holding them."""
+        return _txn.pending_by_producer(self)
 
     def next_deadline(self) -> int | None:
         """The earliest acquisition-lock deadline still holding records (ms), or None."""
@@ -290,6 +304,41 @@ class SharePartition:
             return AcknowledgeResult(write=None)
         return AcknowledgeResult(write=self._start_write(txn))
 
+    # ------------------------------------------------------------------ transactions (KIP-1289)
+    def stage(
+        self,
+        member: str,
+        batches: Sequence[AcknowledgementBatch],
+        *,
+        producer_id: int,
+        producer_epoch: int,
+        now: int,
+    ) -> PendingWrite | None:
+        """Start staging acknowledgements for transaction ``producer_id``; all or nothing.
+
+        Only ACCEPT, REJECT and GAP may be staged, and only on records ``member`` holds ACQUIRED
+        (or already staged by this transaction with the same type: a retry, a no-op). Raises like
+        ``acknowledge``. The records become TX_PENDING when the returned write completes; None when
+        there was nothing left to stage.
+        """
+        self._require_initialized()
+        return _txn.start_stage(self, next(self._handles), member, batches, producer_id, producer_epoch)
+
+    def validate_stage(
+        self, member: str, batches: Sequence[AcknowledgementBatch], *, producer_id: int, producer_epoch: int
+    ) -> None:
+        """Raise as ``stage`` would, changing nothing."""
+        self._require_initialized()
+        _txn.validate_stage(self, member, batches, producer_id, producer_epoch)
+
+    def end_transaction(
+        self, producer_id: int, producer_epoch: int, *, commit: bool, now: int
+    ) -> MarkerResult:
+        """The COMMIT or ABORT marker of ``producer_id`` (epoch at or above the staged one) is durable
+        in this share-partition's state log: settle what that transaction staged."""
+        self._require_initialized()
+        return _txn.apply_marker(self, producer_id, producer_epoch, commit, now)
+
     # ------------------------------------------------------------------ locks and members
     def expire(self, now: int) -> PendingWrite | None:
         """Release every record whose acquisition lock is due (``deadline <= now``).
@@ -310,6 +359,7 @@ class SharePartition:
         Records of the member whose acknowledgement is being persisted stay with it; if that write
         fails they are found here again by a later call, or released when their lock expires.
         """
+        _txn.forget_owner(self, member)
         locks = self._member_locks.pop(member, None)
         if not locks:
             return None
@@ -401,7 +451,7 @@ class SharePartition:
         targets: dict[int, RecordState] = {}
         newly_terminal = 0
         for run, target in txn.pieces:
-            if target is _ACQUIRED:
+            if target is _ACQUIRED or target is _TX_PENDING:
                 continue
             targets[run.first] = target
             if target in TERMINAL:
@@ -481,6 +531,9 @@ class SharePartition:
             run.txn = None
             size = run.last - run.first + 1
             touched.append((run.first, run.last))
+            if target is _TX_PENDING:
+                _txn.commit_stage(self, run)
+                continue
             if target is _ACQUIRED:  # a renewal: same state, a fresh lock from the commit on
                 if renew_lock is None:
                     deadline = now + self._config.record_lock_duration_ms
@@ -509,9 +562,11 @@ class SharePartition:
         touched = [(run.first, run.last) for run, _ in txn.pieces]
         for run, _ in txn.pieces:
             run.txn = None
+            if txn.kind is TransitionKind.STAGE:
+                run.staged = None
             runs.reindex(run)
         follow_ups: tuple[PendingWrite, ...] = ()
-        if txn.kind in (TransitionKind.ACKNOWLEDGE, TransitionKind.LOG_START):
+        if txn.kind in (TransitionKind.ACKNOWLEDGE, TransitionKind.LOG_START, TransitionKind.STAGE):
             lapsed = [
                 run
                 for run, _ in txn.pieces

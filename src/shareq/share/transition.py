@@ -22,6 +22,7 @@ class TransitionKind(enum.Enum):
     DEAD_LETTER = "dead_letter"
     INITIALIZE = "initialize"
     LOG_START = "log_start"
+    STAGE = "stage"
 
 
 class StateTransition:

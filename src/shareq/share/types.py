@@ -97,6 +97,20 @@ class CompleteResult:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class MarkerResult:
+    """Outcome of a transaction marker on one share-partition.
+
+    ``resolved`` counts the staged records the marker settled; ``write`` is the release of aborted
+    records whose owner or lock is gone (it runs like a lock expiry); ``archiving`` tells the shell
+    the dead-letter writer has work (a committed REJECT with the DLQ on)."""
+
+    resolved: int
+    spso: int
+    write: PendingWrite | None = None
+    archiving: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class RunView:
     """An introspection view of one run (adjacent equal runs merged)."""
 
@@ -105,3 +119,5 @@ class RunView:
     state: RecordState
     delivery_count: int
     member: str | None
+    producer_id: int | None = None
+    """The producer id of the transaction holding a TX_PENDING run."""

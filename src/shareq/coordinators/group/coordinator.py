@@ -83,6 +83,12 @@ class ShareGroupCoordinator(ShareGroupAdmin):
 
     # ----------------------------------------------------------------- group-type registry
 
+    def member_epoch(self, group_id: str, member_id: str) -> int | None:
+        """The current epoch of a member, or None when the group has no such member."""
+        group = self._groups.get(group_id)
+        member = None if group is None else group.members.get(member_id)
+        return None if member is None else member.member_epoch
+
     def register_group_type(self, group_id: str, group_type: str) -> None:
         """Record that ``group_id`` is used by another protocol (``consumer``, ``classic``)."""
         if group_id in self._groups:

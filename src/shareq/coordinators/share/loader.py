@@ -9,6 +9,11 @@ precompiled ``struct`` format (no per-update dataclass), folds a key's updates i
 plain tuples (coalescing equal neighbours as it goes, so one small combine remains), and installs
 the result with ``ShareCoordinatorShard.restore``.
 
+Transactional acknowledgements: a txn stage record is queued with its key like an update (tagged
+``_STAGE``); a txn marker record is queued with *every* key (tagged ``_MARKER``, with its producer
+id), since it settles whatever its producer staged in the partition. A key whose queue holds either
+is folded record by record, in log order, exactly as ``replay`` does.
+
 The outcome equals replaying every record in order with ``ShareCoordinatorShard.replay``; a
 property test holds the two together. Corruption in a record that a later snapshot supersedes
 goes unnoticed (its batch's CRC32C was still checked by the log scan).
@@ -26,12 +31,14 @@ from .records import (
     VALUE_VERSION,
     RecordType,
     ShareSnapshot,
+    ShareTxnStage,
     ShareUpdate,
     StateRecordError,
     decode_key,
+    decode_marker,
     decode_value,
 )
-from .shard import ShareCoordinatorShard, fold_updates
+from .shard import ShareCoordinatorShard, _apply, apply_marker, apply_stage, fold_updates
 
 Run = tuple[int, int, int, int]
 """first_offset, last_offset, delivery_state, delivery_count."""
@@ -42,6 +49,9 @@ _ONE_DCC = struct.Struct(">hiiqBqqbhBBBBi")
 _ONE = struct.Struct(">hiiqBqqbhBB")
 _DCC_TAG = b"\x01\x00\x04"
 _SNAPSHOT_KEY = b"\x00\x00"
+_MARKER_KEY_TYPE = b"\x00\x03"
+_STAGE = 0xFE  # queued values start with 0x00 (version 0) unless tagged with one of these
+_MARKER = 0xFF
 
 
 class ShardLoader:
@@ -65,8 +75,18 @@ class ShardLoader:
         try:
             for offset, key, value in records:
                 kind = key[1]
-                if key[0] or kind > 1:
+                if key[0] or kind > 3:
                     raise StateRecordError(f"unknown state record type in key {key[:2].hex()}")
+                if kind >= 2 and value is not None:
+                    if kind == 2:
+                        updates = get(key[2:])
+                        if updates is not None:
+                            updates.append(bytes((_STAGE,)) + value)
+                    else:
+                        tagged = bytes((_MARKER,)) + key[2:] + value
+                        for queued in pending.values():
+                            queued.append(tagged)
+                    continue
                 if value is None:  # a tombstone (under either key type, as replay treats it)
                     suffix = key[2:]
                     if pending.pop(suffix, None) is not None:
@@ -142,6 +162,9 @@ def fold_raw_updates(
     otherwise the updates are decoded in full and folded by ``fold_updates``.
     """
     epoch = snapshot.snapshot_epoch
+    for i in range(first, len(values)):
+        if values[i][0] >= _STAGE:
+            return _fold_in_order(snapshot, values, first)
     start = snapshot.start_offset
     dcc = snapshot.delivery_complete_count
     leader_epoch = snapshot.leader_epoch
@@ -214,9 +237,34 @@ def fold_raw_updates(
             create_timestamp=snapshot.create_timestamp,
             write_timestamp=snapshot.write_timestamp,
             state_batches=batches,
+            pending_txn_batches=snapshot.pending_txn_batches,
         ),
         applied,
     )
+
+
+def _fold_in_order(snapshot: ShareSnapshot, values: list[bytes], first: int) -> tuple[ShareSnapshot, int]:
+    """The queue of a key that saw transactional records, applied one by one as ``replay`` does."""
+    cur = snapshot
+    epoch = snapshot.snapshot_epoch
+    applied = 0
+    for i in range(first, len(values)):
+        value = values[i]
+        tag = value[0]
+        if tag == _MARKER:
+            cur = apply_marker(cur, decode_marker(_MARKER_KEY_TYPE + value[1:9], value[9:]))
+        elif tag == _STAGE:
+            stage = decode_value(RecordType.TXN_STAGE, value[1:])
+            assert isinstance(stage, ShareTxnStage)
+            if stage.snapshot_epoch == epoch:
+                cur = apply_stage(cur, stage)
+                applied += 1
+        else:
+            update = _update(value)
+            if update.snapshot_epoch == epoch:
+                cur = _apply(cur, update, None)
+                applied += 1
+    return cur, applied
 
 
 def _update(value: bytes) -> ShareUpdate:

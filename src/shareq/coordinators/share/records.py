@@ -16,7 +16,24 @@ version 0)::
                    first_offset i64 | last_offset i64 | delivery_state i8 | delivery_count i16
                    | tagged fields (uvarint 0)
     tagged fields  uvarint count, then per field uvarint tag | uvarint size | bytes;
-                   tag 0 = delivery_complete_count i32, written only when it is not -1
+                   tag 0 = delivery_complete_count i32, written only when it is not -1;
+                   tag 1 (snapshots) = pending_txn_batches, written only when some are pending
+
+Transactional acknowledgements (KIP-1289) add two record types::
+
+    key 2    txn stage: the share-partition key layout, type 2
+    stage    version i16 (0) | snapshot_epoch i32 | leader_epoch i32 | producer_id i64
+             | producer_epoch i16 | pending_txn_batches | tagged fields
+    key 3    txn marker: type i16 (3) | producer_id i64
+    marker   version i16 (0) | producer_epoch i16 | commit i8 | tagged fields
+    pending_txn_batches  compact array: per entry producer_id i64 | producer_epoch i16
+                   | first_offset i64 | last_offset i64 | delivery_state i8 (the COMMIT target)
+                   | delivery_count i16 | ack_type i8 | tagged fields (uvarint 0)
+
+A stage record keeps its entries apart from the share-partition's state until a marker record of
+the same producer id (epoch at or above) follows in the log: COMMIT merges them at their target,
+ABORT drops them. A snapshot carries every entry still pending for its key, so pruning below it
+loses nothing. A marker is written to every state partition the transaction staged in.
 
 A null value (tombstone) under a snapshot key deletes the share-partition's state.
 """
@@ -33,12 +50,14 @@ from typing import cast
 from shareq.protocol.varint import read_uvarint, write_uvarint
 from shareq.share.persister import (
     UNINITIALIZED_DELIVERY_COMPLETE_COUNT,
+    PendingTxnBatch,
     SharePartitionKey,
     StateBatch,
 )
 
 VALUE_VERSION = 0
 _TAG_DELIVERY_COMPLETE_COUNT = 0
+_TAG_PENDING_TXN_BATCHES = 1
 
 
 class RecordType(IntEnum):
@@ -46,6 +65,8 @@ class RecordType(IntEnum):
 
     SNAPSHOT = 0
     UPDATE = 1
+    TXN_STAGE = 2
+    TXN_MARKER = 3
 
 
 class StateRecordError(ValueError):
@@ -64,6 +85,7 @@ class ShareSnapshot:
     create_timestamp: int
     write_timestamp: int
     state_batches: tuple[StateBatch, ...]
+    pending_txn_batches: tuple[PendingTxnBatch, ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -80,7 +102,30 @@ class ShareUpdate:
     state_batches: tuple[StateBatch, ...]
 
 
-ShareRecordValue = ShareSnapshot | ShareUpdate
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ShareTxnStage:
+    """Acknowledgements staged by transaction ``producer_id`` (KIP-1289), pending its marker."""
+
+    snapshot_epoch: int
+    leader_epoch: int
+    producer_id: int
+    producer_epoch: int
+    batches: tuple[PendingTxnBatch, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ShareTxnMarker:
+    """Transaction ``producer_id`` ended: settle what it staged in this state partition."""
+
+    producer_id: int
+    producer_epoch: int
+    commit: bool
+
+
+ShareRecordValue = ShareSnapshot | ShareUpdate | ShareTxnStage | ShareTxnMarker
+
+MARKER_KEY = SharePartitionKey(group_id="", topic_id=uuid.UUID(int=0), partition=-1)
+"""The ``StateRecord.key`` of a marker record, which belongs to no one share-partition."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -97,6 +142,10 @@ _SNAPSHOT_HEAD = struct.Struct(">hiiiqqq")
 _UPDATE_HEAD = struct.Struct(">hiiq")
 _BATCH = struct.Struct(">qqbhB")
 _I32 = struct.Struct(">i")
+_PENDING = struct.Struct(">qhqqbhbB")
+_STAGE_HEAD = struct.Struct(">hiiqh")
+_MARKER_KEY = struct.Struct(">hq")
+_MARKER = struct.Struct(">hhbB")
 # The common update: one state batch, with or without delivery_complete_count (decode fast path).
 _UPDATE_ONE = struct.Struct(">hiiqBqqbhB")
 _UPDATE_ONE_DCC = struct.Struct(">hiiqBqqbhBBBBi")
@@ -142,7 +191,59 @@ def _encode_batches_and_tags(out: bytearray, batches: tuple[StateBatch, ...], dc
         out += b"\x01\x00\x04" + _I32.pack(dcc)
 
 
+def _encode_pending(out: bytearray, pending: tuple[PendingTxnBatch, ...]) -> None:
+    write_uvarint(out, len(pending) + 1)
+    for p in pending:
+        out += _PENDING.pack(
+            p.producer_id, p.producer_epoch, p.first_offset, p.last_offset,
+            p.delivery_state, p.delivery_count, p.ack_type, 0,
+        )  # fmt: skip
+
+
+def _decode_pending(buf: bytes, pos: int) -> tuple[tuple[PendingTxnBatch, ...], int]:
+    n, pos = _read_uvarint(buf, pos)
+    if n == 0:
+        raise StateRecordError("pending_txn_batches may not be null")
+    out: list[PendingTxnBatch] = []
+    try:
+        for _ in range(n - 1):
+            pid, epoch, first, last, state, count, ack, tags = _PENDING.unpack_from(buf, pos)
+            if tags:
+                _, pos = _skip_tagged_fields(buf, pos + _PENDING.size - 1)
+            else:
+                pos += _PENDING.size
+            out.append(
+                PendingTxnBatch(
+                    producer_id=pid,
+                    producer_epoch=epoch,
+                    first_offset=first,
+                    last_offset=last,
+                    delivery_state=state,
+                    delivery_count=count,
+                    ack_type=ack,
+                )
+            )
+    except struct.error:
+        raise StateRecordError("truncated pending transaction batch") from None
+    return tuple(out), pos
+
+
 def encode_value(value: ShareRecordValue) -> bytes:
+    if isinstance(value, ShareTxnStage):
+        out = bytearray(
+            _STAGE_HEAD.pack(
+                VALUE_VERSION,
+                value.snapshot_epoch,
+                value.leader_epoch,
+                value.producer_id,
+                value.producer_epoch,
+            )
+        )
+        _encode_pending(out, value.batches)
+        out.append(0)
+        return bytes(out)
+    if isinstance(value, ShareTxnMarker):
+        return _MARKER.pack(VALUE_VERSION, value.producer_epoch, 1 if value.commit else 0, 0)
     if type(value) is ShareUpdate and len(value.state_batches) == 1:
         # The acknowledgement update, in one pack (the same bytes as the general path below).
         b = value.state_batches[0]
@@ -167,15 +268,43 @@ def encode_value(value: ShareRecordValue) -> bytes:
             value.create_timestamp,
             value.write_timestamp,
         )
+        if value.pending_txn_batches:
+            _encode_snapshot_with_pending(out, value)
+            return bytes(out)
     else:
         out += _UPDATE_HEAD.pack(VALUE_VERSION, value.snapshot_epoch, value.leader_epoch, value.start_offset)
     _encode_batches_and_tags(out, value.state_batches, value.delivery_complete_count)
     return bytes(out)
 
 
+def _encode_snapshot_with_pending(out: bytearray, value: ShareSnapshot) -> None:
+    write_uvarint(out, len(value.state_batches) + 1)
+    for b in value.state_batches:
+        out += _BATCH.pack(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count, 0)
+    tags = bytearray()
+    ntags = 1
+    if value.delivery_complete_count != UNINITIALIZED_DELIVERY_COMPLETE_COUNT:
+        ntags = 2
+        tags += b"\x00\x04" + _I32.pack(value.delivery_complete_count)
+    pending = bytearray()
+    _encode_pending(pending, value.pending_txn_batches)
+    write_uvarint(tags, _TAG_PENDING_TXN_BATCHES)
+    write_uvarint(tags, len(pending))
+    tags += pending
+    write_uvarint(out, ntags)
+    out += tags
+
+
 def _skip_tagged_fields(buf: bytes, pos: int) -> tuple[int, int]:
     """Read a tagged-field section; return (delivery_complete_count or -1, next position)."""
+    dcc, _, pos = _read_tagged_fields(buf, pos)
+    return dcc, pos
+
+
+def _read_tagged_fields(buf: bytes, pos: int) -> tuple[int, tuple[PendingTxnBatch, ...], int]:
+    """Read a tagged-field section: (delivery_complete_count or -1, pending txn batches, next position)."""
     dcc = UNINITIALIZED_DELIVERY_COMPLETE_COUNT
+    pending: tuple[PendingTxnBatch, ...] = ()
     count, pos = _read_uvarint(buf, pos)
     for _ in range(count):
         tag, pos = _read_uvarint(buf, pos)
@@ -186,11 +315,22 @@ def _skip_tagged_fields(buf: bytes, pos: int) -> tuple[int, int]:
             if size != 4:
                 raise StateRecordError("delivery_complete_count tag must be 4 bytes")
             dcc = _I32.unpack_from(buf, pos)[0]
+        elif tag == _TAG_PENDING_TXN_BATCHES:
+            pending, end = _decode_pending(buf, pos)
+            if end != pos + size:
+                raise StateRecordError("pending_txn_batches tag has a bad size")
         pos += size
-    return dcc, pos
+    return dcc, pending, pos
 
 
 def _decode_batches_and_tags(buf: bytes, pos: int) -> tuple[tuple[StateBatch, ...], int]:
+    batches, dcc, _ = _decode_batches_and_all_tags(buf, pos)
+    return batches, dcc
+
+
+def _decode_batches_and_all_tags(
+    buf: bytes, pos: int
+) -> tuple[tuple[StateBatch, ...], int, tuple[PendingTxnBatch, ...]]:
     n, pos = _read_uvarint(buf, pos)
     if n == 0:
         raise StateRecordError("state batches may not be null")
@@ -209,19 +349,39 @@ def _decode_batches_and_tags(buf: bytes, pos: int) -> tuple[tuple[StateBatch, ..
             )
     except struct.error:
         raise StateRecordError("truncated state batch") from None
-    dcc, pos = _skip_tagged_fields(buf, pos)
+    dcc, pending, pos = _read_tagged_fields(buf, pos)
     if pos != len(buf):
         raise StateRecordError("trailing bytes after a state record value")
-    return tuple(batches), dcc
+    return tuple(batches), dcc, pending
 
 
 def decode_value(record_type: RecordType, data: bytes) -> ShareRecordValue:
     try:
+        if record_type is RecordType.TXN_STAGE:
+            version, s_epoch, l_epoch, pid, p_epoch = _STAGE_HEAD.unpack_from(data)
+            if version != VALUE_VERSION:
+                raise StateRecordError(f"unknown txn stage value version {version}")
+            staged, pos = _decode_pending(data, _STAGE_HEAD.size)
+            _, pos = _skip_tagged_fields(data, pos)
+            if pos != len(data):
+                raise StateRecordError("trailing bytes after a txn stage value")
+            return ShareTxnStage(
+                snapshot_epoch=s_epoch,
+                leader_epoch=l_epoch,
+                producer_id=pid,
+                producer_epoch=p_epoch,
+                batches=staged,
+            )
+        if record_type is RecordType.TXN_MARKER:
+            version, p_epoch, commit, tags = _MARKER.unpack(data)
+            if version != VALUE_VERSION or tags or commit not in (0, 1):
+                raise StateRecordError("bad txn marker value")
+            return ShareTxnMarker(producer_id=-1, producer_epoch=p_epoch, commit=bool(commit))
         if record_type is RecordType.SNAPSHOT:
             version, s_epoch, st_epoch, l_epoch, start, created, written = _SNAPSHOT_HEAD.unpack_from(data)
             if version != VALUE_VERSION:
                 raise StateRecordError(f"unknown ShareSnapshot value version {version}")
-            batches, dcc = _decode_batches_and_tags(data, _SNAPSHOT_HEAD.size)
+            batches, dcc, pending = _decode_batches_and_all_tags(data, _SNAPSHOT_HEAD.size)
             return ShareSnapshot(
                 snapshot_epoch=s_epoch,
                 state_epoch=st_epoch,
@@ -231,6 +391,7 @@ def decode_value(record_type: RecordType, data: bytes) -> ShareRecordValue:
                 create_timestamp=created,
                 write_timestamp=written,
                 state_batches=batches,
+                pending_txn_batches=pending,
             )
         if len(data) == _UPDATE_ONE_DCC.size and data[18] == 2 and data[39:42] == _DCC_TAG:
             version, s_epoch, l_epoch, start, _, first, last, state, count, tags, _, _, _, dcc = (
@@ -297,15 +458,42 @@ def _one_batch_update(
     return update
 
 
+def encode_marker_key(producer_id: int) -> bytes:
+    return _MARKER_KEY.pack(RecordType.TXN_MARKER, producer_id)
+
+
 def encode_record(record: StateRecord) -> tuple[bytes, bytes | None]:
     """Key and value bytes of a record; a tombstone is a snapshot key with a null value."""
-    if record.value is None:
+    value = record.value
+    if value is None:
         return encode_key(RecordType.SNAPSHOT, record.key), None
-    record_type = RecordType.SNAPSHOT if isinstance(record.value, ShareSnapshot) else RecordType.UPDATE
-    return encode_key(record_type, record.key), encode_value(record.value)
+    if isinstance(value, ShareTxnMarker):
+        return encode_marker_key(value.producer_id), encode_value(value)
+    if isinstance(value, ShareSnapshot):
+        record_type = RecordType.SNAPSHOT
+    elif isinstance(value, ShareTxnStage):
+        record_type = RecordType.TXN_STAGE
+    else:
+        record_type = RecordType.UPDATE
+    return encode_key(record_type, record.key), encode_value(value)
+
+
+def decode_marker(key: bytes, value: bytes) -> ShareTxnMarker:
+    """A marker record from its key and value bytes."""
+    try:
+        kind, pid = _MARKER_KEY.unpack(key)
+    except struct.error:
+        raise StateRecordError("bad txn marker key") from None
+    if kind != RecordType.TXN_MARKER:
+        raise StateRecordError(f"not a txn marker key: type {kind}")
+    m = decode_value(RecordType.TXN_MARKER, value)
+    assert isinstance(m, ShareTxnMarker)
+    return ShareTxnMarker(producer_id=pid, producer_epoch=m.producer_epoch, commit=m.commit)
 
 
 def decode_record(key: bytes, value: bytes | None) -> StateRecord:
+    if key[:2] == b"\x00\x03" and value is not None:
+        return StateRecord(key=MARKER_KEY, value=decode_marker(key, value))
     record_type, share_key = decode_key(key)
     if value is None:
         return StateRecord(key=share_key, value=None)

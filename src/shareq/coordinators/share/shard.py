@@ -12,7 +12,7 @@ all keys is the prune offset: no record below it is needed to rebuild any state.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Generic, TypeVar
 
 from kio.schema.errors import ErrorCode
@@ -32,7 +32,8 @@ from shareq.share.persister import (
 )
 
 from .combiner import combine_state_batches
-from .records import ShareSnapshot, ShareUpdate, StateRecord
+from .pending import add_staged, resolve_marker
+from .records import MARKER_KEY, ShareSnapshot, ShareTxnMarker, ShareTxnStage, ShareUpdate, StateRecord
 
 R = TypeVar("R")
 NO_LEADER_EPOCH = -1
@@ -117,7 +118,30 @@ def _apply(cur: ShareSnapshot, update: ShareUpdate, batches: tuple[StateBatch, .
         create_timestamp=cur.create_timestamp,
         write_timestamp=cur.write_timestamp,
         state_batches=batches,
+        pending_txn_batches=cur.pending_txn_batches,
     )
+
+
+def apply_stage(cur: ShareSnapshot, stage: ShareTxnStage) -> ShareSnapshot:
+    """``cur`` with the entries of a txn stage record added to its pending ones."""
+    return replace(cur, pending_txn_batches=add_staged(cur.pending_txn_batches, stage.batches))
+
+
+def apply_marker(cur: ShareSnapshot, marker: ShareTxnMarker) -> ShareSnapshot:
+    """``cur`` once ``marker`` settled its producer's pending entries (``cur`` itself if none)."""
+    if not cur.pending_txn_batches:
+        return cur
+    batches, pending, start = resolve_marker(
+        cur.state_batches,
+        cur.pending_txn_batches,
+        cur.start_offset,
+        producer_id=marker.producer_id,
+        producer_epoch=marker.producer_epoch,
+        commit=marker.commit,
+    )
+    if pending is cur.pending_txn_batches:
+        return cur
+    return replace(cur, state_batches=batches, pending_txn_batches=pending, start_offset=start)
 
 
 def fold_updates(cur: ShareSnapshot, updates: list[ShareUpdate]) -> ShareSnapshot:
@@ -149,6 +173,7 @@ def fold_updates(cur: ShareSnapshot, updates: list[ShareUpdate]) -> ShareSnapsho
         state_batches=combine_state_batches(cur.state_batches, layered, start)
         if layered or start != cur.start_offset
         else cur.state_batches,
+        pending_txn_batches=cur.pending_txn_batches,
     )
 
 
@@ -159,6 +184,7 @@ def _to_share_state(s: ShareSnapshot, leader_epoch: int | None = None) -> ShareS
         start_offset=s.start_offset,
         delivery_complete_count=s.delivery_complete_count,
         state_batches=s.state_batches,
+        pending_txn_batches=s.pending_txn_batches,
     )
 
 
@@ -256,6 +282,8 @@ class ShareCoordinatorShard:
         if params.leader_epoch != NO_LEADER_EPOCH and params.leader_epoch < cur.leader_epoch:
             return CoordinatorResult(records=(), response=ErrorCode.fenced_leader_epoch)
         leader_epoch = cur.leader_epoch if params.leader_epoch == NO_LEADER_EPOCH else params.leader_epoch
+        if params.staged:
+            return self._stage(params, cur.snapshot_epoch, leader_epoch)
         start = cur.start_offset if params.start_offset == NO_START_OFFSET else params.start_offset
         combined = combine_state_batches(cur.state_batches, params.state_batches, start)
         dcc = params.delivery_complete_count
@@ -275,6 +303,7 @@ class ShareCoordinatorShard:
                 create_timestamp=cur.create_timestamp,
                 write_timestamp=now_ms,
                 state_batches=combined,
+                pending_txn_batches=cur.pending_txn_batches,
             )
         else:
             value = ShareUpdate(
@@ -286,6 +315,54 @@ class ShareCoordinatorShard:
             )
             self._memo = (cur, value, combined)
         return CoordinatorResult(records=(StateRecord(key=key, value=value),), response=ErrorCode.none)
+
+    def _stage(
+        self, params: WriteStateParams, snapshot_epoch: int, leader_epoch: int
+    ) -> CoordinatorResult[ErrorCode]:
+        """A txn stage record: acknowledgements staged by one transaction, pending its marker."""
+        staged = params.staged
+        pid, epoch = staged[0].producer_id, staged[0].producer_epoch
+        for b in staged:
+            if (
+                b.producer_id != pid
+                or b.producer_epoch != epoch
+                or not 0 <= b.first_offset <= b.last_offset
+                or b.delivery_state not in _PERSISTED_STATES
+                or params.state_batches
+            ):
+                return CoordinatorResult(records=(), response=ErrorCode.invalid_request)
+        value = ShareTxnStage(
+            snapshot_epoch=snapshot_epoch,
+            leader_epoch=leader_epoch,
+            producer_id=pid,
+            producer_epoch=epoch,
+            batches=staged,
+        )
+        return CoordinatorResult(records=(StateRecord(key=params.key, value=value),), response=ErrorCode.none)
+
+    def handle_marker(self, producer_id: int, producer_epoch: int, *, commit: bool) -> CoordinatorResult[int]:
+        """A transaction's marker for this state partition: a marker record when anything here is
+        pending for ``producer_id`` (else nothing to write: a repeated marker is a no-op).
+        The response counts the share-partitions it settles."""
+        if not self._loaded:
+            return CoordinatorResult(records=(), response=0)
+        touched = sum(
+            1
+            for ks in self._keys.values()
+            if any(p.producer_id == producer_id for p in ks.current.pending_txn_batches)
+        )
+        if not touched:
+            return CoordinatorResult(records=(), response=0)
+        marker = ShareTxnMarker(producer_id=producer_id, producer_epoch=producer_epoch, commit=commit)
+        return CoordinatorResult(records=(StateRecord(key=MARKER_KEY, value=marker),), response=touched)
+
+    def pending_producers(self) -> dict[int, int]:
+        """Producer ids with staged entries in this state partition, and their records."""
+        out: dict[int, int] = {}
+        for ks in self._keys.values():
+            for p in ks.current.pending_txn_batches:
+                out[p.producer_id] = out.get(p.producer_id, 0) + p.last_offset - p.first_offset + 1
+        return out
 
     def handle_read(self, key: SharePartitionKey, *, leader_epoch: int) -> CoordinatorResult[ReadResult]:
         """The state; a newer leader epoch is recorded first (so an older leader is fenced)."""
@@ -365,6 +442,7 @@ class ShareCoordinatorShard:
                     create_timestamp=cur.create_timestamp,
                     write_timestamp=now_ms,
                     state_batches=cur.state_batches,
+                    pending_txn_batches=cur.pending_txn_batches,
                 )
                 out.append(StateRecord(key=key, value=snap))
         return tuple(out)
@@ -384,7 +462,12 @@ class ShareCoordinatorShard:
 
     # -- state ---------------------------------------------------------------------------------
 
-    def replay(self, key: SharePartitionKey, value: ShareSnapshot | ShareUpdate | None, offset: int) -> None:
+    def replay(
+        self,
+        key: SharePartitionKey,
+        value: ShareSnapshot | ShareUpdate | ShareTxnStage | ShareTxnMarker | None,
+        offset: int,
+    ) -> None:
         """Apply one record at ``offset``; records must come in log order."""
         self._next_offset = offset + 1
         if value is None:
@@ -393,9 +476,19 @@ class ShareCoordinatorShard:
         if isinstance(value, ShareSnapshot):
             self._keys[key] = _KeyState(value, offset)
             return
+        if isinstance(value, ShareTxnMarker):
+            for held in self._keys.values():
+                if held._current.pending_txn_batches:
+                    held.current = apply_marker(held.current, value)
+            return
         ks = self._keys.get(key)
         if ks is None or value.snapshot_epoch != ks._current.snapshot_epoch:
             return  # an update for a deleted or superseded snapshot: nothing to apply it to
+        if isinstance(value, ShareTxnStage):
+            self._memo = None
+            ks.current = apply_stage(ks.current, value)
+            ks.updates_since_snapshot += 1
+            return
         memo = self._memo
         self._memo = None
         if memo is not None and memo[1] is value and memo[0] is ks.current:

@@ -232,6 +232,24 @@ async def handle_alter_share_group_offsets(request: Any, ctx: RequestContext) ->
     return ctx.build(throttle_time=NO_THROTTLE, error_code=code, error_message=message, responses=responses)
 
 
+async def _refuse_while_staged(ctx: RequestContext, group_id: str) -> None:
+    """Offsets may not change under acknowledgements a transaction staged (KIP-1289): refuse with
+    UNSTABLE_OFFSET_COMMIT naming the producer ids; aborting those transactions clears it."""
+    store = persister(ctx)
+    pids: set[int] = set()
+    for tp in coordinator(ctx).initialized_partitions(group_id):
+        for index in tp.partitions:
+            key = SharePartitionKey(group_id=group_id, topic_id=tp.topic_id, partition=index)
+            state = await store.read_state(key, leader_epoch=-1)
+            if state is not None:
+                pids.update(p.producer_id for p in state.pending_txn_batches)
+    if pids:
+        raise AdminFailure(
+            ErrorCode.unstable_offset_commit,
+            f"share group {group_id} has records staged by transactions of producer ids {sorted(pids)}",
+        )
+
+
 async def _alter_offsets(ctx: RequestContext, group_id: str, topics: Any) -> tuple[Any, ...]:
     """Initialize each named share-partition's state at its new SPSO under a newer state epoch."""
     if not group_id:
@@ -239,6 +257,7 @@ async def _alter_offsets(ctx: RequestContext, group_id: str, topics: Any) -> tup
     groups = coordinator(ctx)
     if groups.group_state(group_id) is GroupState.STABLE:
         raise AdminFailure(ErrorCode.non_empty_group, f"share group {group_id} still has members")
+    await _refuse_while_staged(ctx, group_id)
     image = topic_image(ctx)
     # Validate everything before changing anything; per-partition errors do not stop the rest.
     errors: dict[tuple[str, int], tuple[ErrorCode, str | None]] = {}
@@ -331,6 +350,7 @@ async def _delete_offsets(ctx: RequestContext, group_id: str, names: Sequence[st
         raise AdminFailure(ErrorCode.invalid_group_id, "group id must not be empty")
     groups = coordinator(ctx)
     groups.check_offsets_deletable(group_id)
+    await _refuse_while_staged(ctx, group_id)
     image = topic_image(ctx)
     initialized = {tp.topic_id: tp for tp in groups.initialized_partitions(group_id)}
     store = persister(ctx)

@@ -15,9 +15,11 @@ from shareq.coordinators.classic import ClassicRequestError, OffsetCommit
 from shareq.coordinators.transaction import TxnErrorCode, TxnRequestError
 from shareq.log.errors import LogError
 from shareq.protocol import VersionRange
+from shareq.share.persister import PersisterError
 
 from ..context import RequestContext
 from ..errors import error_code
+from ..share.requests import persister_error_code
 from ..transactions import TransactionServices
 from .api_versions import NO_THROTTLE
 
@@ -128,14 +130,22 @@ def handle_add_offsets(request: Any, ctx: RequestContext) -> Any:
     return ctx.build(throttle_time=NO_THROTTLE, error_code=code)
 
 
-def handle_end_txn(request: Any, ctx: RequestContext) -> Any:
+async def handle_end_txn(request: Any, ctx: RequestContext) -> Any:
+    pending: list[Any] = []
     code = _run(
         ctx,
-        lambda: services(ctx).end_txn(
-            request.transactional_id, request.producer_id, request.producer_epoch, bool(request.committed)
+        lambda: pending.append(
+            services(ctx).end_txn(
+                request.transactional_id, request.producer_id, request.producer_epoch, bool(request.committed)
+            )
         ),
         fenced_from=2,
     )
+    if pending and pending[0] is not None:  # share-state markers (KIP-1289), then the completion
+        try:
+            await pending[0]
+        except PersisterError as error:
+            code = persister_error_code(error)
     return ctx.build(throttle_time=NO_THROTTLE, error_code=code)
 
 

@@ -13,8 +13,8 @@ import asyncio
 import logging
 import struct
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Coroutine, Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
 
@@ -283,6 +283,52 @@ class SharePartitionManager:
             self._services.schedule_from(sp)
             return ErrorCode.none
         return await self.write(sp, result.write)
+
+    async def stage(
+        self,
+        sp: SharePartition,
+        member: str,
+        batches: Sequence[AcknowledgementBatch],
+        producer_id: int,
+        producer_epoch: int,
+    ) -> ErrorCode:
+        """Stage a transaction's acknowledgements (TX_PENDING); answers after the durable write."""
+        now = self._services.now_ms()
+        try:
+            pending = sp.stage(
+                member, batches, producer_id=producer_id, producer_epoch=producer_epoch, now=now
+            )
+        except ShareRequestError as exc:
+            return exc.error_code
+        if pending is None:
+            return ErrorCode.none  # already staged by this transaction (a retry)
+        return await self.write(sp, pending)
+
+    async def end_transaction(self, producer_id: int, producer_epoch: int, *, commit: bool) -> None:
+        """A transaction ended: its marker goes to the state log (durable), then every loaded
+        share-partition settles what the transaction staged. Raises ``PersisterError``."""
+        services = self._services
+        await services.persister.end_transaction(producer_id, producer_epoch, commit=commit)
+        now = services.now_ms()
+        writes: list[Coroutine[Any, Any, ErrorCode]] = []
+        for sp in list(self._partitions.values()):
+            if not sp.tx_pending_count():
+                continue
+            result = sp.end_transaction(producer_id, producer_epoch, commit=commit, now=now)
+            if not result.resolved:
+                continue
+            if result.archiving:
+                services.dead_letters.notify(sp.key)
+            if result.write is not None:  # aborted records released (owner or lock gone)
+                writes.append(self.write(sp, result.write))
+            else:
+                moved = sp.start_offset_write()  # a commit moved the SPSO: make it durable too
+                if moved is not None:
+                    writes.append(self.write(sp, moved))
+            self.wake(sp.key)
+            services.schedule_from(sp)
+        if writes:
+            await asyncio.gather(*writes)
 
     async def write(self, sp: SharePartition, pending: PendingWrite) -> ErrorCode:
         """Persist one pending write and complete it; follow-ups are spawned."""
