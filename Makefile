@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 KAFKA_REF := tests/kafka-reference
 KAFKA_STAMP := $(KAFKA_REF)/lib/.resolved
 
-.PHONY: demo test lint setup clean kafka compat compat-report
+.PHONY: demo java-check test lint setup clean kafka compat compat-report
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -33,8 +33,14 @@ kafka: $(KAFKA_STAMP)
 
 setup: $(STAMP) kafka
 
-demo: $(STAMP)
+demo: java-check $(STAMP)
 	$(VENV)/bin/shareq demo
+
+# Spark runs on a JVM: say so at once rather than after installing everything.
+java-check:
+	@if [ -n "$$JAVA_HOME" ] && [ -x "$$JAVA_HOME/bin/java" ] || command -v java >/dev/null 2>&1; then :; else \
+		echo "make demo needs Java 17 for Spark: install a JDK or JRE 17 (e.g. openjdk-17-jre-headless) and run it again"; \
+		exit 1; fi
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests bench
