@@ -327,6 +327,11 @@ def one_size(spark: Any, records: int, batch: int, tasks: int, memory: MemoryWat
             Path(tmp) / "ckpt-memory",
             memory,
         )
+    for name, query in (("share", share), ("memory", mem_query)):
+        phases = [p["durationMs"] for p in query.recentProgress if p["numInputRows"]][1:]
+        keys = ("latestOffset", "queryPlanning", "addBatch", "walCommit", "commitOffsets", "triggerExecution")
+        means = {k: sum(int(p.get(k, 0)) for p in phases) // max(1, len(phases)) for k in keys}
+        print(f"  {name} mean ms per micro-batch: " + ", ".join(f"{k} {v}" for k, v in means.items()))
     share_rate, rows, batches = steady_rate(share)
     ceiling, _, _ = steady_rate(mem_query)
     return {
