@@ -354,7 +354,9 @@ def one_size(spark: Any, records: int, batch: int, tasks: int, memory: MemoryWat
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="200000,1000000", help="records per run, comma-separated")
-    parser.add_argument("--batch", type=int, default=200_000, help="maxRecordsPerTrigger")
+    parser.add_argument(
+        "--batch", type=int, default=200_000, help="maxRecordsPerTrigger (at most a fifth of the size)"
+    )
     parser.add_argument("--tasks", type=int, default=4, help="read tasks per micro-batch")
     args = parser.parse_args()
 
@@ -367,7 +369,8 @@ def main() -> None:
     try:
         for size in (int(x) for x in args.sizes.split(",")):
             print(f"size {size}:")
-            results.append(one_size(spark, size, args.batch, args.tasks, memory))
+            # At least five micro-batches, so that steady state excludes the first.
+            results.append(one_size(spark, size, min(args.batch, max(1, size // 5)), args.tasks, memory))
     finally:
         memory.stop()
         spark.stop()
