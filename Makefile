@@ -36,11 +36,10 @@ setup: $(STAMP) kafka
 demo: java-check $(STAMP)
 	$(VENV)/bin/shareq demo
 
-# Spark runs on a JVM: say so at once rather than after installing everything.
+# Spark runs on a JVM: say so at once, in one line, rather than after installing everything.
+JAVA = $(shell command -v java 2>/dev/null || { test -n "$$JAVA_HOME" && test -x "$$JAVA_HOME/bin/java" && echo "$$JAVA_HOME/bin/java"; })
 java-check:
-	@if [ -n "$$JAVA_HOME" ] && [ -x "$$JAVA_HOME/bin/java" ] || command -v java >/dev/null 2>&1; then :; else \
-		echo "make demo needs Java 17 for Spark: install a JDK or JRE 17 (e.g. openjdk-17-jre-headless) and run it again"; \
-		exit 1; fi
+	$(if $(JAVA),@:,$(error make demo needs Java 17 for Spark: install a JDK or JRE 17 (e.g. openjdk-17-jre-headless) and run it again))
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests bench
