@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 KAFKA_REF := tests/kafka-reference
 KAFKA_STAMP := $(KAFKA_REF)/lib/.resolved
 
-.PHONY: demo test lint setup clean kafka compat compat-report
+.PHONY: demo java-check test lint setup clean kafka compat compat-report
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -33,8 +33,13 @@ kafka: $(KAFKA_STAMP)
 
 setup: $(STAMP) kafka
 
-demo: $(STAMP)
+demo: java-check $(STAMP)
 	$(VENV)/bin/shareq demo
+
+# Spark runs on a JVM: say so at once, in one line, rather than after installing everything.
+JAVA = $(shell command -v java 2>/dev/null || { test -n "$$JAVA_HOME" && test -x "$$JAVA_HOME/bin/java" && echo "$$JAVA_HOME/bin/java"; })
+java-check:
+	$(if $(JAVA),@:,$(error make demo needs Java 17 for Spark: install a JDK or JRE 17 (e.g. openjdk-17-jre-headless) and run it again))
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests bench

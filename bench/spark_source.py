@@ -1,24 +1,32 @@
-"""Share-group source throughput against its ceiling, in one run.
+"""The share-group streaming source against the batch offset-range source and the ceiling, in one run.
 
-Two streaming queries into Spark's ``noop`` sink, each draining the same records with availableNow:
+Per size, on one topic (N records of 100 B on 4 partitions, one broker subprocess):
 
-* ``shareq``: the share-group source against an embedded broker (ShareFetch acquisition on the driver,
-  plain Fetch on executors, Arrow batches out);
-* ``memory``: a plain Python data source yielding the same rows as Arrow batches from memory, with the
-  same schema, micro-batch size and task count: what the Python data source API allows at best.
+* ``share``: the share-group streaming source (ShareFetch acquisition on the driver, plain Fetch on
+  executors) into Spark's ``noop`` sink with availableNow and ``maxRecordsPerTrigger``;
+* ``batch``: ``spark.read.format("shareq")`` reading the same records by offset ranges into ``noop``
+  (run twice, the second run timed: warm, like the steady-state figures);
+* ``memory``: a plain Python streaming data source yielding the same rows as Arrow batches from
+  memory, same schema, micro-batch size and task count: what the Python data source API allows.
 
-Rates are steady state: rows over trigger time of every micro-batch after the first non-empty one
-(start-up excluded). Usage: ``python bench/spark_source.py [--records N] [--batch N] [--tasks N]``.
+Streaming rates are steady state: rows over trigger time of every micro-batch after the first
+non-empty one (start-up excluded). Also printed: records per micro-batch, the fixed cost per
+micro-batch (trigger time outside the batch's tasks: offsets, planning, logs), and peak RSS of the
+driver JVM and of the Python processes Spark starts (the streaming source's long-lived process
+among them), with the largest Python process's RSS after the first and the last micro-batch.
+Usage: ``python bench/spark_source.py [--sizes N,N] [--batch N] [--tasks N]``.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -34,7 +42,7 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 VALUE_BYTES = 100
-PARTITIONS = 3
+PARTITIONS = 4
 
 
 def _value(partition: int, offset: int) -> bytes:
@@ -69,7 +77,7 @@ class MemoryStream(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return {"next": min(self.total, cap)}
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
-        # Row i lives in partition i % 3 at offset i // 3; split the range into `tasks` slices.
+        # Row i lives in partition i % 4 at offset i // 4; split the range into `tasks` slices.
         first, last = int(start["next"]), int(end["next"])
         n = last - first
         if n <= 0:
@@ -124,9 +132,88 @@ def steady_rate(query: Any) -> tuple[float, int, int]:
     return (rows * 1000.0 / ms if ms else 0.0), rows, len(steady)
 
 
+def fixed_cost_ms(query: Any) -> float:
+    """Mean trigger time outside ``addBatch`` (the tasks) per steady micro-batch."""
+    steady = [p["durationMs"] for p in query.recentProgress if p["numInputRows"]][1:]
+    if not steady:
+        return 0.0
+    return sum(int(d["triggerExecution"]) - int(d.get("addBatch", 0)) for d in steady) / len(steady)
+
+
+def _rss_kb(pid: int) -> tuple[int, int]:
+    """(current, peak) resident set of a process in KiB, from /proc; (0, 0) once it is gone."""
+    try:
+        text = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return 0, 0
+    fields = dict(line.split(":", 1) for line in text.splitlines() if ":" in line)
+    return int(fields.get("VmRSS", "0 kB").split()[0]), int(fields.get("VmHWM", "0 kB").split()[0])
+
+
+def _descendants(root: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue
+        ppid = int(text.rsplit(")", 1)[1].split()[1])
+        children.setdefault(ppid, []).append(int(stat.parent.name))
+    out, todo = [], [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
+def _is_python(pid: int) -> bool:
+    try:
+        return "python" in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].decode()
+    except OSError:
+        return False
+
+
+class MemoryWatch:
+    """Samples the JVM and the Python workers under this process every 0.2 s (peak RSS per role)."""
+
+    def __init__(self) -> None:
+        self.jvm_peak = self.python_peak = self.python_sum_peak = self.largest_now = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(0.2):
+            self.sample()
+
+    def sample(self) -> None:
+        python_now = []
+        for pid in _descendants(os.getpid()):
+            now, peak = _rss_kb(pid)
+            if _is_python(pid):
+                python_now.append(now)
+                self.python_peak = max(self.python_peak, peak)
+            else:
+                self.jvm_peak = max(self.jvm_peak, peak)
+        self.largest_now = max(python_now, default=0)
+        self.python_sum_peak = max(self.python_sum_peak, sum(python_now))
+
+    def reset(self) -> None:
+        self.sample()
+        self.jvm_peak = self.python_peak = self.python_sum_peak = 0
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
 @contextlib.contextmanager
 def broker_process(data_dir: Path) -> Iterator[str]:
-    """``shareq serve`` in its own process: the broker must not share a GIL with Spark's driver."""
+    """``shareq serve`` in its own process: the broker must not share a GIL with Spark's driver.
+
+    The bound on a group's in-flight window is raised, so the source can set the window to a
+    whole micro-batch."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
@@ -141,6 +228,8 @@ def broker_process(data_dir: Path) -> Iterator[str]:
             "--port",
             str(port),
             "--log-level=WARNING",
+            "--config",
+            "group.share.max.partition.max.record.locks=1000000",
         ],
         stdout=subprocess.PIPE,
         text=True,
@@ -156,28 +245,47 @@ def broker_process(data_dir: Path) -> Iterator[str]:
         proc.wait(30)
 
 
-def run(spark: Any, df: Any, checkpoint: Path) -> Any:
+def run_stream(df: Any, checkpoint: Path, memory: MemoryWatch) -> tuple[Any, list[int]]:
+    """Drain with availableNow into noop; the largest Python process's RSS (KiB) after each batch."""
     query = (
         df.writeStream.format("noop")
         .option("checkpointLocation", str(checkpoint))
         .trigger(availableNow=True)
         .start()
     )
-    query.awaitTermination()
+    after_batches: list[int] = []
+    seen = 0
+    while query.isActive:
+        query.awaitTermination(0.2)
+        progress = query.recentProgress
+        if len(progress) > seen:
+            seen = len(progress)
+            memory.sample()
+            after_batches.append(memory.largest_now)
     if query.exception() is not None:
         raise RuntimeError(query.exception())
-    return query
+    return query, after_batches
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--records", type=int, default=200_000)
-    parser.add_argument("--batch", type=int, default=20_000, help="maxRecordsPerTrigger")
-    parser.add_argument("--tasks", type=int, default=6, help="read tasks per micro-batch")
-    args = parser.parse_args()
+def run_batch(spark: Any, bootstrap: str, tasks: int, records: int) -> float:
+    """Records/s of the batch offset-range source into noop (second, warm run)."""
+    rate = 0.0
+    for _ in range(2):
+        df = (
+            spark.read.format("shareq")
+            .option("kafka.bootstrap.servers", bootstrap)
+            .option("subscribe", "bench")
+            .option("minPartitions", str(tasks))
+            .load()
+        )
+        started = time.monotonic()
+        df.write.format("noop").mode("overwrite").save()
+        rate = records / (time.monotonic() - started)
+    return rate
 
+
+def one_size(spark: Any, records: int, batch: int, tasks: int, memory: MemoryWatch) -> dict[str, Any]:
     from shareq.client import Admin, Producer
-    from shareq.spark.local import local_spark
 
     with (
         tempfile.TemporaryDirectory(prefix="shareq-bench-") as tmp,
@@ -187,51 +295,99 @@ def main() -> None:
             admin.create_topic("bench", PARTITIONS)
         started = time.monotonic()
         with Producer(bootstrap) as producer:
-            for i in range(args.records):
+            for i in range(records):
                 producer.send("bench", _value(i % PARTITIONS, i // PARTITIONS), partition=i % PARTITIONS)
             producer.flush()
-        print(f"produced {args.records} records of {VALUE_BYTES} B in {time.monotonic() - started:.1f} s")
+        print(f"  produced {records} records of {VALUE_BYTES} B in {time.monotonic() - started:.1f} s")
 
-        spark = local_spark("shareq-bench")
-        spark.dataSource.register(MemorySource)
-        try:
-            shareq = run(
-                spark,
-                spark.readStream.format("shareq")
-                .option("kafka.bootstrap.servers", bootstrap)
-                .option("subscribe", "bench")
-                .option("group.id", "bench")
-                .option("startingOffsets", "earliest")
-                .option("maxRecordsPerTrigger", str(args.batch))
-                .option("minPartitions", str(args.tasks))
-                .load(),
-                Path(tmp) / "ckpt-shareq",
-            )
-            # The broker's in-flight cap may make share batches smaller than asked: give the
-            # ceiling the same batch size, so both pay the same per-batch overhead.
-            sizes = [int(p["numInputRows"]) for p in shareq.recentProgress if p["numInputRows"]]
-            same_batch = max(1, round(sum(sizes) / len(sizes))) if sizes else args.batch
-            memory = run(
-                spark,
-                spark.readStream.format("membench")
-                .option("records", str(args.records))
-                .option("batch", str(same_batch))
-                .option("tasks", str(args.tasks))
-                .load(),
-                Path(tmp) / "ckpt-memory",
-            )
-        finally:
-            spark.stop()
-        ceiling, c_rows, c_batches = steady_rate(memory)
-        ours, s_rows, s_batches = steady_rate(shareq)
-        print(f"memory source (ceiling): {ceiling:12,.0f} records/s  ({c_rows} rows in {c_batches} batches)")
-        print(f"shareq share source:     {ours:12,.0f} records/s  ({s_rows} rows in {s_batches} batches)")
-        print(f"ratio: {ours / ceiling if ceiling else 0.0:.2f}  (target >= 0.5)")
-        for name, query in (("memory", memory), ("shareq", shareq)):
-            phases = [p["durationMs"] for p in query.recentProgress if p["numInputRows"]][1:]
-            keys = ("latestOffset", "addBatch", "walCommit", "commitOffsets", "triggerExecution")
-            means = {k: sum(int(p.get(k, 0)) for p in phases) // max(1, len(phases)) for k in keys}
-            print(f"  {name} mean ms per batch: " + ", ".join(f"{k} {v}" for k, v in means.items()))
+        memory.reset()
+        share, share_rss = run_stream(
+            spark.readStream.format("shareq")
+            .option("kafka.bootstrap.servers", bootstrap)
+            .option("subscribe", "bench")
+            .option("group.id", "bench")
+            .option("startingOffsets", "earliest")
+            .option("maxRecordsPerTrigger", str(batch))
+            .option("minPartitions", str(tasks))
+            .load(),
+            Path(tmp) / "ckpt-share",
+            memory,
+        )
+        share_mem = (memory.jvm_peak, memory.python_peak, memory.python_sum_peak)
+        batch_rate = run_batch(spark, bootstrap, tasks, records)
+        # The ceiling gets the share source's actual micro-batch size: both pay the same per-batch cost.
+        sizes = [int(p["numInputRows"]) for p in share.recentProgress if p["numInputRows"]]
+        same_batch = max(1, round(sum(sizes) / len(sizes))) if sizes else batch
+        mem_query, _ = run_stream(
+            spark.readStream.format("membench")
+            .option("records", str(records))
+            .option("batch", str(same_batch))
+            .option("tasks", str(tasks))
+            .load(),
+            Path(tmp) / "ckpt-memory",
+            memory,
+        )
+    for name, query in (("share", share), ("memory", mem_query)):
+        phases = [p["durationMs"] for p in query.recentProgress if p["numInputRows"]][1:]
+        keys = ("latestOffset", "queryPlanning", "addBatch", "walCommit", "commitOffsets", "triggerExecution")
+        means = {k: sum(int(p.get(k, 0)) for p in phases) // max(1, len(phases)) for k in keys}
+        print(f"  {name} mean ms per micro-batch: " + ", ".join(f"{k} {v}" for k, v in means.items()))
+    share_rate, rows, batches = steady_rate(share)
+    ceiling, _, _ = steady_rate(mem_query)
+    return {
+        "records": records,
+        "share": share_rate,
+        "batch": batch_rate,
+        "memory": ceiling,
+        "per_batch": rows / batches if batches else 0.0,
+        "batches": len(sizes),
+        "fixed_share": fixed_cost_ms(share),
+        "fixed_memory": fixed_cost_ms(mem_query),
+        "jvm_peak_mb": share_mem[0] / 1024,
+        "py_peak_mb": share_mem[1] / 1024,
+        "py_sum_mb": share_mem[2] / 1024,
+        "py_first_mb": (share_rss[1] if len(share_rss) > 1 else 0) / 1024,
+        "py_last_mb": (share_rss[-1] if share_rss else 0) / 1024,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="200000,1000000", help="records per run, comma-separated")
+    parser.add_argument(
+        "--batch", type=int, default=200_000, help="maxRecordsPerTrigger (at most a fifth of the size)"
+    )
+    parser.add_argument("--tasks", type=int, default=4, help="read tasks per micro-batch")
+    args = parser.parse_args()
+
+    from shareq.spark.local import local_spark
+
+    spark = local_spark("shareq-bench")
+    spark.dataSource.register(MemorySource)
+    memory = MemoryWatch()
+    results = []
+    try:
+        for size in (int(x) for x in args.sizes.split(",")):
+            print(f"size {size}:")
+            # At least five micro-batches, so that steady state excludes the first.
+            results.append(one_size(spark, size, min(args.batch, max(1, size // 5)), args.tasks, memory))
+    finally:
+        memory.stop()
+        spark.stop()
+    print(
+        f"\n{'records':>9} {'share/s':>10} {'batch/s':>10} {'memory/s':>10} {'share/batch':>11} "
+        f"{'rec/ubatch':>10} {'ubatches':>8} {'fixed ms':>8} {'(memory)':>8} "
+        f"{'JVM MB':>7} {'py MB':>6} {'py sum':>7} {'py 1st->last':>13}"
+    )
+    for r in results:
+        print(
+            f"{r['records']:>9} {r['share']:>10,.0f} {r['batch']:>10,.0f} {r['memory']:>10,.0f} "
+            f"{r['share'] / r['batch'] if r['batch'] else 0:>11.2f} {r['per_batch']:>10,.0f} "
+            f"{r['batches']:>8} {r['fixed_share']:>8.0f} {r['fixed_memory']:>8.0f} "
+            f"{r['jvm_peak_mb']:>7.0f} {r['py_peak_mb']:>6.0f} {r['py_sum_mb']:>7.0f} "
+            f"{r['py_first_mb']:>6.0f}->{r['py_last_mb']:<6.0f}"
+        )
+    print("target: share/batch >= 0.5; RSS flat in the number of micro-batches (2 shared cores: noisy)")
 
 
 if __name__ == "__main__":

@@ -10,6 +10,8 @@ import pytest
 
 pytest.importorskip("pyspark")
 
+WINDOW_BOUND = 20_000
+
 
 @pytest.fixture(scope="module")
 def spark() -> Iterator[Any]:
@@ -27,5 +29,8 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     from shareq.server import EmbeddedBroker
 
     data: Path = tmp_path_factory.mktemp("broker")
-    with EmbeddedBroker(data) as running:
+    # The bound on a group's in-flight window, raised so that micro-batches can exceed Kafka's
+    # default window of 2,000 records per partition (and low enough to test the cap).
+    config = {"group.share.max.partition.max.record.locks": WINDOW_BOUND}
+    with EmbeddedBroker(data, config=config) as running:
         yield running

@@ -4,6 +4,7 @@ two queries in one group."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -310,3 +311,67 @@ def test_locks_are_renewed_through_a_micro_batch_slower_than_the_lock(spark: Any
         query.stop()
     assert stolen == []
     assert sorted(seen) == [(o, 1) for o in range(100)]
+
+
+@pytest.mark.timeout(240)
+def test_micro_batches_larger_than_kafkas_default_window_deliver_every_record_once(
+    spark: Any, broker: Any, tmp_path: Path
+) -> None:
+    partitions, per_partition, trigger = 2, 9_000, 12_000
+    _create(broker, "wide", partitions)
+    values = [f"w-{i}".encode() for i in range(partitions * per_partition)]
+    _produce(broker, "wide", values, batch=500)
+    df = _share_stream(spark, broker, "wide", "g-wide", maxRecordsPerTrigger=str(trigger), minPartitions="4")
+    query = (
+        df.writeStream.format("parquet")
+        .option("path", str(tmp_path / "out"))
+        .option("checkpointLocation", str(tmp_path / "ckpt"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    assert query.awaitTermination(180)
+    assert query.exception() is None
+    sizes = [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]]
+    # Kafka's default window would cap a micro-batch at 2,000 records per partition (4,000 here).
+    assert max(sizes) > partitions * 2_000, sizes
+    assert max(sizes) < trigger + partitions * 500, sizes
+    rows = spark.read.parquet(str(tmp_path / "out")).select("value", "deliveryCount").collect()
+    assert sorted(bytes(r.value) for r in rows) == sorted(values)  # every record, once
+    assert all(r.deliveryCount == 1 for r in rows)
+    _assert_drained(broker, "wide", "g-wide")
+
+
+def test_the_window_is_raised_for_max_records_per_trigger_and_capped_by_the_broker(
+    broker: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    from shareq.spark.options import ShareSourceOptions
+    from shareq.spark.stream import ShareDriver
+
+    bound = int(broker.broker.config["group.share.max.partition.max.record.locks"])
+    _create(broker, "window", 1)
+
+    def driver_window(group: str, trigger: int, **extra: str) -> int | None:
+        options = ShareSourceOptions.parse(
+            {
+                "kafka.bootstrap.servers": broker.bootstrap,
+                "subscribe": "window",
+                "group.id": group,
+                "maxRecordsPerTrigger": str(trigger),
+                **extra,
+            }
+        )
+        driver = ShareDriver(options)
+        try:
+            return driver.window
+        finally:
+            driver.close()
+
+    with caplog.at_level(logging.INFO, logger="shareq.spark.stream"):
+        assert driver_window("g-window-fits", 7_000) == 7_000
+        assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+        # Above the broker's bound: the source takes the bound, says so, and carries on.
+        assert driver_window("g-window-capped", 5 * bound) == bound
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert any("g-window-capped" in w and str(bound) in w for w in warnings), warnings
+    # A window the query sets itself is left alone.
+    assert driver_window("g-window-own", 9_000, **{"share.partition.max.record.locks": "3000"}) == 3_000

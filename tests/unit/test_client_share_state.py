@@ -14,6 +14,7 @@ from shareq.client._share_state import (
     PendingAcks,
     ShareSession,
     coalesce,
+    coalesce_ranges,
     member_id_from_uuid,
     next_epoch,
 )
@@ -43,6 +44,25 @@ def test_coalesce_round_trips(offsets: dict[int, AcknowledgeType]) -> None:
     # runs are maximal: consecutive batches never touch
     for (_, last, _), (first, _, _) in itertools.pairwise(batches):
         assert first > last + 1
+
+
+@given(
+    st.lists(st.tuples(st.integers(0, 120), st.integers(0, 15), st.sampled_from([A, R, J, G])), max_size=12)
+)
+def test_coalesce_ranges_equals_coalescing_every_offset(ranges: list[tuple[int, int, int]]) -> None:
+    given_ranges = [(first, first + span, AcknowledgeType(kind)) for first, span, kind in ranges]
+    offsets: dict[int, AcknowledgeType] = {}
+    for first, last, kind in given_ranges:  # later ranges win
+        for offset in range(first, last + 1):
+            offsets[offset] = kind
+    assert coalesce_ranges(given_ranges) == coalesce(offsets)
+
+
+def test_a_million_offsets_in_one_range_stay_one_batch() -> None:
+    pending = PendingAcks()
+    pending.add((T, 0), 0, 999_999, A)
+    pending.add((T, 0), 1_000_000, 1_999_999, A)
+    assert pending.take() == {(T, 0): [(0, 1_999_999, (1,))]}
 
 
 def test_pending_acks_take_removes() -> None:

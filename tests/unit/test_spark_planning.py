@@ -17,6 +17,7 @@ from shareq.spark.offsets import (
     ShareBatchOffset,
     batch_ranges,
     coalesce,
+    merge_runs,
     parse_offset_spec,
     plan_tasks,
 )
@@ -32,6 +33,13 @@ def test_offset_json_round_trips_through_spark_json() -> None:
     assert back == offset
     assert back.record_count == 7
     assert list(offset.to_json()["acquired"]["orders"]) == ["0", "2"]
+
+
+def test_merge_runs_joins_neighbours_with_equal_counts_as_coalescing_offsets_does() -> None:
+    runs = [(10, 19, 1), (0, 9, 1), (20, 29, 2), (31, 40, 2)]
+    assert merge_runs(runs) == ((0, 19, 1), (20, 29, 2), (31, 40, 2))
+    offsets = [(o, c) for first, last, c in runs for o in range(first, last + 1)]
+    assert merge_runs(runs) == coalesce(offsets)
 
 
 def test_coalesce_joins_consecutive_offsets_with_equal_counts() -> None:

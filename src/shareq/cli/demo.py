@@ -9,6 +9,7 @@ and rejects the malformed ones. It prints a live progress line and a summary, th
 from __future__ import annotations
 
 import json
+import os
 import random
 import shutil
 import statistics
@@ -33,6 +34,18 @@ PRODUCTS = {
     "mug": ("merch", 12.0),
 }
 ORDER_SCHEMA = "order_id long, customer string, product string, quantity int"
+BATCH_RECORDS = 50_000
+# The broker's bound on a group's in-flight window, raised so that the source can make the window
+# hold a whole micro-batch (Kafka's default window is 2,000 records per partition).
+BROKER_CONFIG = {"group.share.max.partition.max.record.locks": 1_000_000}
+
+
+def java_missing() -> str | None:
+    """What to install when Spark cannot find a JVM, or None."""
+    home = os.environ.get("JAVA_HOME")
+    if (home and Path(home, "bin", "java").exists()) or shutil.which("java"):
+        return None
+    return "the demo runs Spark, which needs Java 17: install a JDK or JRE 17 (e.g. openjdk-17-jre-headless)"
 
 
 @dataclass
@@ -156,7 +169,7 @@ def _pipeline(spark: Any, bootstrap: str, table: Path, tally: Tally) -> Any:
         .option("group.id", GROUP)
         .option("startingOffsets", "earliest")
         .option("minPartitions", "6")
-        .option("maxRecordsPerTrigger", "5000")
+        .option("maxRecordsPerTrigger", str(BATCH_RECORDS))
         .load()
         .writeStream.foreachBatch(process)
         .option("checkpointLocation", str(table.parent / "checkpoint"))
@@ -194,7 +207,7 @@ def _summary(tally: Tally, produced: int, malformed: int, table_rows: int, elaps
 
 
 @click.command()
-@click.option("--records", default=2000, show_default=True, help="Order events to produce.")
+@click.option("--records", default=100_000, show_default=True, help="Order events to produce.")
 @click.option("--malformed-every", default=97, show_default=True, help="Every n-th event is malformed.")
 @click.option("--produce-seconds", default=4.0, show_default=True, help="Spread production over this long.")
 @click.option(
@@ -205,6 +218,9 @@ def demo(
     records: int, malformed_every: int, produce_seconds: float, data_dir: Path | None, timeout: float
 ) -> None:
     """Run a Spark streaming pipeline on a share group against an embedded broker, then exit."""
+    missing = java_missing()
+    if missing:
+        raise click.ClickException(missing)
     from shareq.client import Admin
     from shareq.server import EmbeddedBroker
     from shareq.spark.local import local_spark
@@ -217,7 +233,7 @@ def demo(
     tally = Tally()
     stop = threading.Event()
     try:
-        with EmbeddedBroker(root / "broker") as broker:
+        with EmbeddedBroker(root / "broker", config=BROKER_CONFIG) as broker:
             click.echo(f"broker on {broker.bootstrap}; data in {root}")
             with Admin(broker.bootstrap) as admin:
                 admin.create_topic(SOURCE_TOPIC, 3)

@@ -74,16 +74,21 @@ def coalesce(offsets: Mapping[int, AcknowledgeType]) -> list[tuple[int, int, tup
     return out
 
 
+TypedRange = tuple[int, int, AcknowledgeType]  # first, last, type
+AckBatch = tuple[int, int, tuple[int, ...]]  # first, last, one type or one per offset
+
+
 @dataclass(slots=True)
 class PendingAcks:
-    """Acknowledgements collected since the last send, per share-partition."""
+    """Acknowledgements collected since the last send, per share-partition, kept as the ranges given
+    (a micro-batch of a million records is one range, not a million entries). A later range wins
+    where ranges overlap."""
 
-    by_partition: dict[TopicIdPartition, dict[int, AcknowledgeType]] = field(default_factory=dict)
+    by_partition: dict[TopicIdPartition, list[TypedRange]] = field(default_factory=dict)
 
     def add(self, tp: TopicIdPartition, first: int, last: int, type: AcknowledgeType) -> None:
-        slot = self.by_partition.setdefault(tp, {})
-        for offset in range(first, last + 1):
-            slot[offset] = type
+        if last >= first:
+            self.by_partition.setdefault(tp, []).append((first, last, type))
 
     def __bool__(self) -> bool:
         return any(self.by_partition.values())
@@ -102,10 +107,34 @@ class PendingAcks:
         )
         out = {}
         for tp in keys:
-            offs = self.by_partition.pop(tp)
-            if offs:
-                out[tp] = coalesce(offs)
+            ranges = self.by_partition.pop(tp)
+            if ranges:
+                out[tp] = coalesce_ranges(ranges)
         return out
+
+
+def coalesce_ranges(ranges: Iterable[TypedRange]) -> list[AckBatch]:
+    """``coalesce`` of ranges given in order (later wins), without expanding them to offsets when they
+    neither overlap nor touch with another type: the common case of whole micro-batches."""
+    given = list(ranges)
+    ordered = sorted(given, key=lambda r: r[0])
+    out: list[AckBatch] = []
+    for first, last, kind in ordered:
+        if out and first <= out[-1][1] + 1:
+            if first <= out[-1][1] or out[-1][2] != (int(kind),):
+                return _coalesce_expanded(given)
+            out[-1] = (out[-1][0], last, out[-1][2])
+        else:
+            out.append((first, last, (int(kind),)))
+    return out
+
+
+def _coalesce_expanded(ranges: Iterable[TypedRange]) -> list[AckBatch]:
+    offsets: dict[int, AcknowledgeType] = {}
+    for first, last, kind in ranges:
+        for offset in range(first, last + 1):
+            offsets[offset] = kind
+    return coalesce(offsets)
 
 
 @dataclass(slots=True)

@@ -95,6 +95,7 @@ class ShareConsumer:
         self._buffer: list[ConsumerRecord] = []
         self._ranges: list[AcquiredRange] = []
         self._fenced = threading.Event()
+        self._decode = True
         self.acquisition_lock_timeout_ms = -1
         self._closed = False
         self.membership = Membership(
@@ -146,6 +147,18 @@ class ShareConsumer:
             self._buffer.clear()
             self._ranges.clear()
         return out
+
+    def acquire_ranges(self, max_records: int, timeout: float = 1.0) -> Acquisition:
+        """``acquire`` without decoding records: only the acquired ranges, for a caller that reads the
+        records elsewhere by offset (e.g. Spark executors with a plain Fetch). Offsets inside a range
+        that hold no record (control records) are the caller's to skip; acknowledging them ACCEPT is
+        as good as GAP."""
+        with self._lock:
+            self._decode = False
+            try:
+                return self.acquire(max_records, timeout)
+            finally:
+                self._decode = True
 
     def _fill(self, max_records: int, timeout: float) -> None:
         """ShareFetch until something is acquired or ``timeout`` passes (waiting for an assignment first)."""
@@ -273,6 +286,8 @@ class ShareConsumer:
             )
             for a in acquired
         ]
+        if not self._decode:
+            return ranges
         picked, gaps = select_acquired(
             blob, [(r.first_offset, r.last_offset, r.delivery_count) for r in ranges]
         )

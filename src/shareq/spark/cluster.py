@@ -37,16 +37,6 @@ class OutRecord:
     partition: int | None = None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Acquired:
-    """One record acquired through the share group (its bytes are read later, by executors)."""
-
-    topic: str
-    partition: int
-    offset: int
-    delivery_count: int
-
-
 def _client_kwargs(connect: ConnectOptions) -> dict[str, Any]:
     params = dict(connect.client_params)
     kwargs: dict[str, Any] = {}
@@ -198,4 +188,13 @@ class Cluster:
         resource = ConfigResource(ResourceType.GROUP, group_id)
         entries = self.admin.describe_configs([resource], keys=[name]).get(resource, {})
         entry = entries.get(name)
+        return None if entry is None else entry.value
+
+    def broker_config(self, name: str) -> str | None:
+        """A config of one broker (DescribeConfigs on BROKER "<id>"; the first broker in metadata)."""
+        brokers = self.admin.cluster.refresh_metadata([]).brokers
+        if not brokers:
+            return None
+        resource = ConfigResource(ResourceType.BROKER, str(min(brokers)))
+        entry = self.admin.describe_configs([resource], keys=[name]).get(resource, {}).get(name)
         return None if entry is None else entry.value

@@ -24,15 +24,16 @@ def worker_environment() -> None:
         os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (PACKAGE_ROOT, path) if p)
 
 
-def local_spark(app_name: str = "shareq", *, cores: int = 2, **conf: str) -> Any:
-    """A ``local[cores]`` session on 127.0.0.1, UI off, few shuffle partitions, format "shareq" registered."""
+def local_spark(app_name: str = "shareq", *, cores: int = 2, master: str | None = None, **conf: str) -> Any:
+    """A ``local[cores]`` session (or one on ``master``, e.g. a standalone cluster's ``spark://`` URL)
+    on 127.0.0.1, UI off, few shuffle partitions, format "shareq" registered."""
     worker_environment()
     from pyspark.sql import SparkSession
 
     from . import register
 
     builder = (
-        SparkSession.builder.master(f"local[{cores}]")
+        SparkSession.builder.master(master or f"local[{cores}]")
         .appName(app_name)
         .config("spark.driver.host", "127.0.0.1")
         .config("spark.driver.bindAddress", "127.0.0.1")

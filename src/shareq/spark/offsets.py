@@ -64,6 +64,17 @@ def coalesce(records: Iterable[tuple[int, int]]) -> tuple[Run, ...]:
     return tuple((first, last, count) for first, last, count in runs)
 
 
+def merge_runs(runs: Iterable[Run]) -> tuple[Run, ...]:
+    """Sort runs and join neighbours with equal delivery counts (runs must not overlap)."""
+    out: list[Run] = []
+    for first, last, count in sorted(runs):
+        if out and out[-1][1] + 1 == first and out[-1][2] == count:
+            out[-1] = (out[-1][0], last, count)
+        else:
+            out.append((first, last, count))
+    return tuple(out)
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ReadTask:
     """One Spark task's worth of one partition: offset runs to fetch with a plain Fetch.

@@ -114,7 +114,7 @@ class ShareSourceOptions:
     include_headers: bool = False
     max_records_per_trigger: int | None = None
     min_partitions: int | None = None
-    max_records_per_partition: int = 10_000
+    max_records_per_partition: int = 100_000
     poll_timeout_ms: int = 500
     acquire_time_budget_ms: int = 2_000
     ack_topic: str = DEFAULT_ACK_TOPIC
@@ -134,7 +134,7 @@ class ShareSourceOptions:
             include_headers=_bool(options, "includeHeaders", False),
             max_records_per_trigger=_int(options, "maxRecordsPerTrigger", None),
             min_partitions=_int(options, "minPartitions", None),
-            max_records_per_partition=_int(options, "maxRecordsPerPartition", 10_000) or 10_000,
+            max_records_per_partition=_int(options, "maxRecordsPerPartition", 100_000) or 100_000,
             poll_timeout_ms=_int(options, "pollTimeoutMs", 500) or 500,
             acquire_time_budget_ms=_int(options, "acquireTimeBudgetMs", 2_000) or 2_000,
             ack_topic=_get(options, "ackTopic") or DEFAULT_ACK_TOPIC,

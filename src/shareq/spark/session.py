@@ -13,12 +13,13 @@ from collections.abc import Sequence
 from shareq.client import AcknowledgeType, ClientError, ShareConsumer, UnsupportedVersionError
 from shareq.client import AckRange as ClientAckRange
 
-from .cluster import Acquired, _client_kwargs
+from .cluster import _client_kwargs
 from .options import ConnectOptions
 
 log = logging.getLogger(__name__)
 
 AckRange = tuple[str, int, int, int, int]  # topic, partition, first, last, acknowledge type
+AcquiredRun = tuple[str, int, int, int, int]  # topic, partition, first, last, delivery count
 RENEW = 4
 
 
@@ -40,15 +41,12 @@ class ShareSession:
     def wait_for_assignment(self, timeout: float) -> bool:
         return bool(self._consumer.membership.wait_for_assignment(timeout))
 
-    def acquire(self, *, max_records: int | None, wait_ms: int) -> list[Acquired]:
-        """One ShareFetch round: records newly acquired by this member (their bytes are dropped;
-        executors read them again by offset)."""
-        got = self._consumer.acquire(max_records or 10_000, wait_ms / 1000.0)
+    def acquire(self, *, max_records: int | None, wait_ms: int) -> list[AcquiredRun]:
+        """One ShareFetch round: the runs newly acquired by this member, as the broker reported them
+        (AcquiredRecords). The records' bytes are not decoded here; executors read them by offset."""
+        got = self._consumer.acquire_ranges(max_records or 10_000, wait_ms / 1000.0)
         return [
-            Acquired(
-                topic=r.topic, partition=r.partition, offset=r.offset, delivery_count=r.delivery_count or 1
-            )
-            for r in got.records
+            (r.topic, r.partition, r.first_offset, r.last_offset, r.delivery_count or 1) for r in got.ranges
         ]
 
     def acknowledge(self, ranges: Sequence[AckRange]) -> list[str]:

@@ -28,7 +28,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import (
@@ -41,14 +41,19 @@ from pyspark.sql.types import StructType
 
 from .acks import AckType, DecisionLog
 from .batch import TaskPartition
-from .cluster import Acquired, Cluster
+from .cluster import Cluster
 from .fetch import read_with_worker_cluster
-from .offsets import LATEST, ShareBatchOffset, TopicPartition, coalesce, plan_tasks
+from .offsets import LATEST, Run, ShareBatchOffset, TopicPartition, merge_runs, plan_tasks
 from .options import ShareSourceOptions
+
+if TYPE_CHECKING:
+    from .session import AcquiredRun
 
 log = logging.getLogger(__name__)
 
 LOCK_DURATION_CONFIG = "share.record.lock.duration.ms"
+WINDOW_CONFIG = "share.partition.max.record.locks"
+WINDOW_BOUND_CONFIG = "group.share.max.partition.max.record.locks"
 DEFAULT_LOCK_DURATION_MS = 30_000
 LOCK_MARGIN_MS = 10_000
 ASSIGNMENT_TIMEOUT_S = 30.0
@@ -66,6 +71,7 @@ class ShareDriver:
         if options.group_configs:
             # Before joining: share.auto.offset.reset only matters for a group without state.
             self.cluster.set_group_configs(options.group_id, dict(options.group_configs))
+        self.window = self._set_window()
         self.session = ShareSession(options.connect, group_id=options.group_id, topics=options.topics)
         self.decisions = DecisionLog(self.cluster, topic=options.ack_topic, group_id=options.group_id)
         self.pending: dict[int, ShareBatchOffset] = {}
@@ -80,6 +86,66 @@ class ShareDriver:
             self._renewer.start()
 
     # -- configuration -------------------------------------------------------------------------
+
+    def _set_window(self) -> int | None:
+        """Make the group's in-flight window (``share.partition.max.record.locks``) hold a whole
+        micro-batch in one partition, and say what the group got.
+
+        A share-partition acquires nothing beyond its start offset plus the window, so with Kafka's
+        default of 2,000 a micro-batch is capped at 2,000 records per partition whatever
+        ``maxRecordsPerTrigger`` says. The window is only raised (never lowered) and only when the
+        query did not set it itself. A broker refuses values above its
+        ``group.share.max.partition.max.record.locks`` (shareq takes any positive bound, Kafka at
+        most 10,000); the source then takes that bound, warns, and carries on.
+        """
+        want = self.options.max_records_per_trigger
+        name = WINDOW_CONFIG
+        if want is None or name in dict(self.options.group_configs):
+            return self._window()
+        current = self._window()
+        if current is not None and current >= want:
+            log.info("share group %s: in-flight window %s=%d", self.options.group_id, name, current)
+            return current
+        got = current
+        for value in (want, self._broker_window_bound()):
+            if value is None or (got is not None and value <= got):
+                continue
+            try:
+                self.cluster.set_group_configs(self.options.group_id, {name: str(value)})
+            except Exception as exc:  # refused: above the broker's bound, or no such API
+                log.info("could not set %s=%d on group %s: %s", name, value, self.options.group_id, exc)
+                continue
+            got = self._window()
+            break
+        if got is None or got < want:
+            log.warning(
+                "share group %s: the cluster allows an in-flight window (%s) of %s records per "
+                "partition, below maxRecordsPerTrigger=%d; micro-batches will be smaller than asked. "
+                "Raise the broker's group.share.max.partition.max.record.locks to allow more.",
+                self.options.group_id,
+                name,
+                "the default" if got is None else got,
+                want,
+            )
+        else:
+            log.info("share group %s: in-flight window %s=%d", self.options.group_id, name, got)
+        return got
+
+    def _window(self) -> int | None:
+        try:
+            value = self.cluster.group_config(self.options.group_id, WINDOW_CONFIG)
+        except Exception as exc:  # advisory, like the lock duration check
+            log.info("could not read %s of group %s: %s", WINDOW_CONFIG, self.options.group_id, exc)
+            return None
+        return int(value) if value else None
+
+    def _broker_window_bound(self) -> int | None:
+        try:
+            value = self.cluster.broker_config(WINDOW_BOUND_CONFIG)
+        except Exception as exc:
+            log.info("could not read the broker's %s: %s", WINDOW_BOUND_CONFIG, exc)
+            return None
+        return int(value) if value else None
 
     def _lock_duration(self) -> int:
         try:
@@ -149,29 +215,44 @@ class ShareDriver:
         tps = [(t, p) for t, n in counts.items() for p in range(n)]
         self.target = self.cluster.list_offsets(tps, LATEST)
 
-    def _beyond_target(self, record: Acquired) -> bool:
+    def _split_at_target(self, runs: Sequence[AcquiredRun]) -> tuple[list[AcquiredRun], list[AcquiredRun]]:
+        """(runs below the availableNow target, runs at or beyond it)."""
         if self.target is None:
-            return False
-        return record.offset >= self.target.get((record.topic, record.partition), 0)
+            return list(runs), []
+        kept: list[AcquiredRun] = []
+        beyond: list[AcquiredRun] = []
+        for topic, partition, first, last, count in runs:
+            end = self.target.get((topic, partition), 0)
+            if last < end:
+                kept.append((topic, partition, first, last, count))
+            elif first >= end:
+                beyond.append((topic, partition, first, last, count))
+            else:
+                kept.append((topic, partition, first, end - 1, count))
+                beyond.append((topic, partition, end, last, count))
+        return kept, beyond
 
-    def acquire(self, max_rows: int | None) -> dict[TopicPartition, list[tuple[int, int]]]:
-        """ShareFetch until the limit, an empty poll or the time budget; returns (offset, count)s."""
+    def acquire(self, max_rows: int | None) -> dict[TopicPartition, list[Run]]:
+        """ShareFetch until the limit, an empty poll or the time budget; returns runs per partition.
+
+        Only the broker's AcquiredRecords ranges are used: the driver never decodes a record."""
         self.session.wait_for_assignment(ASSIGNMENT_TIMEOUT_S)
-        got: dict[TopicPartition, list[tuple[int, int]]] = {}
+        got: dict[TopicPartition, list[Run]] = {}
         count = 0
         deadline = time.monotonic() + self.options.acquire_time_budget_ms / 1000.0
         wait_ms = self.options.poll_timeout_ms
         while True:
             remaining = None if max_rows is None else max_rows - count
             with self._lock:
-                records = self.session.acquire(max_records=remaining, wait_ms=wait_ms)
-                beyond = [r for r in records if self._beyond_target(r)]
+                runs = self.session.acquire(max_records=remaining, wait_ms=wait_ms)
+                kept, beyond = self._split_at_target(runs)
                 if beyond:
-                    self.session.acknowledge(_release(beyond))
-            kept = [r for r in records if not self._beyond_target(r)]
-            for r in kept:
-                got.setdefault((r.topic, r.partition), []).append((r.offset, r.delivery_count))
-            count += len(kept)
+                    self.session.acknowledge(
+                        [(t, p, first, last, AckType.RELEASE) for t, p, first, last, _ in beyond]
+                    )
+            for topic, partition, first, last, delivery_count in kept:
+                got.setdefault((topic, partition), []).append((first, last, delivery_count))
+                count += last - first + 1
             if not kept:
                 break
             if (max_rows is not None and count >= max_rows) or time.monotonic() >= deadline:
@@ -186,7 +267,7 @@ class ShareDriver:
         end = ShareBatchOffset(
             seq=start.seq + 1,
             session=self.session_id,
-            acquired={tp: coalesce(records) for tp, records in got.items()},
+            acquired={tp: merge_runs(runs) for tp, runs in got.items()},
         )
         with self._lock:
             self.pending[end.seq] = end
@@ -196,17 +277,6 @@ class ShareDriver:
         self._closed.set()
         self.session.close()
         self.cluster.close()
-
-
-def _release(records: Sequence[Acquired]) -> list[tuple[str, int, int, int, AckType]]:
-    by_tp: dict[TopicPartition, list[tuple[int, int]]] = {}
-    for r in records:
-        by_tp.setdefault((r.topic, r.partition), []).append((r.offset, r.delivery_count))
-    return [
-        (topic, partition, first, last, AckType.RELEASE)
-        for (topic, partition), offs in by_tp.items()
-        for first, last, _ in coalesce(offs)
-    ]
 
 
 class ShareStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
