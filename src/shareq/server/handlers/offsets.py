@@ -23,15 +23,16 @@ OFFSET_FETCH = 9
 OFFSET_DELETE = 47
 
 
-def handle_offset_commit(request: Any, ctx: RequestContext) -> Any:
-    topics = ctx.broker.topics
+def commits_of(request: Any, ctx: RequestContext) -> tuple[list[OffsetCommit], list[tuple[str, int]]]:
+    """The commits of an OffsetCommit or TxnOffsetCommit request, and the (topic, partition) pairs
+    it names that do not exist."""
     commits: list[OffsetCommit] = []
-    codes: dict[tuple[str, int], ClassicErrorCode] = {}
+    unknown: list[tuple[str, int]] = []
     for topic in request.topics:
-        info = topics.get(topic.name)
+        info = ctx.broker.topics.get(topic.name)
         for p in topic.partitions:
             if info is None or not 0 <= p.partition_index < info.partitions:
-                codes[(topic.name, p.partition_index)] = ClassicErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                unknown.append((topic.name, p.partition_index))
                 continue
             commits.append(
                 OffsetCommit(
@@ -42,6 +43,12 @@ def handle_offset_commit(request: Any, ctx: RequestContext) -> Any:
                     metadata=p.committed_metadata,
                 )
             )
+    return commits, unknown
+
+
+def handle_offset_commit(request: Any, ctx: RequestContext) -> Any:
+    commits, unknown = commits_of(request, ctx)
+    codes = dict.fromkeys(unknown, ClassicErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
     try:
         errors = services(ctx).commit_offsets(
             request.group_id,

@@ -11,7 +11,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from shareq.coordinators.classic import ClassicRequestError, OffsetCommit
+from shareq.coordinators.classic import ClassicRequestError
 from shareq.coordinators.transaction import TxnErrorCode, TxnRequestError
 from shareq.log.errors import LogError
 from shareq.protocol import VersionRange
@@ -22,6 +22,7 @@ from ..errors import error_code
 from ..share.requests import persister_error_code
 from ..transactions import TransactionServices
 from .api_versions import NO_THROTTLE
+from .offsets import commits_of
 
 ADD_PARTITIONS_TO_TXN = 24
 ADD_OFFSETS_TO_TXN = 25
@@ -150,24 +151,8 @@ async def handle_end_txn(request: Any, ctx: RequestContext) -> Any:
 
 
 def handle_txn_offset_commit(request: Any, ctx: RequestContext) -> Any:
-    known = ctx.broker.topics
-    codes: dict[tuple[str, int], ErrorCode] = {}
-    commits: list[OffsetCommit] = []
-    for topic in request.topics:
-        info = known.get(topic.name)
-        for p in topic.partitions:
-            if info is None or not 0 <= p.partition_index < info.partitions:
-                codes[(topic.name, p.partition_index)] = ErrorCode.unknown_topic_or_partition
-                continue
-            commits.append(
-                OffsetCommit(
-                    topic=topic.name,
-                    partition=p.partition_index,
-                    offset=p.committed_offset,
-                    leader_epoch=getattr(p, "committed_leader_epoch", -1),
-                    metadata=p.committed_metadata,
-                )
-            )
+    commits, unknown = commits_of(request, ctx)
+    codes: dict[tuple[str, int], ErrorCode] = dict.fromkeys(unknown, ErrorCode.unknown_topic_or_partition)
     groups = ctx.broker.consumer_groups
     txns = ctx.broker.transactions
     check = (
