@@ -1,6 +1,11 @@
 """Share consumption against plain consumption of the same topic, at several data sizes.
 
-    PYTHONPATH=src python bench/share_consume.py [--sizes 400000,4000000,10000000]
+    PYTHONPATH=src python bench/share_consume.py [--sizes 400000,4000000,10000000] [--linger-ms 5,50]
+
+Every size runs once per producer ``linger.ms`` (default 5, librdkafka's own, and 50): the
+producer's batching sets the log's batch sizes (printed as records per log batch), and leases
+hand out whole batches, so it sets a share consumer's records per round trip; a librdkafka
+ShareConsumer asks for ``max.poll.records`` = 500 and keeps one ShareFetch in flight.
 
 For each size a fresh broker runs as a subprocess (``python -m shareq serve``, durable share state
 in group-commit mode) and N records of 100 bytes are produced to a 4-partition topic. Then, on the
@@ -282,6 +287,23 @@ def describe(phase: Phase, ceiling: float) -> str:
     )
 
 
+def records_per_batch(data_dir: Path, topic: str = TOPIC) -> float:
+    """Mean records per log batch of ``topic``, from the segment files' batch headers: a share
+    consumer's records per round trip follow it, since leases hand out whole batches."""
+    from shareq.log.segment import H_LAST_OFFSET_DELTA, scan_headers
+
+    batches = records = 0
+    for segment in sorted(data_dir.glob(f"**/{topic}-*/*.log")):
+        fd = os.open(segment, os.O_RDONLY)
+        try:
+            for _, header in scan_headers(fd, 0, os.fstat(fd).st_size):
+                batches += 1
+                records += header[H_LAST_OFFSET_DELTA] + 1
+        finally:
+            os.close(fd)
+    return records / max(batches, 1)
+
+
 def run_size(n: int, phases_wanted: list[str], profile: str | None, linger_ms: int) -> dict[str, Phase]:
     data_dir = Path(tempfile.mkdtemp(prefix="shareq-bench-"))
     port = free_port()
@@ -290,7 +312,12 @@ def run_size(n: int, phases_wanted: list[str], profile: str | None, linger_ms: i
     phases: dict[str, Phase] = {}
     try:
         rate = produce(bootstrap, n, linger_ms)
-        print(f"\n{n:,} x 100 B on {PARTITIONS} partitions, produced at {rate:,.0f} rec/s", flush=True)
+        per_batch = records_per_batch(data_dir)
+        print(
+            f"\n{n:,} x 100 B on {PARTITIONS} partitions, produced at {rate:,.0f} rec/s "
+            f"(linger.ms {linger_ms}: {per_batch:,.0f} records per log batch)",
+            flush=True,
+        )
         plan = [
             ("assign", PARTITIONS, "assign"),
             ("share", 4, "implicit"),
@@ -323,25 +350,31 @@ def main() -> None:
     parser.add_argument("--gate-max-wait", type=float, default=20.0)
     parser.add_argument("--phases", default="share,share explicit,share x16", help="besides assign")
     parser.add_argument(
-        "--linger-ms", type=int, default=5, help="producer linger.ms (sets the log's batch sizes)"
+        "--linger-ms",
+        default="5,50",
+        help="producer linger.ms values, one run of every size each (they set the log's batch sizes, "
+        "and so a share consumer's records per round trip)",
     )
     parser.add_argument("--profile", metavar="FILE", help="run the broker under cProfile, stats to FILE")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
-    results: dict[int, dict[str, Phase]] = {}
-    for n in sizes:
-        peers.quiet_gate(sys.executable, args.gate_max_wait)
-        results[n] = run_size(n, args.phases.split(","), args.profile, args.linger_ms)
-    print("\nshare rate against the smallest size (flat in N means ~1.0):")
-    base = results[sizes[0]]
-    for n in sizes:
-        cells = [f"{name} {results[n][name].rate / base[name].rate:.2f}" for name in base]
-        print(f"  {n:>11,}: " + ", ".join(cells))
+    lingers = [int(v) for v in args.linger_ms.split(",")]
+    results: dict[tuple[int, int], dict[str, Phase]] = {}
+    for linger_ms in lingers:
+        for n in sizes:
+            peers.quiet_gate(sys.executable, args.gate_max_wait)
+            results[linger_ms, n] = run_size(n, args.phases.split(","), args.profile, linger_ms)
+    for linger_ms in lingers:
+        print(f"\nlinger.ms {linger_ms}: rate against the smallest size (flat in N means ~1.0):")
+        base = results[linger_ms, sizes[0]]
+        for n in sizes:
+            cells = [f"{name} {results[linger_ms, n][name].rate / base[name].rate:.2f}" for name in base]
+            print(f"  {n:>11,}: " + ", ".join(cells))
     if args.peers != "none":
         for n in sizes:
-            print(f"\npeers at {n:,} records:")
+            print(f"\npeers at {n:,} records (shareq: linger.ms {lingers[0]}):")
             figures = peers.peer_figures(args.peers, n, PEER_CONSUMERS, args.gate_max_wait)
-            peers.print_comparison({4: results[n]["share"].rate}, figures)
+            peers.print_comparison({4: results[lingers[0], n]["share"].rate}, figures)
 
 
 if __name__ == "__main__":

@@ -31,7 +31,6 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -68,6 +67,7 @@ from shareq.share.persister import (
 
 from .segment_sync import ActiveSegmentSync
 from .state_log import MAX_BATCH_BYTES, KeyValue, batches_end_offset, encode_batches, iter_records
+from .sync_workers import SyncWorkers
 
 STATE_TOPIC = "__share_group_state"
 _READ_CHUNK = 4 * 1024 * 1024
@@ -187,7 +187,7 @@ class BuiltinPersister:
         self._key_info: dict[SharePartitionKey, _KeyInfo] = {}
         # fsyncs of different partitions run side by side so the filesystem can share journal
         # commits between them.
-        self._sync_pool = ThreadPoolExecutor(max_workers=_SYNC_THREADS, thread_name_prefix="state-fsync")
+        self._sync_pool = SyncWorkers(_SYNC_THREADS, "state-fsync")
 
     @classmethod
     def in_directory(
@@ -263,7 +263,7 @@ class BuiltinPersister:
             if part.log is not None:
                 part.log.close()
                 part.log = None
-        self._sync_pool.shutdown(wait=True)
+        self._sync_pool.shutdown()
 
     def _ensure_flusher(self) -> None:
         if self._flusher is None:
@@ -546,7 +546,7 @@ class BuiltinPersister:
         # A few threads, each fsyncing a share of the partitions: parallel enough for the disk,
         # without paying a thread hand-off per partition.
         chunks = [cycle.touched[i::_SYNC_THREADS] for i in range(min(_SYNC_THREADS, len(cycle.touched)))]
-        syncs = [loop.run_in_executor(self._sync_pool, _sync_parts, chunk) for chunk in chunks]
+        syncs = [self._sync_pool.submit(i, _sync_parts, chunk) for i, chunk in enumerate(chunks)]
         if len(syncs) == 1:  # the usual cycle: one partition touched, no gathering task needed
             return syncs[0]
 
