@@ -6,6 +6,7 @@ Validation reads the in-flight map without changing it, so a refused request cha
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from itertools import groupby
 
 from shareq.share.errors import InvalidRecordState, InvalidRequest
 from shareq.share.in_flight import InFlightMap
@@ -49,27 +50,31 @@ def validate_acknowledgements(
 
 
 def segments(batch: AcknowledgementBatch) -> list[tuple[int, int, AcknowledgeType]]:
-    """Split a batch into runs of equal acknowledge type."""
+    """Split a batch into runs of equal acknowledge type (grouped in C: a batch may carry a type
+    per record, and its cost should follow the number of runs)."""
     types = batch.types
     if len(types) == 1:
         return [(batch.first_offset, batch.last_offset, types[0])]
     out: list[tuple[int, int, AcknowledgeType]] = []
     start = batch.first_offset
-    for i in range(1, len(types) + 1):
-        if i == len(types) or types[i] != types[i - 1]:
-            out.append((start, batch.first_offset + i - 1, types[i - 1]))
-            start = batch.first_offset + i
+    for ack, group in groupby(types):
+        end = start + len(list(group))
+        out.append((start, end - 1, ack))
+        start = end
     return out
+
+
+_BY_VALUE: dict[int, AcknowledgeType] = {t.value: t for t in AcknowledgeType}
 
 
 def parse_acknowledge_types(values: Iterable[int]) -> tuple[AcknowledgeType, ...]:
     """Wire acknowledge-type bytes to ``AcknowledgeType``; unknown values are a peer fault."""
-    out: list[AcknowledgeType] = []
-    for value in values:
-        try:
-            out.append(AcknowledgeType(value))
-        except ValueError:
-            raise InvalidRequest(f"unknown acknowledge type {value}") from None
+    raw = tuple(values)
+    lookup = _BY_VALUE.get
+    out = tuple([lookup(value) for value in raw])
     if not out:
         raise InvalidRequest("acknowledgement batch without types")
-    return tuple(out)
+    if None in out:
+        bad = next(v for v in raw if v not in _BY_VALUE)
+        raise InvalidRequest(f"unknown acknowledge type {bad}")
+    return out  # type: ignore[return-value]  # no None left

@@ -12,9 +12,9 @@ the next fetch offset is found without a scan.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from sortedcontainers import SortedDict, SortedSet
 
@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from shareq.share.transition import StateTransition
 
 _AVAILABLE = RecordState.AVAILABLE
+_T = TypeVar("_T")
 
 
 class StagedAck:
@@ -210,6 +211,17 @@ class InFlightMap:
         del self._runs[run.first]
         self._acquirable.discard(run.first)
 
+    def drop_first(self, n: int) -> None:
+        """Remove the first ``n`` runs at once (those the SPSO just passed)."""
+        if n <= 0:
+            return
+        keys = self._runs.keys()
+        acquirable = self._acquirable
+        if acquirable and acquirable[0] <= keys[n - 1]:
+            for key in list(acquirable.irange(maximum=keys[n - 1])):
+                acquirable.discard(key)
+        del keys[:n]
+
     def split(self, offset: int) -> None:
         """Make ``offset`` the first offset of a run, if a run covers it from further left."""
         run = self.run_at(offset)
@@ -226,21 +238,60 @@ class InFlightMap:
         self.split(first)
         self.split(last + 1)
 
+    def carve(self, segments: Sequence[tuple[int, int, _T]]) -> list[tuple[InFlightBatch, _T]]:
+        """Split the runs under contiguous ``segments`` (ascending ``(first, last, tag)``) so each
+        segment is made of whole runs; return every run under them with its segment's tag.
+
+        One pass over the runs and segments: a batch acknowledged with a type per record (a
+        REJECT every tenth record, say) is cut where its types change, without a search per piece.
+        """
+        first, last = segments[0][0], segments[-1][1]
+        self.isolate(first, last)
+        out: list[tuple[InFlightBatch, _T]] = []
+        i = 0
+        for run in list(self.overlapping(first, last)):
+            cur = run
+            while True:
+                while segments[i][1] < cur.first:
+                    i += 1
+                seg_last, tag = segments[i][1], segments[i][2]
+                if seg_last >= cur.last:
+                    out.append((cur, tag))
+                    break
+                right = InFlightBatch(seg_last + 1, cur.last, cur.state, cur.count, cur.member, cur.lock)
+                right.txn = cur.txn
+                right.staged = cur.staged
+                cur.last = seg_last
+                self.insert(right)
+                out.append((cur, tag))
+                cur = right
+        return out
+
     def coalesce(self, first: int, last: int) -> None:
         """Merge equal neighbours among the runs touching ``first-1..last+1``."""
         runs = self._runs
         i = runs.bisect_right(first - 1) - 1
-        if i < 0:
-            i = 0
-        values = runs.values()
+        start = runs.keys()[i] if i >= 0 else first
         prev: InFlightBatch | None = None
-        while i < len(values):
-            run: InFlightBatch = values[i]
-            if run.first > last + 1:
-                return
+        for key in list(runs.irange(start, last + 1)):
+            run: InFlightBatch = runs[key]
             if prev is not None and prev.last + 1 == run.first and prev.same_as(run):
                 prev.last = run.last
                 self.remove(run)
                 continue
             prev = run
-            i += 1
+
+    def coalesce_spans(self, spans: Iterable[tuple[int, int]]) -> None:
+        """``coalesce`` each maximal stretch of the adjacent or overlapping ``spans`` once."""
+        ordered = sorted(spans)
+        if not ordered:
+            return
+        lo, hi = ordered[0]
+        for first, last in ordered[1:]:
+            if first <= hi + 1:
+                if last > hi:
+                    hi = last
+                continue
+            self.coalesce(lo, hi)
+            lo, hi = first, last
+        self.coalesce(lo, hi)

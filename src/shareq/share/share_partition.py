@@ -283,22 +283,20 @@ class SharePartition:
         runs = self._runs
         durable = False
         for batch in batches:
-            for first, last, ack in segments(batch):
-                runs.isolate(first, last)
-                for run in list(runs.overlapping(first, last)):
-                    if ack is _RENEW:
-                        target = _ACQUIRED
-                    elif ack is _RELEASE:
-                        target = self._release_target(run)
-                        durable = True
-                    elif ack is _REJECT and self._config.dlq_enabled:
-                        target = _ARCHIVING  # to the dead-letter queue first
-                        durable = True
-                    else:
-                        target = ACK_TARGET[ack]
-                        durable = True
-                    run.txn = txn
-                    txn.pieces.append((run, target))
+            for run, ack in runs.carve(segments(batch)):
+                if ack is _RENEW:
+                    target = _ACQUIRED
+                elif ack is _RELEASE:
+                    target = self._release_target(run)
+                    durable = True
+                elif ack is _REJECT and self._config.dlq_enabled:
+                    target = _ARCHIVING  # to the dead-letter queue first
+                    durable = True
+                else:
+                    target = ACK_TARGET[ack]
+                    durable = True
+                run.txn = txn
+                txn.pieces.append((run, target))
         if not durable:
             self._commit(txn, now)
             return AcknowledgeResult(write=None)
@@ -552,8 +550,7 @@ class SharePartition:
             elif target is _AVAILABLE:
                 released = True
             runs.reindex(run)
-        for first, last in touched:
-            runs.coalesce(first, last)
+        runs.coalesce_spans(touched)
         self._advance_spso()
         return released
 
@@ -590,8 +587,7 @@ class SharePartition:
                 lock.first = min(lock.first, run.first)
                 lock.last = max(lock.last, run.last)
                 self._move_to_lock(run, lock)
-        for first, last in touched:
-            runs.coalesce(first, last)
+        runs.coalesce_spans(touched)
         return follow_ups
 
     # ------------------------------------------------------------------ lock bookkeeping
@@ -665,11 +661,7 @@ class SharePartition:
 
     def _advance_spso(self) -> None:
         spso, dropped, nruns = self._terminal_prefix(None, {})
-        runs = self._runs
-        for _ in range(nruns):
-            first = runs.first_run()
-            assert first is not None
-            runs.remove(first)
+        self._runs.drop_first(nruns)
         self._dcc -= dropped
         self._spso = spso
         if self._end < spso:
