@@ -68,13 +68,14 @@ _BY_VALUE: dict[int, AcknowledgeType] = {t.value: t for t in AcknowledgeType}
 
 
 def parse_acknowledge_types(values: Iterable[int]) -> tuple[AcknowledgeType, ...]:
-    """Wire acknowledge-type bytes to ``AcknowledgeType``; unknown values are a peer fault."""
+    """Wire acknowledge-type bytes to ``AcknowledgeType``; unknown values are a peer fault.
+
+    A batch may carry a type per record: the check and the lookups run in C (``set``, ``map``)."""
     raw = tuple(values)
-    lookup = _BY_VALUE.get
-    out = tuple([lookup(value) for value in raw])
-    if not out:
+    if not raw:
         raise InvalidRequest("acknowledgement batch without types")
-    if None in out:
-        bad = next(v for v in raw if v not in _BY_VALUE)
+    distinct = set(raw)
+    if not _BY_VALUE.keys() >= distinct:
+        bad = min(v for v in distinct if v not in _BY_VALUE)
         raise InvalidRequest(f"unknown acknowledge type {bad}")
-    return out  # type: ignore[return-value]  # no None left
+    return tuple(map(_BY_VALUE.__getitem__, raw))

@@ -144,22 +144,20 @@ class InFlightMap:
         run: InFlightBatch = runs.peekitem(i)[1]
         return run if run.last >= offset else None
 
-    def overlapping(self, first: int, last: int) -> Iterator[InFlightBatch]:
-        """Runs intersecting ``first..last`` in offset order (the map must not change meanwhile)."""
+    def overlapping(self, first: int, last: int) -> list[InFlightBatch]:
+        """Runs intersecting ``first..last`` in offset order (a list: callers may then change the map).
+
+        One search for the run that may start before ``first``, then the keys after it in order:
+        no positional lookups, so the cost follows the runs returned, not the runs held."""
         runs = self._runs
+        out: list[InFlightBatch] = []
         i = runs.bisect_right(first) - 1
-        keys = runs.keys()
-        values = runs.values()
-        n = len(keys)
-        if i < 0:
-            i = 0
-        while i < n:
-            run: InFlightBatch = values[i]
-            if run.first > last:
-                return
+        if i >= 0:
+            run: InFlightBatch = runs.peekitem(i)[1]
             if run.last >= first:
-                yield run
-            i += 1
+                out.append(run)
+        out.extend([runs[key] for key in runs.irange(first, last, inclusive=(False, True))])
+        return out
 
     def first_acquirable(self, at_or_after: int) -> int | None:
         """First offset of the first acquirable run starting at or after ``at_or_after``."""

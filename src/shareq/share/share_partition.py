@@ -398,13 +398,18 @@ class SharePartition:
         return _log_start.start_move(self, next(self._handles), offset)
 
     # ------------------------------------------------------------------ dead-letter hand-off
-    def archiving_runs(self) -> tuple[RunView, ...]:
+    def archiving_runs(self, max_records: int | None = None) -> tuple[RunView, ...]:
         """Runs waiting for the dead-letter queue (ARCHIVING, no transition in progress), adjacent
-        ones of equal delivery count merged."""
+        ones of equal delivery count merged; with ``max_records``, the first runs holding at least
+        that many (the scan stops there: the writer takes a bounded round from the front)."""
         out: list[RunView] = []
+        found = 0
         for run in self._runs:
             if run.state is not _ARCHIVING or run.txn is not None:
                 continue
+            if max_records is not None and found >= max_records:
+                break
+            found += run.last - run.first + 1
             if out and out[-1].last_offset + 1 == run.first and out[-1].delivery_count == run.count:
                 prev = out[-1]
                 out[-1] = RunView(

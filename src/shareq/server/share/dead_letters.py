@@ -141,7 +141,7 @@ class DeadLetterWriter:
         if sp is None or source is None:
             self.planner.forget(key)
             return
-        ranges = _take(sp.archiving_runs(), MAX_RECORDS_PER_ROUND)
+        ranges = _take(sp.archiving_runs(MAX_RECORDS_PER_ROUND), MAX_RECORDS_PER_ROUND)
         if not ranges:
             self.planner.written(key)
             return
@@ -235,7 +235,7 @@ class DeadLetterWriter:
                 self._failed(key, self.group_stats(key.group_id))
                 return
         self.planner.written(key)
-        if services.partitions.cached(key) is sp and sp.archiving_runs():
+        if services.partitions.cached(key) is sp and sp.archiving_runs(1):
             self.notify(key)
 
     def _failed(self, key: SharePartitionKey, stats: DlqStats) -> None:
