@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from itertools import groupby
 
-from shareq.share.errors import InvalidRecordState, InvalidRequest
+from shareq.share.errors import InvalidRecordState, InvalidRequest, ShareRequestError
 from shareq.share.in_flight import InFlightMap
 from shareq.share.record_state import AcknowledgeType, RecordState
 from shareq.share.types import AcknowledgementBatch
@@ -19,21 +19,22 @@ _ACQUIRED = RecordState.ACQUIRED
 def validate_acknowledgements(
     runs: InFlightMap, member: str, batches: Sequence[AcknowledgementBatch], *, spso: int, end: int
 ) -> None:
-    """Raise unless every batch is well formed and covers only records ``member`` holds idle."""
+    """Raise unless every batch is well formed and covers only records ``member`` holds idle.
+
+    Errors come in batch order (a batch's own checks, then its records' states). Clients split a
+    poll's acknowledgements where the type changes (a REJECT every tenth record arrives as
+    hundreds of adjacent batches), so the records of adjacent well-formed batches are checked as
+    one stretch: one search, not one per batch."""
+    malformed: ShareRequestError | None = None
+    good = len(batches)
     prev_last = -1
-    for batch in batches:
-        first, last = batch.first_offset, batch.last_offset
-        if first > last or first < 0:
-            raise InvalidRequest(f"acknowledgement batch {first}..{last} runs backwards")
-        if first <= prev_last:
-            raise InvalidRequest(f"acknowledgement batch {first}..{last} overlaps the previous one")
-        prev_last = last
-        if len(batch.types) not in (1, last - first + 1):
-            raise InvalidRequest(f"acknowledgement batch {first}..{last} has {len(batch.types)} types")
-        if last >= end:
-            raise InvalidRequest(f"offset {last} is past the acquired records (end {end})")
-        if first < spso:
-            raise InvalidRecordState(f"offset {first} is below the start offset {spso}")
+    for i, batch in enumerate(batches):
+        malformed = _malformed(batch, prev_last, spso, end)
+        if malformed is not None:
+            good = i
+            break
+        prev_last = batch.last_offset
+    for first, last in stretches(batches[:good]):
         pos = first
         for run in runs.overlapping(first, last):
             if run.first > pos:
@@ -47,6 +48,53 @@ def validate_acknowledgements(
             pos = run.last + 1
         if pos <= last:
             raise InvalidRecordState(f"offset {pos} is not in flight")
+    if malformed is not None:
+        raise malformed
+
+
+def _malformed(batch: AcknowledgementBatch, prev_last: int, spso: int, end: int) -> ShareRequestError | None:
+    """What is wrong with one batch on its own (None: nothing)."""
+    first, last = batch.first_offset, batch.last_offset
+    if first > last or first < 0:
+        return InvalidRequest(f"acknowledgement batch {first}..{last} runs backwards")
+    if first <= prev_last:
+        return InvalidRequest(f"acknowledgement batch {first}..{last} overlaps the previous one")
+    if len(batch.types) not in (1, last - first + 1):
+        return InvalidRequest(f"acknowledgement batch {first}..{last} has {len(batch.types)} types")
+    if last >= end:
+        return InvalidRequest(f"offset {last} is past the acquired records (end {end})")
+    if first < spso:
+        return InvalidRecordState(f"offset {first} is below the start offset {spso}")
+    return None
+
+
+def stretches(batches: Sequence[AcknowledgementBatch]) -> list[tuple[int, int]]:
+    """The offsets of ascending ``batches`` as maximal adjacent stretches."""
+    out: list[tuple[int, int]] = []
+    for batch in batches:
+        if out and out[-1][1] + 1 == batch.first_offset:
+            out[-1] = (out[-1][0], batch.last_offset)
+        else:
+            out.append((batch.first_offset, batch.last_offset))
+    return out
+
+
+def stretch_segments(
+    batches: Sequence[AcknowledgementBatch],
+) -> list[list[tuple[int, int, AcknowledgeType]]]:
+    """Equal-type segments of ascending ``batches``, grouped by adjacent stretch, with equal
+    neighbours across batch boundaries joined: what one ``InFlightMap.carve`` takes."""
+    out: list[list[tuple[int, int, AcknowledgeType]]] = []
+    for batch in batches:
+        segs = segments(batch)
+        if out and out[-1][-1][1] + 1 == segs[0][0]:
+            tail = out[-1]
+            if tail[-1][2] is segs[0][2]:
+                segs[0] = (tail.pop()[0], segs[0][1], segs[0][2])
+            tail.extend(segs)
+        else:
+            out.append(segs)
+    return out
 
 
 def segments(batch: AcknowledgementBatch) -> list[tuple[int, int, AcknowledgeType]]:

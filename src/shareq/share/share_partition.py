@@ -16,7 +16,7 @@ from collections.abc import Iterable, Sequence
 from shareq.share import acquisition as _acq
 from shareq.share import log_start as _log_start
 from shareq.share import txn_pending as _txn
-from shareq.share.acknowledgement import segments, validate_acknowledgements
+from shareq.share.acknowledgement import stretch_segments, validate_acknowledgements
 from shareq.share.acquisition_lock import AcquisitionLock, DeadlineIndex
 from shareq.share.errors import ShareEngineBug
 from shareq.share.in_flight import InFlightBatch, InFlightMap
@@ -282,8 +282,8 @@ class SharePartition:
         txn = StateTransition(next(self._handles), TransitionKind.ACKNOWLEDGE)
         runs = self._runs
         durable = False
-        for batch in batches:
-            for run, ack in runs.carve(segments(batch)):
+        for stretch in stretch_segments(batches):
+            for run, ack in runs.carve(stretch):
                 if ack is _RENEW:
                     target = _ACQUIRED
                 elif ack is _RELEASE:
