@@ -35,6 +35,7 @@ import time
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
 
+from shareq.config import BrokerConfig, Setting, register
 from shareq.coordinators.transaction import (
     TopicPartition,
     TransactionCoordinator,
@@ -60,6 +61,30 @@ if TYPE_CHECKING:
 log = logging.getLogger("shareq.transactions")
 
 TRANSACTION_STATE_TOPIC = "__transaction_state"
+
+register(
+    Setting(
+        name="transaction.state.log.segment.bytes",
+        type=int,
+        default=100 * 1024 * 1024,
+        validator=lambda v: v >= 1024 * 1024,
+    ),
+    Setting(name="transaction.state.log.min.isr", type=int, default=2, validator=lambda v: v >= 1),
+)
+
+
+def transaction_state_topic_configs(config: BrokerConfig) -> dict[str, str]:
+    """What Kafka's transaction coordinator creates ``__transaction_state`` with: compacted (one
+    live record per transactional id)."""
+    return {
+        "cleanup.policy": "compact",
+        "compression.type": "uncompressed",
+        "min.insync.replicas": str(config["transaction.state.log.min.isr"]),
+        "segment.bytes": str(config["transaction.state.log.segment.bytes"]),
+        "unclean.leader.election.enable": "false",
+    }
+
+
 _FAR = float("inf")
 
 
@@ -91,6 +116,9 @@ class TransactionServices:
         partition = self.broker.partition(TRANSACTION_STATE_TOPIC, 0)
         if partition is None:  # created with the first transactional id, as in Kafka
             return
+        self.broker.internal_topic(
+            TRANSACTION_STATE_TOPIC, 1, transaction_state_topic_configs(self.broker.config)
+        )
         for key, value in keyed_records(partition.log):
             txn_id = decode_key(key)
             self.coordinator.replay(txn_id, None if value is None else decode_value(txn_id, value))
@@ -202,7 +230,9 @@ class TransactionServices:
     def _append(self, transactional_id: str, value: bytes | None) -> None:
         partition = self.broker.partition(TRANSACTION_STATE_TOPIC, 0)
         if partition is None:
-            self.broker.create_topic(TRANSACTION_STATE_TOPIC, 1)
+            self.broker.internal_topic(
+                TRANSACTION_STATE_TOPIC, 1, transaction_state_topic_configs(self.broker.config)
+            )
             partition = self.broker.partition(TRANSACTION_STATE_TOPIC, 0)
             assert partition is not None
         now = _wall_ms()

@@ -21,6 +21,7 @@ import uuid
 from collections.abc import Coroutine, Iterable
 from typing import TYPE_CHECKING, Any
 
+from shareq.config import BrokerConfig, Setting, register
 from shareq.coordinators.group import (
     CoordinatorRecord,
     GroupRequestError,
@@ -52,6 +53,26 @@ log = logging.getLogger("shareq.share")
 
 GROUP_METADATA_TOPIC = "__consumer_offsets"
 _FAR = float("inf")
+
+
+register(
+    Setting(
+        name="offsets.topic.segment.bytes",
+        type=int,
+        default=100 * 1024 * 1024,
+        validator=lambda v: v >= 1024 * 1024,
+    )
+)
+
+
+def group_metadata_topic_configs(config: BrokerConfig) -> dict[str, str]:
+    """What Kafka's group coordinator creates ``__consumer_offsets`` with: compacted, so the
+    cleaner keeps each group's and each offset's latest record (and replay stays short)."""
+    return {
+        "cleanup.policy": "compact",
+        "compression.type": "producer",
+        "segment.bytes": str(config["offsets.topic.segment.bytes"]),
+    }
 
 
 def _wall_ms() -> int:
@@ -121,8 +142,7 @@ class ShareServices:
                 flush_mode=self.persister.flush_mode,
                 clock_ms=_wall_ms,
             )
-        if broker.topics.get(GROUP_METADATA_TOPIC) is None:
-            broker.create_topic(GROUP_METADATA_TOPIC, 1)
+        broker.internal_topic(GROUP_METADATA_TOPIC, 1, group_metadata_topic_configs(broker.config))
         self._replay_group_metadata()
         await self.persister.load()
         self.dead_letters.start()
