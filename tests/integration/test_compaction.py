@@ -156,3 +156,76 @@ def test_sigkill_during_cleaning_loses_no_latest_value(tmp_path: Path) -> None:
     finally:
         broker.kill()
     assert caught >= 1, "never killed while a cleaning was in progress"
+
+
+def _group_metadata_log_bytes(data: Path) -> int:
+    return sum(f.stat().st_size for f in (data / "__consumer_offsets-0").glob("*.log"))
+
+
+def test_group_metadata_log_is_compacted_and_replays_the_same(tmp_path: Path) -> None:
+    """__consumer_offsets is compacted by the same cleaner: after hundreds of overwritten offset
+    commits, an aborted transactional commit, a committed one and a deleted group, the log shrinks and
+    a restarted broker answers the same committed offsets and groups."""
+    from confluent_kafka.admin import AdminClient
+
+    data = tmp_path / "d"
+    config = {**CONFIG, "offsets.topic.segment.bytes": str(1024 * 1024)}
+    metadata = "m" * 3000
+    with EmbeddedBroker(data, config) as broker, Admin(broker.bootstrap) as admin:
+        admin.create_topic("t", 2)
+        committer = Consumer(
+            {"bootstrap.servers": broker.bootstrap, "group.id": "g", "enable.auto.commit": False}
+        )
+        doomed = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "gone"})
+        try:
+            for i in range(450):  # ~1.4 MB of commits of the same two keys: segments roll
+                committer.commit(
+                    offsets=[TopicPartition("t", 0, i, metadata=metadata), TopicPartition("t", 1, 2 * i)],
+                    asynchronous=False,
+                )
+            doomed.commit(offsets=[TopicPartition("t", 0, 5)], asynchronous=False)
+            # A transaction commits an offset for partition 1 of g, a later one aborts another: the
+            # aborted record is the key's last, yet the committed one must stay.
+            for commit, offset in ((True, 7777), (False, 9999)):
+                producer = Producer(
+                    {"bootstrap.servers": broker.bootstrap, "transactional.id": f"tx-{commit}"}
+                )
+                producer.init_transactions(30)
+                producer.begin_transaction()
+                producer.send_offsets_to_transaction(
+                    [TopicPartition("t", 1, offset)], committer.consumer_group_metadata(), 30
+                )
+                if commit:
+                    producer.commit_transaction(30)
+                else:
+                    producer.abort_transaction(30)
+            # More overwrites after the transactions, so that their segment closes too.
+            for i in range(450, 800):
+                committer.commit(offsets=[TopicPartition("t", 0, i, metadata=metadata)], asynchronous=False)
+        finally:
+            doomed.close()
+        kafka_admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        kafka_admin.delete_consumer_groups(["gone"])["gone"].result(15)
+        written = _group_metadata_log_bytes(data)
+        assert written > 2 * 1024 * 1024
+        deadline = time.monotonic() + 40
+        while _group_metadata_log_bytes(data) > written // 3 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert _group_metadata_log_bytes(data) <= written // 3, (
+            "the cleaner never compacted __consumer_offsets"
+        )
+        before = committer.committed([TopicPartition("t", 0), TopicPartition("t", 1)], timeout=15)
+        committer.close()
+    assert [(p.offset, p.metadata) for p in before] == [(799, metadata), (7777, None)]
+    with EmbeddedBroker(data, config) as broker:
+        reader = Consumer(
+            {"bootstrap.servers": broker.bootstrap, "group.id": "g", "enable.auto.commit": False}
+        )
+        try:
+            after = reader.committed([TopicPartition("t", 0), TopicPartition("t", 1)], timeout=15)
+        finally:
+            reader.close()
+        assert [(p.offset, p.metadata) for p in after] == [(799, metadata), (7777, None)]
+        kafka_admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        groups = kafka_admin.list_consumer_groups().result(15)
+        assert "gone" not in {g.group_id for g in groups.valid}
