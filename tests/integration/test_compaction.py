@@ -229,3 +229,59 @@ def test_group_metadata_log_is_compacted_and_replays_the_same(tmp_path: Path) ->
         kafka_admin = AdminClient({"bootstrap.servers": broker.bootstrap})
         groups = kafka_admin.list_consumer_groups().result(15)
         assert "gone" not in {g.group_id for g in groups.valid}
+
+
+@pytest.mark.parametrize(
+    ("records", "keys"),
+    [
+        pytest.param(50_000, 1_000, id="50k-over-1k"),
+        pytest.param(1_000_000, 10_000, id="1M-over-10k", marks=[pytest.mark.slow, pytest.mark.timeout(600)]),
+    ],
+)
+def test_many_overwrites_and_tombstones(tmp_path: Path, records: int, keys: int) -> None:
+    """``records`` records over ``keys`` keys (every key overwritten many times, every tenth key then
+    tombstoned), produced with librdkafka: once the cleaner is done a consumer from the start reads
+    exactly the latest value of every live key, at the offset it was produced at, and no tombstone
+    (delete.retention.ms=0). The full scale (1M over 10k) is in the slow tier."""
+    config = {
+        "log.cleaner.backoff.ms": "100",
+        "log.segment.bytes": str(4 * 1024 * 1024),
+        "share.coordinator.state.topic.num.partitions": "1",
+    }
+    with EmbeddedBroker(tmp_path / "d", config) as broker, Admin(broker.bootstrap) as admin:
+        admin.create_topic("c", 1, configs={**TOPIC_CONFIG, "segment.ms": "500"})
+        producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 20, "batch.size": 1 << 20})
+        latest: dict[bytes, tuple[int, bytes | None]] = {}
+
+        def delivered(err: Any, message: Any) -> None:
+            assert err is None, err
+            key = message.key()
+            if key not in latest or latest[key][0] < message.offset():
+                latest[key] = (message.offset(), message.value())
+
+        value = b"v" * 60
+        for i in range(records):
+            producer.produce(
+                "c", key=b"key-%06d" % (i % keys), value=value + b"%d" % i, partition=0, on_delivery=delivered
+            )
+            if i % 10_000 == 0:
+                producer.poll(0)
+        for k in range(0, keys, 10):
+            producer.produce("c", key=b"key-%06d" % k, value=None, partition=0, on_delivery=delivered)
+        assert producer.flush(60) == 0
+        expected = sorted((o, k, v) for k, (o, v) in latest.items() if v is not None)
+        assert len(expected) == keys - keys // 10
+        end = max(o for o, _v in latest.values()) + 1
+        time.sleep(0.6)  # past segment.ms: the next record rolls the segment holding the tombstones
+        producer.produce("c", key=b"roll", value=b"r", partition=0, on_delivery=delivered)
+        assert producer.flush(15) == 0
+        deadline = time.monotonic() + (40 if records <= 50_000 else 300)
+
+        def cleaned() -> list[tuple[int, bytes, bytes | None]]:
+            return [r for r in read_all(broker.bootstrap, end) if r[0] < end]
+
+        read = cleaned()
+        while len(read) != len(expected) and time.monotonic() < deadline:
+            time.sleep(0.5)
+            read = cleaned()
+        assert read == expected
