@@ -8,6 +8,7 @@ unique-keyed records until both have converged."""
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import pytest
 from compat_support import FAST, Server, create_topic
@@ -88,3 +89,65 @@ def test_compacted_topic_after_cleaning(server: Server, names: tuple[str, str]) 
     assert keyed == expected
     # Rolled-in records have unique keys: all stay, at their offsets.
     assert [e for e in read if e[1].startswith(b"roll-")] == rolls
+
+
+def _set_policy(server: Server, topic: str, policy: str) -> None:
+    from confluent_kafka.admin import (
+        AdminClient,
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+        ResourceType,
+    )
+
+    admin = AdminClient({"bootstrap.servers": server.bootstrap, **FAST})
+    resource = ConfigResource(
+        ResourceType.TOPIC,
+        topic,
+        incremental_configs=[
+            ConfigEntry("cleanup.policy", policy, incremental_operation=AlterConfigOpType.SET)
+        ],
+    )
+    admin.incremental_alter_configs([resource])[resource].result(timeout=15)
+
+    def applied() -> bool:
+        described = admin.describe_configs([ConfigResource(ResourceType.TOPIC, topic)])
+        return bool(next(iter(described.values())).result(timeout=15)["cleanup.policy"].value == policy)
+
+    deadline = time.monotonic() + 15
+    while not applied():
+        assert time.monotonic() < deadline, f"cleanup.policy never became {policy}"
+        time.sleep(0.1)
+
+
+def test_compact_then_delete_then_compact_again(server: Server, names: tuple[str, str]) -> None:
+    """A compacted topic switched to delete takes records without a key; switched back to compact it
+    refuses them again and is cleaned as before: each key's latest value stays, and the keyless records
+    written meanwhile are dropped by the cleaner (Kafka counts them as invalid)."""
+    topic = names[0]
+    create_topic(server, topic, configs=TOPIC_CONFIGS)
+    written = produce(server, topic, [(b"k%d" % (i % 5), b"a%d" % i) for i in range(50)])
+    _set_policy(server, topic, "delete")
+    keyless = produce(server, topic, [(None, b"no-key-%d" % i) for i in range(3)])  # type: ignore[misc]
+    written += keyless
+    _set_policy(server, topic, "compact")
+    producer = Producer({"bootstrap.servers": server.bootstrap, **FAST})
+    errors: list[Any] = []
+    producer.produce(topic, value=b"refused", partition=0, on_delivery=lambda err, _m: errors.append(err))
+    producer.flush(15)
+    assert errors[0] is not None and errors[0].code() == 87  # INVALID_RECORD
+    written += produce(server, topic, [(b"k%d" % (i % 5), b"b%d" % i) for i in range(50)])
+    latest: dict[bytes, Entry] = {}
+    for entry in written:
+        if entry[1] is not None:
+            latest[entry[1]] = entry
+    expected = sorted(latest.values())
+    rolls: list[Entry] = []
+    deadline = time.monotonic() + 90
+    while True:
+        time.sleep(0.5)
+        rolls += produce(server, topic, [(b"roll-%d" % len(rolls), b"r")])
+        read = [e for e in read_all(server, topic) if not (e[1] or b"").startswith(b"roll-")]
+        if read == expected or time.monotonic() > deadline:
+            break
+    assert read == expected

@@ -13,8 +13,9 @@ Three steps, as Kafka's cleaner takes them:
    stays dirty for the next round. It then rewrites every segment from the log start up to the end
    of the mapped range into ``<base>.cleaned``, fsynced: a batch keeps its base offset and last
    offset delta, loses the records a later one of the same key replaced and the tombstones older
-   than the delete horizon; a batch that keeps everything is copied byte for byte, one that keeps
-   nothing disappears. Control batches are kept.
+   than the delete horizon, and records without a key (written while the topic was not compacted;
+   Kafka's cleaner drops them as invalid); a batch that keeps everything is copied byte for byte, one
+   that keeps nothing disappears. Control batches are kept.
 3. ``PartitionLog.swap_cleaned`` (on the event loop) replaces each segment by its cleaned file with
    one ``os.replace`` after removing its index files, so a crash leaves every segment either whole
    and old or whole and cleaned; opening a log removes leftover ``.cleaned`` files.
@@ -286,8 +287,10 @@ def _retained(
     map_end: int,
     horizon_ms: int,
 ) -> bool:
-    if offset >= map_end or key is None:
+    if offset >= map_end:
         return True
+    if key is None:
+        return False  # written while the topic was not compacted: Kafka's cleaner drops it as invalid
     newest = latest.get(_digest(key))
     if newest is not None and offset < newest:
         return False  # a later record of the same key replaced it
