@@ -35,7 +35,6 @@ import time
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
 
-from shareq.config import BrokerConfig, Setting, register
 from shareq.coordinators.transaction import (
     TopicPartition,
     TransactionCoordinator,
@@ -54,6 +53,7 @@ from shareq.log.scan import keyed_records
 from shareq.persister.builtin import STATE_TOPIC
 
 from .consumer_groups import GROUP_METADATA_TOPIC
+from .internal_topics import transaction_state_topic_configs
 
 if TYPE_CHECKING:
     from .broker import Broker
@@ -61,30 +61,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("shareq.transactions")
 
 TRANSACTION_STATE_TOPIC = "__transaction_state"
-
-register(
-    Setting(
-        name="transaction.state.log.segment.bytes",
-        type=int,
-        default=100 * 1024 * 1024,
-        validator=lambda v: v >= 1024 * 1024,
-    ),
-    Setting(name="transaction.state.log.min.isr", type=int, default=2, validator=lambda v: v >= 1),
-)
-
-
-def transaction_state_topic_configs(config: BrokerConfig) -> dict[str, str]:
-    """What Kafka's transaction coordinator creates ``__transaction_state`` with: compacted (one
-    live record per transactional id)."""
-    return {
-        "cleanup.policy": "compact",
-        "compression.type": "uncompressed",
-        "min.insync.replicas": str(config["transaction.state.log.min.isr"]),
-        "segment.bytes": str(config["transaction.state.log.segment.bytes"]),
-        "unclean.leader.election.enable": "false",
-    }
-
-
 _FAR = float("inf")
 
 

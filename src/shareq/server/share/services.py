@@ -21,7 +21,6 @@ import uuid
 from collections.abc import Coroutine, Iterable
 from typing import TYPE_CHECKING, Any
 
-from shareq.config import BrokerConfig, Setting, register
 from shareq.coordinators.group import (
     CoordinatorRecord,
     GroupRequestError,
@@ -42,6 +41,7 @@ from shareq.share import SharePartition
 from shareq.share.persister import PersisterError, SharePartitionKey
 from shareq.share.session import ShareSessionCache, TopicIdPartition
 
+from ..internal_topics import group_metadata_topic_configs
 from ..partitions import Partition
 from .dead_letters import DeadLetterWriter
 from .manager import SharePartitionManager, share_config
@@ -53,26 +53,6 @@ log = logging.getLogger("shareq.share")
 
 GROUP_METADATA_TOPIC = "__consumer_offsets"
 _FAR = float("inf")
-
-
-register(
-    Setting(
-        name="offsets.topic.segment.bytes",
-        type=int,
-        default=100 * 1024 * 1024,
-        validator=lambda v: v >= 1024 * 1024,
-    )
-)
-
-
-def group_metadata_topic_configs(config: BrokerConfig) -> dict[str, str]:
-    """What Kafka's group coordinator creates ``__consumer_offsets`` with: compacted, so the
-    cleaner keeps each group's and each offset's latest record (and replay stays short)."""
-    return {
-        "cleanup.policy": "compact",
-        "compression.type": "producer",
-        "segment.bytes": str(config["offsets.topic.segment.bytes"]),
-    }
 
 
 def _wall_ms() -> int:
