@@ -114,6 +114,7 @@ def test_share_group_on_a_compacted_topic(tmp_path: Path) -> None:
         assert sorted(got) == sorted(expected)
 
 
+@pytest.mark.timeout(180)  # four kills and restarts, each waiting for a cleaning: slow on a busy box
 def test_sigkill_during_cleaning_loses_no_latest_value(tmp_path: Path) -> None:
     """The broker is killed (SIGKILL) while its cleaner writes, four times, with more overwrites after each
     restart: every key's latest value is still there, at its offset, and no cleaning is left behind."""
