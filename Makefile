@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 KAFKA_REF := tests/kafka-reference
 KAFKA_STAMP := $(KAFKA_REF)/lib/.resolved
 
-.PHONY: demo java-check test lint setup clean kafka compat compat-report
+.PHONY: demo java-check test test-slow lint setup clean kafka compat compat-report
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -48,6 +48,10 @@ lint: $(STAMP)
 
 test: lint kafka
 	$(VENV)/bin/pytest -n 2 --dist loadgroup
+
+# The slow tier too: full-scale runs whose short forms are in `make test`.
+test-slow: lint kafka
+	$(VENV)/bin/pytest -n 2 --dist loadgroup --slow
 
 # The differential tests alone, and docs/compatibility.md regenerated from their results.
 compat: $(STAMP) kafka

@@ -3,6 +3,7 @@ shareq) fixtures in tests/compat/conftest.py.
 
 ``--compat-results FILE`` writes the outcome of every test under tests/compat/ to FILE as JSON (on the
 controller when run with xdist); ``tests/compat/report.py`` renders it as docs/compatibility.md.
+``--slow`` also runs the tests marked ``slow``.
 """
 
 from __future__ import annotations
@@ -22,6 +23,22 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=None,
         help="write the outcomes of tests/compat/ to this JSON file",
     )
+    parser.addoption(
+        "--slow",
+        action="store_true",
+        default=False,
+        help="also run the tests marked slow (soak and full-scale runs; `make test-slow`)",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked slow run only with ``--slow``: the default run keeps their short forms."""
+    if config.getoption("--slow"):
+        return
+    skip = pytest.mark.skip(reason="slow tier: run with --slow (make test-slow)")
+    for item in items:
+        if item.get_closest_marker("slow") is not None:
+            item.add_marker(skip)
 
 
 def _outcome(report: pytest.TestReport) -> str | None:

@@ -19,6 +19,8 @@ COMMON = {
     "group.share.min.record.lock.duration.ms": "1000",
     "group.share.min.heartbeat.interval.ms": "500",
     "group.share.heartbeat.interval.ms": "500",
+    # The cleaner looks for work every second instead of every 15 s (compaction tests).
+    "log.cleaner.backoff.ms": "1000",
 }
 
 # librdkafka settings that keep a test in seconds.

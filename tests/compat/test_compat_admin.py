@@ -16,7 +16,7 @@ from compat_support import (
     share_consumer,
     wait_for,
 )
-from confluent_kafka import ElectionType, KafkaException, TopicCollection, TopicPartition
+from confluent_kafka import ElectionType, KafkaException, Producer, TopicCollection, TopicPartition
 from confluent_kafka.admin import AclOperation, AdminClient, NewPartitions, OffsetSpec
 from kafka import KafkaAdminClient
 from kafka import TopicPartition as KpTopicPartition
@@ -242,20 +242,26 @@ def test_describe_log_dirs(server: Server, names: tuple[str, str]) -> None:
 
 
 def test_share_group_sees_new_partitions(server: Server, names: tuple[str, str]) -> None:
-    """A share consumer subscribed while the topic has 1 partition gets the records produced to partitions
-    added by CreatePartitions while it runs."""
+    """A share consumer and a producer, both live while CreatePartitions grows the topic from 1 to 3
+    partitions: the producer (its metadata refreshed) writes to the new partitions, and the share
+    consumer gets those records."""
     topic, group = names
     create_topic(server, topic)
     earliest_group(server, group)
     consumer = share_consumer(server, group, [topic])
+    producer = Producer({"bootstrap.servers": server.bootstrap, "linger.ms": 0, **FAST})
     try:
-        produce(server, topic, [b"p0"])
+        producer.produce(topic, b"p0", partition=0)
+        assert producer.flush(15) == 0
         first = poll_until(consumer, count_at_least(1))
         assert [(m.partition(), m.value()) for m in first] == [(0, b"p0")]
         admin = _admin(server)
         admin.create_partitions([NewPartitions(topic, 3)], operation_timeout=15)[topic].result(timeout=15)
         wait_for(lambda: _partition_count(admin, topic) == 3)
-        produce(server, topic, [b"p1", b"p2"], partition=lambda i: i + 1)
+        wait_for(lambda: len(producer.list_topics(topic, timeout=10).topics[topic].partitions) == 3)
+        for p in (1, 2):
+            producer.produce(topic, b"p%d" % p, partition=p)
+        assert producer.flush(15) == 0
         later = poll_until(consumer, lambda m: {x.partition() for x in m} >= {1, 2}, timeout=45)
         assert sorted((m.partition(), m.value()) for m in later) == [(1, b"p1"), (2, b"p2")]
     finally:

@@ -268,3 +268,46 @@ def test_compression_type_uncompressed(server: Server, names: tuple[str, str]) -
     assert producer.flush(15) == 0
     assert _log_size(server, names[0]) > 50_000
     assert _read_first(server, names[0]).value() == bytes(50_000)
+
+
+def test_kafka_python_create_describe_and_alter_incrementally(server: Server, names: tuple[str, str]) -> None:
+    """kafka-python's admin client: CreateTopics with compression.type, cleanup.policy=compact and
+    LogAppendTime (the response names each config's source), DescribeConfigs of what was set, then
+    IncrementalAlterConfigs APPEND and SUBTRACT on cleanup.policy."""
+    from kafka.admin import AlterConfigOp
+    from kafka.admin import NewTopic as KpNewTopic
+
+    topic = names[0]
+    configs = {
+        "compression.type": "zstd",
+        "cleanup.policy": "compact",
+        "message.timestamp.type": "LogAppendTime",
+    }
+    kp = KafkaAdminClient(bootstrap_servers=server.bootstrap, request_timeout_ms=15000)
+    try:
+        created = kp.create_topics([KpNewTopic(topic, 1, server.nodes, topic_configs=configs)])
+        (result,) = created["topics"]
+        assert (result["error_code"], result["num_partitions"]) == (0, 1)
+        sources = {k: (v["value"], v["config_source"]) for k, v in result["configs"].items()}
+        assert {k: sources[k] for k in configs} == {
+            k: (v, "DYNAMIC_TOPIC_CONFIG") for k, v in configs.items()
+        }
+        assert sources["min.insync.replicas"] == ("1", "DYNAMIC_DEFAULT_BROKER_CONFIG")
+        resource = KpConfigResource(KpConfigResourceType.TOPIC, topic)
+
+        def described() -> dict[str, str]:
+            entries = kp.describe_configs([resource])["topic"][topic]
+            return {k: e["value"] for k, e in entries.items()}
+
+        assert described() == configs
+        for op, value, expected in (
+            (AlterConfigOp.APPEND, "delete", "compact,delete"),
+            (AlterConfigOp.SUBTRACT, "compact", "delete"),
+        ):
+            change = KpConfigResource(
+                KpConfigResourceType.TOPIC, topic, configs={"cleanup.policy": (op, value)}
+            )
+            assert kp.alter_configs([change], incremental=True) == {"topic": {topic: "OK"}}
+            wait_for(lambda expected=expected: described()["cleanup.policy"] == expected)
+    finally:
+        kp.close()

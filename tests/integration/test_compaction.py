@@ -114,6 +114,7 @@ def test_share_group_on_a_compacted_topic(tmp_path: Path) -> None:
         assert sorted(got) == sorted(expected)
 
 
+@pytest.mark.timeout(180)  # four kills and restarts, each waiting for a cleaning: slow on a busy box
 def test_sigkill_during_cleaning_loses_no_latest_value(tmp_path: Path) -> None:
     """The broker is killed (SIGKILL) while its cleaner writes, four times, with more overwrites after each
     restart: every key's latest value is still there, at its offset, and no cleaning is left behind."""
@@ -156,3 +157,132 @@ def test_sigkill_during_cleaning_loses_no_latest_value(tmp_path: Path) -> None:
     finally:
         broker.kill()
     assert caught >= 1, "never killed while a cleaning was in progress"
+
+
+def _group_metadata_log_bytes(data: Path) -> int:
+    return sum(f.stat().st_size for f in (data / "__consumer_offsets-0").glob("*.log"))
+
+
+def test_group_metadata_log_is_compacted_and_replays_the_same(tmp_path: Path) -> None:
+    """__consumer_offsets is compacted by the same cleaner: after hundreds of overwritten offset
+    commits, an aborted transactional commit, a committed one and a deleted group, the log shrinks and
+    a restarted broker answers the same committed offsets and groups."""
+    from confluent_kafka.admin import AdminClient
+
+    data = tmp_path / "d"
+    config = {**CONFIG, "offsets.topic.segment.bytes": str(1024 * 1024)}
+    metadata = "m" * 3000
+    with EmbeddedBroker(data, config) as broker, Admin(broker.bootstrap) as admin:
+        admin.create_topic("t", 2)
+        committer = Consumer(
+            {"bootstrap.servers": broker.bootstrap, "group.id": "g", "enable.auto.commit": False}
+        )
+        doomed = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "gone"})
+        try:
+            for i in range(450):  # ~1.4 MB of commits of the same two keys: segments roll
+                committer.commit(
+                    offsets=[TopicPartition("t", 0, i, metadata=metadata), TopicPartition("t", 1, 2 * i)],
+                    asynchronous=False,
+                )
+            doomed.commit(offsets=[TopicPartition("t", 0, 5)], asynchronous=False)
+            # A transaction commits an offset for partition 1 of g, a later one aborts another: the
+            # aborted record is the key's last, yet the committed one must stay.
+            for commit, offset in ((True, 7777), (False, 9999)):
+                producer = Producer(
+                    {"bootstrap.servers": broker.bootstrap, "transactional.id": f"tx-{commit}"}
+                )
+                producer.init_transactions(30)
+                producer.begin_transaction()
+                producer.send_offsets_to_transaction(
+                    [TopicPartition("t", 1, offset)], committer.consumer_group_metadata(), 30
+                )
+                if commit:
+                    producer.commit_transaction(30)
+                else:
+                    producer.abort_transaction(30)
+            # More overwrites after the transactions, so that their segment closes too.
+            for i in range(450, 800):
+                committer.commit(offsets=[TopicPartition("t", 0, i, metadata=metadata)], asynchronous=False)
+        finally:
+            doomed.close()
+        kafka_admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        kafka_admin.delete_consumer_groups(["gone"])["gone"].result(15)
+        written = _group_metadata_log_bytes(data)
+        assert written > 2 * 1024 * 1024
+        deadline = time.monotonic() + 40
+        while _group_metadata_log_bytes(data) > written // 3 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert _group_metadata_log_bytes(data) <= written // 3, (
+            "the cleaner never compacted __consumer_offsets"
+        )
+        before = committer.committed([TopicPartition("t", 0), TopicPartition("t", 1)], timeout=15)
+        committer.close()
+    assert [(p.offset, p.metadata) for p in before] == [(799, metadata), (7777, None)]
+    with EmbeddedBroker(data, config) as broker:
+        reader = Consumer(
+            {"bootstrap.servers": broker.bootstrap, "group.id": "g", "enable.auto.commit": False}
+        )
+        try:
+            after = reader.committed([TopicPartition("t", 0), TopicPartition("t", 1)], timeout=15)
+        finally:
+            reader.close()
+        assert [(p.offset, p.metadata) for p in after] == [(799, metadata), (7777, None)]
+        kafka_admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        groups = kafka_admin.list_consumer_groups().result(15)
+        assert "gone" not in {g.group_id for g in groups.valid}
+
+
+@pytest.mark.parametrize(
+    ("records", "keys"),
+    [
+        pytest.param(50_000, 1_000, id="50k-over-1k"),
+        pytest.param(1_000_000, 10_000, id="1M-over-10k", marks=[pytest.mark.slow, pytest.mark.timeout(600)]),
+    ],
+)
+def test_many_overwrites_and_tombstones(tmp_path: Path, records: int, keys: int) -> None:
+    """``records`` records over ``keys`` keys (every key overwritten many times, every tenth key then
+    tombstoned), produced with librdkafka: once the cleaner is done a consumer from the start reads
+    exactly the latest value of every live key, at the offset it was produced at, and no tombstone
+    (delete.retention.ms=0). The full scale (1M over 10k) is in the slow tier."""
+    config = {
+        "log.cleaner.backoff.ms": "100",
+        "log.segment.bytes": str(4 * 1024 * 1024),
+        "share.coordinator.state.topic.num.partitions": "1",
+    }
+    with EmbeddedBroker(tmp_path / "d", config) as broker, Admin(broker.bootstrap) as admin:
+        admin.create_topic("c", 1, configs={**TOPIC_CONFIG, "segment.ms": "500"})
+        producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 20, "batch.size": 1 << 20})
+        latest: dict[bytes, tuple[int, bytes | None]] = {}
+
+        def delivered(err: Any, message: Any) -> None:
+            assert err is None, err
+            key = message.key()
+            if key not in latest or latest[key][0] < message.offset():
+                latest[key] = (message.offset(), message.value())
+
+        value = b"v" * 60
+        for i in range(records):
+            producer.produce(
+                "c", key=b"key-%06d" % (i % keys), value=value + b"%d" % i, partition=0, on_delivery=delivered
+            )
+            if i % 10_000 == 0:
+                producer.poll(0)
+        for k in range(0, keys, 10):
+            producer.produce("c", key=b"key-%06d" % k, value=None, partition=0, on_delivery=delivered)
+        assert producer.flush(60) == 0
+        expected = sorted((o, k, v) for k, (o, v) in latest.items() if v is not None)
+        assert len(expected) == keys - keys // 10
+        end = max(o for o, _v in latest.values()) + 1
+        time.sleep(0.6)  # past segment.ms: the next record rolls the segment holding the tombstones
+        producer.produce("c", key=b"roll", value=b"r", partition=0, on_delivery=delivered)
+        assert producer.flush(15) == 0
+        deadline = time.monotonic() + (40 if records <= 50_000 else 300)
+
+        def cleaned() -> list[tuple[int, bytes, bytes | None]]:
+            return [r for r in read_all(broker.bootstrap, end) if r[0] < end]
+
+        read = cleaned()
+        while len(read) != len(expected) and time.monotonic() < deadline:
+            time.sleep(0.5)
+            read = cleaned()
+        assert read == expected

@@ -152,3 +152,57 @@ def test_crash_midway_through_the_swap(tmp_path: Path) -> None:
 
 def test_plan_is_pure() -> None:
     assert plan_cleaning((), 0, EAGER, NOW) is None
+
+
+def _txn(log: PartitionLog, pid: int, records: list[tuple[bytes, bytes | None]], ts: int) -> int:
+    data = encode_batch(
+        [Record(key=k, value=v, timestamp=ts) for k, v in records],
+        producer_id=pid,
+        producer_epoch=0,
+        base_sequence=0,
+        transactional=True,
+    )
+    return log.append(data, now_ms=ts).first_offset
+
+
+def _filler(log: PartitionLog, n: int, ts: int) -> None:
+    write(log, [[(b"fill%d" % i, b"f" * 200)] for i in range(n)], ts=ts)
+
+
+def test_aborted_transactions_neither_replace_nor_stay(tmp_path: Path) -> None:
+    """A key's committed value survives a later aborted write of the same key (the aborted data is
+    dropped, its marker kept); a committed transactional write replaces it."""
+    log = PartitionLog.open(tmp_path, SMALL, now_ms=0)
+    write(log, [[(b"a", b"a1"), (b"b", b"b1")]], ts=1_000)
+    aborted_at = _txn(log, 7, [(b"a", b"a-aborted")], ts=1_000)
+    log.append_marker(producer_id=7, producer_epoch=0, commit=False, now_ms=1_000)
+    committed_at = _txn(log, 8, [(b"b", b"b2")], ts=1_000)
+    log.append_marker(producer_id=8, producer_epoch=0, commit=True, now_ms=1_000)
+    _filler(log, 20, ts=1_000)
+    assert compact(log) >= 1
+    read = {k: (o, v) for o, k, v in read_all(log)}
+    assert read[b"a"] == (0, b"a1")
+    assert read[b"b"] == (committed_at, b"b2")
+    assert all(o != aborted_at for o, _k, _v in read_all(log))
+    log.close()
+
+
+def test_nothing_from_an_open_transaction_on_is_cleaned(tmp_path: Path) -> None:
+    """A transaction still open may abort: the segment holding its start, and every later one, stay
+    dirty until it ends (Kafka's first unstable offset)."""
+    log = PartitionLog.open(tmp_path, SMALL, now_ms=0)
+    write(log, [[(b"a", b"a1")]], ts=1_000)
+    _filler(log, 10, ts=1_000)
+    open_at = _txn(log, 9, [(b"a", b"a-pending")], ts=1_000)
+    write(log, [[(b"a", b"a2")]], ts=1_000)
+    _filler(log, 20, ts=1_000)
+    compact(log)
+    offsets = [o for o, _k, _v in read_all(log)]
+    assert 0 in offsets and open_at in offsets  # the open transaction's segment and after: untouched
+    log.append_marker(producer_id=9, producer_epoch=0, commit=False, now_ms=1_000)
+    _filler(log, 20, ts=1_000)
+    compact(log)
+    read = {k: (o, v) for o, k, v in read_all(log)}
+    assert read[b"a"][1] == b"a2"
+    assert all(o not in (0, open_at) for o, _k, _v in read_all(log))
+    log.close()

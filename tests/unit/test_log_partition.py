@@ -170,7 +170,8 @@ def test_compressed_batches_pass_through_untouched(log_dir: Path) -> None:
     got = log.read(1, 1 << 20).records
     assert got[8:12] == raw[8:12] and got[16:] == raw[16:]  # only offset and leader epoch patched
     assert read_batch_header(got).base_offset == 1
-    assert log.offset_for_timestamp(30) == TimestampOffset(59, 1)  # compressed: batch granularity
+    assert log.offset_for_timestamp(30) == TimestampOffset(30, 21)  # the record inside, as Kafka
+    assert log.max_timestamp_offset() == TimestampOffset(59, 50)
 
 
 def test_reopen_after_clean_close_keeps_everything(log_dir: Path) -> None:

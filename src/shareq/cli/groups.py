@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import click
 
-from shareq.client import Admin, ConsumerGroupDescription, ShareGroupDescription
+from shareq.client import Admin, ConsumerGroupDescription, KafkaError, ShareGroupDescription, ShareGroupOffset
 
 from ._common import admin_client, bootstrap_option, emit_json, friendly_errors, json_option, table
 
@@ -57,8 +57,18 @@ def describe_group(group: str, bootstrap: str, as_json: bool) -> None:
             _describe_consumer_group(admin.describe_consumer_group(group), as_json)
             return
         description = admin.describe_share_group(group)
+        offsets = _share_offsets(admin, group)
     if as_json:
-        emit_json(description_json(description))
+        emit_json(
+            {
+                **description_json(description),
+                "tx_pending": [
+                    {"topic": o.topic, "partition": o.partition, **pending_json(o)}
+                    for _key, o in sorted(offsets.items())
+                    if o.pending
+                ],
+            }
+        )
         return
     d = description
     click.echo(
@@ -81,6 +91,22 @@ def describe_group(group: str, bootstrap: str, as_json: bool) -> None:
             for m in d.members
         ]
         click.echo(table(["MEMBER-ID", "CLIENT-ID", "HOST", "EPOCH", "TOPICS", "ASSIGNMENT"], rows))
+    if any(o.pending for o in offsets.values()):
+        click.echo()
+        staged = [
+            [o.topic, o.partition, o.pending_records, producer_ids_text(o)]
+            for _key, o in sorted(offsets.items())
+            if o.pending
+        ]
+        click.echo(table(["TOPIC", "PARTITION", "TX-PENDING", "PRODUCER-IDS"], staged))
+
+
+def _share_offsets(admin: Admin, group: str) -> dict[tuple[str, int], ShareGroupOffset]:
+    """The group's share-partitions (for the records transactions hold), or none if it has none."""
+    try:
+        return admin.describe_share_group_offsets(group)
+    except KafkaError:
+        return {}
 
 
 def _describe_consumer_group(d: ConsumerGroupDescription, as_json: bool) -> None:
@@ -163,3 +189,18 @@ def delete_group(group: str, bootstrap: str, as_json: bool) -> None:
         emit_json({"group": group, "deleted": True})
     else:
         click.echo(f"deleted {'share' if kind in (None, 'share') else 'consumer'} group {group}")
+
+
+def pending_json(o: ShareGroupOffset) -> dict[str, object]:
+    """Records in TX_PENDING and the transactions holding them (KIP-1289)."""
+    return {
+        "tx_pending": o.pending_records,
+        "pending_transactions": [
+            {"producer_id": p.producer_id, "producer_epoch": p.producer_epoch, "records": p.records}
+            for p in o.pending
+        ],
+    }
+
+
+def producer_ids_text(o: ShareGroupOffset) -> str | None:
+    return ",".join(str(p.producer_id) for p in o.pending) or None

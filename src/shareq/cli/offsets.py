@@ -18,7 +18,7 @@ from kio.schema.errors import ErrorCode
 from shareq.client import Admin, KafkaError, OffsetSpec
 
 from ._common import admin_client, bootstrap_option, emit_json, friendly_errors, json_option, table
-from .groups import group_type
+from .groups import group_type, pending_json, producer_ids_text
 
 
 @click.group()
@@ -66,6 +66,7 @@ def describe_offsets(group: str, topics: tuple[str, ...], bootstrap: str, as_jso
                     "partition": o.partition,
                     "start_offset": o.start_offset,
                     "lag": o.lag,
+                    **pending_json(o),
                 }
                 for o in rows
             ]
@@ -76,9 +77,17 @@ def describe_offsets(group: str, topics: tuple[str, ...], bootstrap: str, as_jso
         return
     click.echo(
         table(
-            ["GROUP", "TOPIC", "PARTITION", "START-OFFSET", "LAG"],
+            ["GROUP", "TOPIC", "PARTITION", "START-OFFSET", "LAG", "TX-PENDING", "PRODUCER-IDS"],
             [
-                [group, o.topic, o.partition, None if o.start_offset < 0 else o.start_offset, o.lag]
+                [
+                    group,
+                    o.topic,
+                    o.partition,
+                    None if o.start_offset < 0 else o.start_offset,
+                    o.lag,
+                    o.pending_records,
+                    producer_ids_text(o),
+                ]
                 for o in rows
             ],
         )

@@ -12,7 +12,13 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from .admin_types import GroupListing, ShareGroupDescription, ShareGroupOffset, ShareMember
+from .admin_types import (
+    GroupListing,
+    PendingTransaction,
+    ShareGroupDescription,
+    ShareGroupOffset,
+    ShareMember,
+)
 from .errors import KafkaError, raise_for
 
 
@@ -114,6 +120,10 @@ def parse_describe_share_group_offsets(
                     lag=None if lag is None or int(lag) < 0 else int(lag),
                     error=p.error_code,
                     error_message=p.error_message,
+                    pending=tuple(
+                        PendingTransaction(int(t.producer_id), int(t.producer_epoch), int(t.records))
+                        for t in getattr(p, "pending_transactions", ())
+                    ),
                 )
         return out
     raise KafkaError(ErrorCode.unknown_server_error, f"no answer for group {group_id}")

@@ -148,7 +148,8 @@ class ShareGroupDescription:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ShareGroupOffset:
-    """A share-partition's start offset (SPSO) for a group, and its lag when the broker reports it."""
+    """A share-partition's start offset (SPSO) for a group, its lag when the broker reports it,
+    and the transactions holding its records in TX_PENDING (shareq brokers; KIP-1289)."""
 
     topic: str
     topic_id: uuid.UUID | None
@@ -158,6 +159,21 @@ class ShareGroupOffset:
     lag: int | None = None
     error: ErrorCode = ErrorCode.none
     error_message: str | None = None
+    pending: tuple[PendingTransaction, ...] = ()
+
+    @property
+    def pending_records(self) -> int:
+        """Records of this share-partition staged by transactions not yet ended."""
+        return sum(p.records for p in self.pending)
+
+
+@dataclass(frozen=True, slots=True)
+class PendingTransaction:
+    """A transaction holding records of a share-partition in TX_PENDING."""
+
+    producer_id: int
+    producer_epoch: int
+    records: int
 
 
 class QuotaMatch(IntEnum):

@@ -235,9 +235,16 @@ class Producer:
             if not ranges:
                 return
             codes = _txn.txn_share_acknowledge(self.cluster.any_connection(), txn, metadata, ranges)
-        for (topic_id, partition), code in sorted(codes.items(), key=lambda kv: (str(kv[0][0]), kv[0][1])):
-            if code != ErrorCode.none:
-                raise KafkaError(code, context=f"TxnShareAcknowledge {topic_id}-{partition}")
+        failed = sorted(
+            ((str(tid), partition), code)
+            for (tid, partition), code in codes.items()
+            if code != ErrorCode.none
+        )
+        # The partition at fault, not those the broker then left alone (OPERATION_NOT_ATTEMPTED).
+        failed.sort(key=lambda item: item[1] == ErrorCode.operation_not_attempted)
+        if failed:
+            (topic_id, partition), code = failed[0]
+            raise KafkaError(code, context=f"TxnShareAcknowledge {topic_id}-{partition}")
 
     def commit_transaction(self) -> None:
         """Send everything buffered, then commit; a failed send raises and leaves the transaction

@@ -13,8 +13,9 @@ Three steps, as Kafka's cleaner takes them:
    stays dirty for the next round. It then rewrites every segment from the log start up to the end
    of the mapped range into ``<base>.cleaned``, fsynced: a batch keeps its base offset and last
    offset delta, loses the records a later one of the same key replaced and the tombstones older
-   than the delete horizon; a batch that keeps everything is copied byte for byte, one that keeps
-   nothing disappears. Control batches are kept.
+   than the delete horizon, and records without a key (written while the topic was not compacted;
+   Kafka's cleaner drops them as invalid); a batch that keeps everything is copied byte for byte, one
+   that keeps nothing disappears. Control batches are kept.
 3. ``PartitionLog.swap_cleaned`` (on the event loop) replaces each segment by its cleaned file with
    one ``os.replace`` after removing its index files, so a crash leaves every segment either whole
    and old or whole and cleaned; opening a log removes leftover ``.cleaned`` files.
@@ -39,12 +40,9 @@ from .batch import (
     HEADER,
     HEADER_SIZE,
     LOG_OVERHEAD,
-    TIMESTAMP_TYPE_MASK,
-    Compression,
+    TRANSACTIONAL_MASK,
 )
-from .codecs import decompress
-from .errors import CorruptRecordError
-from .records import read_varint
+from .record_spans import plain_batch, record_spans
 from .segment import H_BASE_OFFSET, H_BATCH_LENGTH, H_LAST_OFFSET_DELTA, scan_batches
 
 CLEANED_SUFFIX = ".cleaned"
@@ -74,6 +72,16 @@ class CleaningConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class AbortedRange:
+    """An aborted transaction's data on this partition: ``producer_id``'s batches in
+    ``[first_offset, last_offset]``."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+
+
+@dataclass(frozen=True, slots=True)
 class CleaningPlan:
     """Segments to rewrite (log start up to the last dirty cleanable one), the first dirty offset,
     the time below which a latest tombstone is dropped, and the key-index cap."""
@@ -82,6 +90,7 @@ class CleaningPlan:
     first_dirty: int
     delete_horizon_ms: int
     max_map_entries: int
+    aborted: tuple[AbortedRange, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,15 +118,25 @@ def dirty_ratio(segments: tuple[SegmentFile, ...], first_dirty: int) -> float:
 
 
 def plan_cleaning(
-    closed: tuple[SegmentFile, ...], first_dirty: int, config: CleaningConfig, now_ms: int
+    closed: tuple[SegmentFile, ...],
+    first_dirty: int,
+    config: CleaningConfig,
+    now_ms: int,
+    *,
+    first_unstable: int | None = None,
+    aborted: tuple[AbortedRange, ...] = (),
 ) -> CleaningPlan | None:
     """What to clean now, or ``None``. ``closed`` lists the segments from the log start, the
-    active one excluded."""
-    cleanable = tuple(s for s in closed if now_ms - s.largest_timestamp >= config.min_lag_ms)
-    # Only a prefix can be cleaned: a segment too young stops the range there.
+    active one excluded; ``first_unstable`` is the last stable offset (a transaction still open
+    there may yet abort, so nothing from its segment on is cleaned, as in Kafka); ``aborted`` the
+    aborted transactions, whose data is neither mapped nor kept."""
+    # Only a prefix can be cleaned: a segment too young, or one reaching into an open
+    # transaction, stops the range there.
     prefix: list[SegmentFile] = []
     for segment in closed:
-        if segment not in cleanable:
+        if now_ms - segment.largest_timestamp < config.min_lag_ms:
+            break
+        if first_unstable is not None and segment.next_offset > first_unstable:
             break
         prefix.append(segment)
     dirty = [s for s in prefix if s.next_offset > first_dirty and s.size > 0]
@@ -131,12 +150,16 @@ def plan_cleaning(
         first_dirty=first_dirty,
         delete_horizon_ms=now_ms - config.delete_retention_ms,
         max_map_entries=max(1, config.max_map_entries),
+        aborted=tuple(
+            a for a in aborted if a.last_offset >= prefix[0].base and a.first_offset < prefix[-1].next_offset
+        ),
     )
 
 
 def clean(plan: CleaningPlan) -> CleaningResult:
     """Map the dirty range, then write each segment's cleaned copy next to it (no swap)."""
-    latest, map_end, dirty_bytes = _build_map(plan)
+    aborted = _AbortedIndex(plan.aborted)
+    latest, map_end, dirty_bytes = _build_map(plan, aborted)
     token = os.urandom(4).hex()  # a cleaning cut short elsewhere never writes into this one's files
     cleaned: list[CleanedSegment] = []
     kept = removed = 0
@@ -148,7 +171,7 @@ def clean(plan: CleaningPlan) -> CleaningResult:
         fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
         try:
             for batch in _batches(segment):  # written as it goes: memory follows one batch
-                new, k, r = _filter_batch(batch, latest, map_end, plan.delete_horizon_ms)
+                new, k, r = _filter_batch(batch, latest, map_end, plan.delete_horizon_ms, aborted)
                 kept, removed = kept + k, removed + r
                 changed |= new is not batch
                 _write_all(fd, new)
@@ -168,7 +191,23 @@ def _digest(key: bytes) -> bytes:
     return hashlib.blake2b(key, digest_size=16).digest()
 
 
-def _build_map(plan: CleaningPlan) -> tuple[dict[bytes, int], int, int]:
+class _AbortedIndex:
+    """Whether a transactional data batch belongs to an aborted transaction."""
+
+    def __init__(self, aborted: tuple[AbortedRange, ...]) -> None:
+        self._by_producer: dict[int, list[AbortedRange]] = {}
+        for a in aborted:
+            self._by_producer.setdefault(a.producer_id, []).append(a)
+
+    def holds(self, header: tuple[int, ...]) -> bool:
+        if not header[5] & TRANSACTIONAL_MASK or header[5] & CONTROL_MASK:
+            return False
+        ranges = self._by_producer.get(header[9])
+        base = header[H_BASE_OFFSET]
+        return bool(ranges) and any(a.first_offset <= base <= a.last_offset for a in ranges or ())
+
+
+def _build_map(plan: CleaningPlan, aborted: _AbortedIndex) -> tuple[dict[bytes, int], int, int]:
     """Key digest -> latest offset over the dirty range, the offset where mapping stopped, and the
     bytes mapped."""
     latest: dict[bytes, int] = {}
@@ -182,10 +221,10 @@ def _build_map(plan: CleaningPlan) -> tuple[dict[bytes, int], int, int]:
             last = header[H_BASE_OFFSET] + header[H_LAST_OFFSET_DELTA]
             if last < plan.first_dirty:
                 continue
-            if header[5] & CONTROL_MASK:
-                map_end = last + 1
+            if header[5] & CONTROL_MASK or aborted.holds(header):
+                map_end = last + 1  # a marker, or data no reader will see: nothing to map
                 continue
-            keyed = [(_digest(r[3]), r[2]) for r in _spans(_plain(batch)) if r[3] is not None]
+            keyed = [(_digest(r[3]), r[2]) for r in record_spans(plain_batch(batch)) if r[3] is not None]
             fresh = sum(1 for d, _o in keyed if d not in latest)
             if latest and len(latest) + fresh > plan.max_map_entries:
                 return latest, map_end, mapped
@@ -208,50 +247,20 @@ def _batches(segment: SegmentFile) -> Iterator[bytes]:
         os.close(fd)
 
 
-def _plain(batch: bytes) -> bytes:
-    """The batch with its records section uncompressed (header fields as they were)."""
-    codec = Compression(HEADER.unpack_from(batch, 0)[5] & COMPRESSION_MASK)
-    if codec is Compression.NONE:
-        return batch
-    return batch[:HEADER_SIZE] + decompress(codec, batch[HEADER_SIZE:])
-
-
-def _spans(plain: bytes) -> list[tuple[int, int, int, bytes | None, int, bool]]:
-    """The records of an uncompressed batch as ``(start, end, offset, key, timestamp, tombstone)``,
-    reading only lengths, deltas and keys."""
-    header = HEADER.unpack_from(plain, 0)
-    base, base_ts, max_ts = header[H_BASE_OFFSET], header[7], header[8]
-    log_append = bool(header[5] & TIMESTAMP_TYPE_MASK)
-    out: list[tuple[int, int, int, bytes | None, int, bool]] = []
-    pos, end = HEADER_SIZE, len(plain)
-    for _ in range(header[12]):
-        length, body = read_varint(plain, pos)
-        limit = body + length
-        if length < 0 or limit > end:
-            raise CorruptRecordError("record length runs past the end of its batch")
-        ts_delta, p = read_varint(plain, body + 1)
-        offset_delta, p = read_varint(plain, p)
-        key_length, p = read_varint(plain, p)
-        key = None if key_length < 0 else plain[p : p + key_length]
-        p += max(key_length, 0)
-        value_length, p = read_varint(plain, p)
-        timestamp = max_ts if log_append else base_ts + ts_delta
-        out.append((pos, limit, base + offset_delta, key, timestamp, value_length < 0))
-        pos = limit
-    return out
-
-
 def _filter_batch(
-    batch: bytes, latest: dict[bytes, int], map_end: int, horizon_ms: int
+    batch: bytes, latest: dict[bytes, int], map_end: int, horizon_ms: int, aborted: _AbortedIndex
 ) -> tuple[bytes, int, int]:
     """The batch without the records compaction removes: ``batch`` itself if none, else a new
-    uncompressed batch (same base offset and last offset delta) or ``b""``."""
+    uncompressed batch (same base offset and last offset delta) or ``b""``. An aborted
+    transaction's batch goes whole (its marker stays)."""
     header = HEADER.unpack_from(batch, 0)
     attributes = header[5]
     if attributes & CONTROL_MASK or header[H_BASE_OFFSET] >= map_end:
         return batch, header[12], 0
-    plain = _plain(batch)
-    spans = _spans(plain)
+    if aborted.holds(header):
+        return b"", 0, header[12]
+    plain = plain_batch(batch)
+    spans = record_spans(plain)
     keep = [r for r in spans if _retained(r[2], r[3], r[4], r[5], latest, map_end, horizon_ms)]
     if len(keep) == len(spans):
         return batch, len(keep), 0
@@ -278,8 +287,10 @@ def _retained(
     map_end: int,
     horizon_ms: int,
 ) -> bool:
-    if offset >= map_end or key is None:
+    if offset >= map_end:
         return True
+    if key is None:
+        return False  # written while the topic was not compacted: Kafka's cleaner drops it as invalid
     newest = latest.get(_digest(key))
     if newest is not None and offset < newest:
         return False  # a later record of the same key replaced it

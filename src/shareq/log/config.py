@@ -62,6 +62,7 @@ class LogConfig:
             before_max_ms=self.timestamp_before_max_ms,
             after_max_ms=self.timestamp_after_max_ms,
             levels=dict(self.compression_levels),
+            compacted=self.compact,
         )
         object.__setattr__(self, "policy", policy)
 

@@ -39,6 +39,19 @@ class LogIOError(LogError):
     """The disk refused a write or read (for example ENOSPC); the log was left consistent."""
 
 
-class InvalidTimestampError(LogError):
-    """A CreateTime batch's timestamp lies outside the topic's ``message.timestamp.before.max.ms`` /
+class RecordErrors(LogError):
+    """Records of a batch refused one by one, as Kafka's ``RecordValidationException``: the batch
+    is refused whole, and ``record_errors`` names each refused record (index in its batch, why)."""
+
+    def __init__(self, message: str, record_errors: tuple[tuple[int, str], ...] = ()) -> None:
+        super().__init__(message)
+        self.record_errors = record_errors
+
+
+class InvalidTimestampError(RecordErrors):
+    """A CreateTime record's timestamp lies outside the topic's ``message.timestamp.before.max.ms`` /
     ``message.timestamp.after.max.ms`` window around the broker's clock."""
+
+
+class InvalidRecordError(RecordErrors):
+    """A record the topic cannot take (a record without a key on a compacted topic)."""

@@ -34,6 +34,7 @@ from .batch import (
 from .checkpoint import CHECKPOINT_FILE, PRODUCER_SNAPSHOT_FILE, Checkpoint, write_checkpoint
 from .cleaner import (
     FIRST_DIRTY_FILE,
+    AbortedRange,
     CleaningConfig,
     CleaningPlan,
     CleaningResult,
@@ -280,7 +281,7 @@ class PartitionLog:
             raise CorruptRecordError(f"{total} bytes cannot hold a record batch")
         active = self._segments[-1]
         policy = self.config.policy
-        buf = apply_policy(bytearray(records), policy, now_ms)
+        buf = apply_policy(bytearray(records), policy, now_ms, self.directory.name)
         total = len(buf)
         append_time = now_ms if policy.log_append_time else -1
         hw = active.next_offset
@@ -559,7 +560,20 @@ class PartitionLog:
                     seg.base_offset, seg.next_offset, seg.log_path, seg.size, self._largest_timestamp(seg)
                 )
             )
-        return plan_cleaning(tuple(closed), max(self._first_dirty(), self._log_start), config, now_ms)
+        if not closed:
+            return None
+        aborted = tuple(
+            AbortedRange(a.producer_id, a.first_offset, a.last_offset)
+            for a in self.aborted_transactions(closed[0].base, closed[-1].next_offset - 1)
+        )
+        return plan_cleaning(
+            tuple(closed),
+            max(self._first_dirty(), self._log_start),
+            config,
+            now_ms,
+            first_unstable=self.last_stable_offset,
+            aborted=aborted,
+        )
 
     def swap_cleaned(self, result: CleaningResult) -> int:
         """Put cleaned segment files in place of the originals; a segment that changed meanwhile

@@ -18,13 +18,12 @@ from .batch import (
     LOG_OVERHEAD,
     MAGIC,
     MIN_BATCH_LENGTH,
-    Compression,
     TimestampType,
     read_batch_header,
 )
 from .errors import CorruptRecordError
 from .index import OffsetIndex
-from .records import decode_batch
+from .record_spans import plain_batch, record_spans
 from .segment import H_BASE_OFFSET, H_BATCH_LENGTH, H_LAST_OFFSET_DELTA, H_MAGIC, LogSegment
 
 
@@ -145,17 +144,14 @@ def exact_timestamp(
 ) -> TimestampOffset | None:
     """The first record at or after ``timestamp_ms`` in the batch at ``pos``, not below ``log_start``.
 
-    Compressed and LogAppendTime batches answer with the batch's first offset and max timestamp.
+    A LogAppendTime batch answers with its first offset and max timestamp (every record has it);
+    a compressed batch is decompressed to find the record, as Kafka does.
     """
     raw = os.pread(fd, size, pos)
     header = read_batch_header(raw)
-    fallback = TimestampOffset(header.max_timestamp, max(header.base_offset, log_start))
-    if header.compression is not Compression.NONE:
-        return fallback
     if header.timestamp_type is TimestampType.LOG_APPEND_TIME:
-        return fallback
-    for record in decode_batch(raw, verify_crc=False).records:
-        ts = record.timestamp if record.timestamp is not None else -1
-        if ts >= timestamp_ms and record.offset >= log_start:
-            return TimestampOffset(ts, record.offset)
+        return TimestampOffset(header.max_timestamp, max(header.base_offset, log_start))
+    for record in record_spans(plain_batch(raw)):
+        if record.timestamp >= timestamp_ms and record.offset >= log_start:
+            return TimestampOffset(record.timestamp, record.offset)
     return None

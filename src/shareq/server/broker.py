@@ -223,6 +223,17 @@ class Broker:
             self._open_partition(topic, index)
         return topic
 
+    def internal_topic(self, name: str, partitions: int, configs: Mapping[str, str]) -> TopicInfo:
+        """Create an internal topic with the configs Kafka gives it, or give an existing one (made
+        by an older version) the ones it lacks; the operator's own overrides stay."""
+        topic = self.topics.get(name)
+        if topic is None:
+            return self.create_topic(name, partitions, configs)
+        missing = {k: v for k, v in configs.items() if k not in topic.configs}
+        if missing:
+            self.alter_topic_configs(name, {**topic.configs, **missing})
+        return topic
+
     def create_partitions(self, name: str, count: int) -> TopicInfo:
         """Grow ``name`` to ``count`` partitions and open the new logs. Share groups and
         consumer groups see them on their next heartbeat or metadata refresh."""

@@ -7,6 +7,7 @@ from kio.schema.errors import ErrorCode
 from shareq.log.errors import (
     CorruptRecordError,
     InvalidProducerEpochError,
+    InvalidRecordError,
     InvalidTimestampError,
     LogIOError,
     OffsetOutOfRangeError,
@@ -27,6 +28,7 @@ ERROR_CODES: dict[type[BaseException], ErrorCode] = {
     InvalidProducerEpochError: ErrorCode.invalid_producer_epoch,
     LogIOError: ErrorCode.kafka_storage_error,
     InvalidTimestampError: ErrorCode.invalid_timestamp,
+    InvalidRecordError: ErrorCode.invalid_record,
     UnsupportedCompressionError: ErrorCode.unsupported_compression_type,
     InvalidTopicError: ErrorCode.invalid_topic_exception,
     TopicExistsError: ErrorCode.topic_already_exists,

@@ -53,6 +53,7 @@ from shareq.log.scan import keyed_records
 from shareq.persister.builtin import STATE_TOPIC
 
 from .consumer_groups import GROUP_METADATA_TOPIC
+from .internal_topics import transaction_state_topic_configs
 
 if TYPE_CHECKING:
     from .broker import Broker
@@ -91,6 +92,9 @@ class TransactionServices:
         partition = self.broker.partition(TRANSACTION_STATE_TOPIC, 0)
         if partition is None:  # created with the first transactional id, as in Kafka
             return
+        self.broker.internal_topic(
+            TRANSACTION_STATE_TOPIC, 1, transaction_state_topic_configs(self.broker.config)
+        )
         for key, value in keyed_records(partition.log):
             txn_id = decode_key(key)
             self.coordinator.replay(txn_id, None if value is None else decode_value(txn_id, value))
@@ -202,7 +206,9 @@ class TransactionServices:
     def _append(self, transactional_id: str, value: bytes | None) -> None:
         partition = self.broker.partition(TRANSACTION_STATE_TOPIC, 0)
         if partition is None:
-            self.broker.create_topic(TRANSACTION_STATE_TOPIC, 1)
+            self.broker.internal_topic(
+                TRANSACTION_STATE_TOPIC, 1, transaction_state_topic_configs(self.broker.config)
+            )
             partition = self.broker.partition(TRANSACTION_STATE_TOPIC, 0)
             assert partition is not None
         now = _wall_ms()

@@ -10,7 +10,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from shareq.log.batch import HEADER, HEADER_SIZE, TRANSACTIONAL_MASK
-from shareq.log.errors import LogError
+from shareq.log.errors import LogError, RecordErrors
 from shareq.protocol import VersionRange
 from shareq.protocol.versions import PRODUCE
 
@@ -53,6 +53,7 @@ def _produce(request: Any, ctx: RequestContext) -> Any:
         partition_responses = []
         for data in topic_data.partition_data:
             code, base_offset, log_start, message = ErrorCode.none, -1, -1, None
+            record_errors: tuple[tuple[int, str], ...] = ()
             append_time = -1
             partition = broker.partition(name, data.index) if name is not None else None
             if acks not in (0, 1, -1):
@@ -70,6 +71,8 @@ def _produce(request: Any, ctx: RequestContext) -> Any:
                     info = partition.log.append(bytes(data.records), now_ms=now_ms(), allow_control=False)
                 except LogError as error:
                     code, message = error_code(error), str(error)
+                    if isinstance(error, RecordErrors):
+                        record_errors = error.record_errors
                 else:
                     base_offset = info.first_offset
                     append_time = info.log_append_time_ms
@@ -86,7 +89,10 @@ def _produce(request: Any, ctx: RequestContext) -> Any:
                     if append_time >= 0
                     else None,
                     log_start_offset=log_start,
-                    record_errors=(),
+                    record_errors=tuple(
+                        ctx.build("BatchIndexAndErrorMessage", batch_index=i, batch_index_error_message=m)
+                        for i, m in (record_errors if ctx.version >= 8 else ())
+                    ),
                     error_message=message,
                     current_leader=ctx.build("LeaderIdAndEpoch") if ctx.version >= 10 else None,
                 )

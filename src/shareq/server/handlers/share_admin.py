@@ -173,10 +173,12 @@ async def _describe_offsets(ctx: RequestContext, group_id: str, wanted: Any) -> 
         for p in partitions:
             code, message = ErrorCode.none, None
             start, leader_epoch, lag = UNINITIALIZED_START_OFFSET, 0, UNINITIALIZED_LAG
+            pending: tuple[Any, ...] = ()
             if tid is not None:
                 key = SharePartitionKey(group_id=group_id, topic_id=tid, partition=p)
                 try:
                     start, leader_epoch, lag = await _offset_and_lag(ctx, store, key, name)
+                    pending = await _pending_transactions(ctx, store, key)
                 except PersisterError as error:  # this share-partition only, e.g. still loading
                     code, message = ErrorCode(error.error_code), str(error)
             rows.append(
@@ -188,6 +190,7 @@ async def _describe_offsets(ctx: RequestContext, group_id: str, wanted: Any) -> 
                     lag=lag,
                     error_code=code,
                     error_message=message,
+                    pending_transactions=pending,
                 )
             )
         out.append(
@@ -217,6 +220,29 @@ async def _offset_and_lag(
     ):
         return start, summary.leader_epoch, UNINITIALIZED_LAG
     return start, summary.leader_epoch, end - start - summary.delivery_complete_count
+
+
+async def _pending_transactions(
+    ctx: RequestContext, store: Persister, key: SharePartitionKey
+) -> tuple[Any, ...]:
+    """The transactions holding records of ``key`` in TX_PENDING (KIP-1289), from the durable
+    state: (producer id, epoch, records), in producer id order. Only v1 (shareq's tagged field)
+    carries them."""
+    if ctx.version < 1:
+        return ()
+    state = await store.read_state(key, leader_epoch=-1)
+    if state is None:
+        return ()
+    held: dict[tuple[int, int], int] = {}
+    for batch in state.pending_txn_batches:
+        pid = (batch.producer_id, batch.producer_epoch)
+        held[pid] = held.get(pid, 0) + batch.last_offset - batch.first_offset + 1
+    return tuple(
+        ctx.build(
+            "DescribeShareGroupOffsetsPendingTransaction", producer_id=pid, producer_epoch=epoch, records=n
+        )
+        for (pid, epoch), n in sorted(held.items())
+    )
 
 
 # ----------------------------------------------------------------------------- AlterShareGroupOffsets

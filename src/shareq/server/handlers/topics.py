@@ -10,10 +10,12 @@ from kio.schema.errors import ErrorCode
 from shareq.protocol import VersionRange
 from shareq.protocol.versions import CREATE_TOPICS, DELETE_TOPICS
 
+from ..config_synonyms import describe_topic_config
 from ..context import RequestContext
 from ..topic_configs import InvalidConfigError, effective_topic_configs, validate_topic_configs
 from ..topics import InvalidTopicError, validate_topic_name
 from .api_versions import NO_THROTTLE
+from .configs import config_layers
 
 ZERO_UUID = uuid.UUID(int=0)
 MAX_PARTITIONS = 10_000
@@ -57,16 +59,19 @@ def handle_create_topics(request: Any, ctx: RequestContext) -> Any:
         result_configs: tuple[Any, ...] = ()
         if code is ErrorCode.none and ctx.version >= 5:
             overrides = {k: v for k, v in configs.items() if v is not None}
+            layers = config_layers(broker)
+            # The source is DescribeConfigs' (a cluster default such as min.insync.replicas=1
+            # is DYNAMIC_DEFAULT_BROKER_CONFIG, as in Kafka).
             result_configs = tuple(
                 ctx.build(
                     "CreatableTopicConfigs",
                     name=name,
                     value=value,
                     read_only=False,
-                    config_source=1 if explicit else 5,
+                    config_source=int(describe_topic_config(name, value, overrides, layers).source),
                     is_sensitive=False,
                 )
-                for name, (value, explicit) in effective_topic_configs(overrides, broker.config).items()
+                for name, (value, _explicit) in effective_topic_configs(overrides, broker.config).items()
             )
         results.append(
             ctx.build(

@@ -41,6 +41,7 @@ from shareq.share import SharePartition
 from shareq.share.persister import PersisterError, SharePartitionKey
 from shareq.share.session import ShareSessionCache, TopicIdPartition
 
+from ..internal_topics import group_metadata_topic_configs
 from ..partitions import Partition
 from .dead_letters import DeadLetterWriter
 from .manager import SharePartitionManager, share_config
@@ -121,8 +122,7 @@ class ShareServices:
                 flush_mode=self.persister.flush_mode,
                 clock_ms=_wall_ms,
             )
-        if broker.topics.get(GROUP_METADATA_TOPIC) is None:
-            broker.create_topic(GROUP_METADATA_TOPIC, 1)
+        broker.internal_topic(GROUP_METADATA_TOPIC, 1, group_metadata_topic_configs(broker.config))
         self._replay_group_metadata()
         await self.persister.load()
         self.dead_letters.start()
