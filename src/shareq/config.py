@@ -82,6 +82,21 @@ register(
     Setting(name="log.retention.check.interval.ms", type=int, default=300_000, validator=_positive),
     Setting(name="message.max.bytes", type=int, default=1024 * 1024 + 12, validator=_positive),
     Setting(name="socket.request.max.bytes", type=int, default=100 * 1024 * 1024, validator=_positive),
+    Setting(
+        name="http.port",
+        type=int,
+        default=None,
+        validator=lambda v: 0 <= v <= 65_535,
+        doc="port of /metrics, the web view and /healthz, /readyz (unset: off; 0: any free port)",
+    ),
+    Setting(name="http.host", type=str, default=None, doc="host the HTTP port binds (default: bind host)"),
+    Setting(
+        name="http.push.interval.ms",
+        type=int,
+        default=1_000,
+        validator=_positive,
+        doc="how often the web view's event stream pushes a fresh state",
+    ),
 )
 
 # Share groups (Kafka's ``group.share.*`` names; the group coordinator reads them through
