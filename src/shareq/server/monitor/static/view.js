@@ -50,6 +50,7 @@ function strip(p, group) {
     seg.style.flexGrow = String(size);
     node.append(seg);
   }
+  if (!p.strip.length) node.append(el("span", { class: "empty" }, p.lag ? "nothing fetched yet" : "nothing in flight"));
   return node;
 }
 
@@ -121,7 +122,8 @@ function render(state) {
 
 function legend() {
   document.getElementById("legend").replaceChildren(...STATES.map((s) =>
-    el("span", {}, el("span", { class: `swatch state-${s}` }), s.toLowerCase().replace("_", " "))));
+    el("span", {}, el("span", { class: `swatch state-${s}` }), s.toLowerCase().replace("_", " "))),
+    el("span", {}, el("span", { class: "swatch state-ACQUIRED expiring" }), "lock about to expire"));
 }
 
 function connect() {
