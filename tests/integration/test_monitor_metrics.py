@@ -6,6 +6,7 @@ once the record comes back, and lag falls to 0 once the group has drained the pa
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -15,9 +16,9 @@ from pathlib import Path
 
 import pytest
 from broker_harness import free_port
-from confluent_kafka import AcknowledgeType
+from confluent_kafka import AcknowledgeType, Consumer, Producer, TopicPartition
 from monitor_support import get, scrape, value, wait_for_metric
-from share_consumers import SHARE_BROKER, create_topic, poll_values, produce, share_consumer
+from share_consumers import FAST, SHARE_BROKER, create_topic, poll_values, produce, share_consumer
 
 from shareq.embedded import EmbeddedBroker
 
@@ -166,3 +167,50 @@ def test_http_port_in_use_is_one_clear_line(tmp_path: Path) -> None:
         assert f"HTTP server failed to bind to 127.0.0.1:{taken}: Address already in use." in result.stderr
         assert "Traceback" not in result.stderr
         assert time.monotonic() - started < 30
+
+
+def test_readyz_says_503_until_the_broker_is_ready(tmp_path: Path) -> None:
+    with EmbeddedBroker(tmp_path / "d", config={"http.port": 0}) as broker:
+        url = broker.http_url
+        assert get(url + "/readyz") == (200, "ready\n")
+        # As during start-up (logs recovering): readiness off, the port still answers.
+        broker.call(lambda: setattr(broker.broker, "ready", False))
+        status, reason = get(url + "/readyz")
+        assert status == 503 and reason.startswith("starting")
+        assert get(url + "/healthz") == (200, "ok\n")
+        status, text = get(url + "/metrics")
+        assert status == 200 and "process_cpu_seconds_total" in text and "kafka_log_log" not in text
+        broker.call(lambda: setattr(broker.broker, "ready", True))
+        assert get(url + "/readyz") == (200, "ready\n")
+
+
+def test_consumer_group_lag_and_open_transactions(tmp_path: Path) -> None:
+    with EmbeddedBroker(tmp_path / "d", config={"http.port": 0}) as broker:
+        url = broker.http_url
+        create_topic(broker.bootstrap, "c", 1)
+        produce(broker.bootstrap, "c", [b"c%d" % i for i in range(20)], 1, per_batch=10)
+        consumer = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "cg", **FAST})
+        try:
+            consumer.commit(offsets=[TopicPartition("c", 0, 5)], asynchronous=False)
+        finally:
+            consumer.close()
+        labels = {"consumergroup": "cg", "topic": "c", "partition": "0"}
+        samples = scrape(url)
+        assert value(samples, "kafka_consumergroup_current_offset", **labels) == 5
+        assert value(samples, "kafka_consumergroup_lag", **labels) == 15
+        state = json.loads(get(url + "/api/state")[1])
+        assert [(g["group_id"], g["lag"]) for g in state["consumer_groups"]] == [("cg", 15)]
+
+        producer = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": "t1", **FAST})
+        producer.init_transactions(15)
+        producer.begin_transaction()
+        producer.produce("c", b"in-txn", partition=0)
+        producer.flush(15)
+        open_txn = scrape(url)
+        assert value(open_txn, "shareq_transactions_open") == 1
+        assert value(open_txn, "shareq_log_lso_lag_records", topic="c", partition="0") == 1
+        assert value(open_txn, "kafka_consumergroup_lag", **labels) == 15  # read up to the LSO
+        producer.commit_transaction(15)
+        done = wait_for_metric(url, lambda s: value(s, "shareq_transactions_open") == 0, what="txn closed")
+        assert value(done, "shareq_log_lso_lag_records", topic="c", partition="0") == 0
+        assert value(done, "kafka_consumergroup_lag", **labels) == 17  # the record and its marker

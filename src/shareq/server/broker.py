@@ -147,6 +147,7 @@ class Broker:
     async def stop(self) -> None:
         """Stop accepting, end connections, flush and close every log."""
         self.stopping = True
+        self.ready = False
         if self._server is not None:
             self._server.close()
         for task in list(self._tasks) + list(self._connections):

@@ -22,6 +22,7 @@ from shareq.histogram import Histogram
 from shareq.share import AcknowledgeType, RecordState
 from shareq.share.stats import ACK_LATENCY_BOUNDS_MS
 
+from ..topics import is_internal
 from .figures import SharePartitionFigures, share_partition_figures
 
 if TYPE_CHECKING:
@@ -65,6 +66,8 @@ class BrokerCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         broker = self._broker
+        if not broker.ready or broker.stopping:
+            return  # logs not open (yet, or any more): only the process metrics are served
         now_ms = time.time_ns() // 1_000_000
         yield from self._requests()
         yield from self._network()
@@ -162,6 +165,8 @@ class BrokerCollector(Collector):
             labels=labels,
         )
         for (topic, index), partition in sorted(broker.partitions.items()):
+            if is_internal(topic):
+                continue  # the 50 state partitions would double a scrape; their bytes are counted apart
             plog = partition.log
             values = [topic, str(index)]
             leo = plog.log_end_offset

@@ -118,7 +118,7 @@ class MonitorServer:
         )
         await response.prepare(request)
         try:
-            while not self._stopping.is_set():
+            while not self._stopping.is_set() and not self.broker.stopping:
                 data = _dumps(snapshot(self.broker)).encode()
                 await response.write(b"event: state\ndata: " + data + b"\n\n")
                 with contextlib.suppress(TimeoutError):

@@ -100,6 +100,14 @@ def _partition_row(f: SharePartitionFigures) -> dict[str, Any]:
 def snapshot(broker: Broker) -> dict[str, Any]:
     """Everything the page draws, read on the broker's loop."""
     now_ms = time.time_ns() // 1_000_000
+    if not broker.ready or broker.stopping:  # logs not open (yet, or any more)
+        return {
+            "now_ms": now_ms,
+            "broker": {"node_id": broker.node_id, "listener": "", "connections": 0, "ready": False},
+            "topics": [],
+            "share_groups": [],
+            "consumer_groups": [],
+        }
     figures = share_partition_figures(broker, now_ms, with_runs=True)
     return {
         "now_ms": now_ms,
