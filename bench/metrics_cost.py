@@ -3,11 +3,12 @@ second (plus, optionally, the web view's event stream open), in the same run.
 
     PYTHONPATH=src python bench/metrics_cost.py [--records 400000] [--rounds 3] [--view]
 
-Each round starts one fresh broker per setting (``python -m shareq serve``, as bench/share_consume.py
-does), produces the same records (100 B, 4 partitions) and drains them with 4 librdkafka
-ShareConsumers (implicit acknowledgement) and then with 4 acknowledging explicitly. Settings run
-alternately within a round, so drift on the machine hits both; the figures printed are the median
-over rounds, side by side, with the ratio on/off (target: at least 0.95). While a broker with the
+One broker per setting runs from the start (``python -m shareq serve``, as bench/share_consume.py
+starts it). Each round produces the same records (100 B, 4 partitions, a new topic) to every broker
+and drains them with 4 librdkafka ShareConsumers (implicit acknowledgement), then again with 4
+acknowledging explicitly; for each phase the settings run back to back, in alternating order from
+round to round, so drift on a shared machine hits them alike. Printed: the median rate over rounds
+and the median of the per-round ratios to the port-off run (target: at least 0.95). While a broker with the
 port on is consumed, a thread GETs ``/metrics`` every second (and, with ``--view``, keeps ``/events``
 open, which pushes the web view's state every second); the scrape's own time is printed too.
 """
@@ -90,25 +91,36 @@ def scraping(base: str, seconds: list[float], view: bool) -> Iterator[None]:
             t.join(timeout=15)
 
 
-def run_setting(setting: Setting, records: int) -> None:
-    data_dir = Path(tempfile.mkdtemp(prefix="shareq-metrics-bench-"))
-    port = free_port()
-    http_port = free_port() if setting.http else None
-    broker = start(data_dir, port, http_port)
-    bootstrap = f"127.0.0.1:{port}"
-    try:
-        produce(bootstrap, records)
-        for name, kind in PHASES:
-            if setting.http:
-                with scraping(f"http://127.0.0.1:{http_port}", setting.scrapes, setting.view):
-                    phase = run_phase(name, bootstrap, broker.pid, records, 4, kind)
-            else:
-                phase = run_phase(name, bootstrap, broker.pid, records, 4, kind)
-            setting.rates.setdefault(name, []).append(phase.rate)
-            setting.cpu_us.setdefault(name, []).append(phase.cpu_us)
-    finally:
-        stop_broker(broker)
-        shutil.rmtree(data_dir, ignore_errors=True)
+@dataclass
+class Broker:
+    setting: Setting
+    proc: subprocess.Popen[str]
+    bootstrap: str
+    http_base: str | None
+    data_dir: Path
+
+
+def start_all(settings: list[Setting]) -> list[Broker]:
+    brokers = []
+    for setting in settings:
+        data_dir = Path(tempfile.mkdtemp(prefix="shareq-metrics-bench-"))
+        port = free_port()
+        http_port = free_port() if setting.http else None
+        proc = start(data_dir, port, http_port)
+        base = f"http://127.0.0.1:{http_port}" if http_port is not None else None
+        brokers.append(Broker(setting, proc, f"127.0.0.1:{port}", base, data_dir))
+    return brokers
+
+
+def run_phase_on(broker: Broker, name: str, kind: str, records: int, topic: str) -> None:
+    setting = broker.setting
+    if broker.http_base is not None:
+        with scraping(broker.http_base, setting.scrapes, setting.view):
+            phase = run_phase(name, broker.bootstrap, broker.proc.pid, records, 4, kind, topic=topic)
+    else:
+        phase = run_phase(name, broker.bootstrap, broker.proc.pid, records, 4, kind, topic=topic)
+    setting.rates.setdefault(name, []).append(phase.rate)
+    setting.cpu_us.setdefault(name, []).append(phase.cpu_us)
 
 
 def main() -> None:
@@ -122,20 +134,33 @@ def main() -> None:
     settings = [Setting("http off", http=False), Setting("http on, /metrics 1/s", http=True)]
     if args.view:
         settings.append(Setting("on + web view open", http=True, view=True))
-    for round_no in range(args.rounds):
-        order = settings if round_no % 2 == 0 else settings[::-1]
-        for setting in order:
-            run_setting(setting, args.records)
-        print(f"round {round_no + 1}/{args.rounds} done", flush=True)
+    brokers = start_all(settings)  # all up at once (idle ones cost nothing), so pairs run close in time
+    try:
+        for round_no in range(args.rounds):
+            topic = f"round{round_no}"
+            for broker in brokers:
+                produce(broker.bootstrap, args.records, topic=topic)
+            for name, kind in PHASES:
+                order = brokers if round_no % 2 == 0 else brokers[::-1]
+                for broker in order:
+                    run_phase_on(broker, name, kind, args.records, topic)
+            print(f"round {round_no + 1}/{args.rounds} done", flush=True)
+    finally:
+        for broker in brokers:
+            stop_broker(broker.proc)
+            shutil.rmtree(broker.data_dir, ignore_errors=True)
     off = settings[0]
     print(f"\n{args.records:,} x 100 B on 4 partitions, 4 ShareConsumers, median of {args.rounds} rounds")
     for name, _ in PHASES:
-        base = statistics.median(off.rates[name])
         for setting in settings:
             rate = statistics.median(setting.rates[name])
             cpu = statistics.median(setting.cpu_us[name])
+            # the median of the per-round ratios: each pair ran minutes apart at most
+            ratio = statistics.median(
+                on / off for on, off in zip(setting.rates[name], off.rates[name], strict=True)
+            )
             print(
-                f"{name:<15} {setting.name:<22} {rate:>11,.0f} rec/s  {rate / base:>5.2f}x  "
+                f"{name:<15} {setting.name:<22} {rate:>11,.0f} rec/s  {ratio:>5.2f}x  "
                 f"{cpu:>5.2f} us/rec broker CPU"
             )
     for setting in settings[1:]:
