@@ -13,7 +13,7 @@ import shutil
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from shareq.config import BrokerConfig
 from shareq.log import LogConfig, PartitionLog
@@ -24,12 +24,15 @@ from .connection import serve_connection
 from .consumer_groups import ConsumerGroupServices
 from .handlers import HandlerTable, default_handlers
 from .io_stats import IoStats
-from .monitor import BrokerCounters, MonitorServer
+from .monitor import BrokerCounters
 from .partitions import Partition
 from .share import ShareServices
 from .topic_configs import effective_topic_configs, validate_topic_configs
 from .topics import TopicInfo, TopicRegistry, is_internal
 from .transactions import TransactionServices
+
+if TYPE_CHECKING:
+    from .monitor.server import MonitorServer
 
 log = logging.getLogger("shareq.server")
 
@@ -82,7 +85,7 @@ class Broker:
         self.transactions: TransactionServices | None = None
         self.io = IoStats()
         self.counters = BrokerCounters()
-        self.monitor: MonitorServer | None = None
+        self.monitor: MonitorServer | None = None  # the HTTP port, when ``http.port`` is set
         self.ready = False  # logs recovered and coordinators loaded (``/readyz``)
         self.quotas = QuotaUsage(ClientQuotas())
 
@@ -134,6 +137,8 @@ class Broker:
         port: int | None = self.config["http.port"]
         if port is None:
             return
+        from .monitor.server import MonitorServer
+
         host: str = self.config["http.host"] or self.host
         monitor = MonitorServer(self, host, port, self.config["http.push.interval.ms"])
         try:

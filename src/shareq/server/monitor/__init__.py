@@ -9,6 +9,6 @@ asks, on the broker's own loop, so nothing needs a lock.
 from shareq.histogram import Histogram
 
 from .counters import BrokerCounters
-from .server import MonitorServer
 
-__all__ = ["BrokerCounters", "Histogram", "MonitorServer"]
+# ``server`` (aiohttp, prometheus_client) is imported only when a broker turns the port on.
+__all__ = ["BrokerCounters", "Histogram"]
