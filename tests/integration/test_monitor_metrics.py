@@ -214,3 +214,26 @@ def test_consumer_group_lag_and_open_transactions(tmp_path: Path) -> None:
         done = wait_for_metric(url, lambda s: value(s, "shareq_transactions_open") == 0, what="txn closed")
         assert value(done, "shareq_log_lso_lag_records", topic="c", partition="0") == 0
         assert value(done, "kafka_consumergroup_lag", **labels) == 17  # the record and its marker
+
+
+def test_the_view_stays_small_with_many_partitions(tmp_path: Path) -> None:
+    """Past 48 share-partitions a group shows strips for the most lagging and one summary row."""
+    with EmbeddedBroker(tmp_path / "d", config={**SHARE_BROKER, "http.port": 0}) as broker:
+        create_topic(broker.bootstrap, "wide", 60)
+        produce(broker.bootstrap, "wide", [b"w%d" % i for i in range(10)], 60, per_batch=1)
+        consumer = share_consumer(broker.bootstrap, "g", ["wide"])
+        try:
+            deadline = time.monotonic() + 30
+            loaded = 0
+            while loaded < 60 and time.monotonic() < deadline:
+                consumer.poll(0.2)
+                loaded = broker.call(lambda: sum(1 for _ in broker.broker.share.partitions))  # type: ignore[union-attr]
+            assert loaded == 60
+        finally:
+            consumer.close()
+        state = json.loads(get(broker.http_url + "/api/state")[1])
+        (group,) = state["share_groups"]
+        assert len(group["partitions"]) == 48 and group["more"]["count"] == 12
+        assert all(len(p["strip"]) <= 120 for p in group["partitions"])
+        samples = scrape(broker.http_url)
+        assert sum(1 for name, _ in samples if name == "shareq_share_partition_lag_records") == 60

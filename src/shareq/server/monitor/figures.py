@@ -51,13 +51,17 @@ class SharePartitionFigures:
     batches: int  # in-flight runs
     expiring: int  # ACQUIRED records whose lock is about to expire
     stats: SharePartitionStats
-    runs: list[Run] = field(default_factory=list)
+    sp: SharePartition = field(repr=False)
+    log: Partition | None = field(repr=False)
+    runs: list[Run] = field(default_factory=list)  # filled by ``add_detail``
 
 
 def share_partition_figures(
-    broker: Broker, now_ms: int, *, with_runs: bool = False
+    broker: Broker, now_ms: int, *, detail: bool = True
 ) -> list[SharePartitionFigures]:
-    """Every loaded share-partition, ordered by group, topic and partition."""
+    """Every loaded share-partition, ordered by group, topic and partition; with ``detail`` also the
+    age of its oldest undone record (a log read, which the web view spends only on the
+    share-partitions it draws, through ``add_detail``)."""
     share = broker.share
     if share is None:
         return []
@@ -70,9 +74,36 @@ def share_partition_figures(
             continue
         partition = broker.partition(topic.name, sp.key.partition)
         read_committed = share.coordinator.group_config(sp.key.group_id).isolation_level == "read_committed"
-        out.append(_figures(sp, topic.name, partition, now_ms, read_committed, with_runs))
+        figures = _figures(sp, topic.name, partition, now_ms, read_committed)
+        if detail:
+            add_detail(figures, now_ms, runs=False)
+        out.append(figures)
     out.sort(key=lambda f: (f.group, f.topic, f.partition))
     return out
+
+
+def add_detail(f: SharePartitionFigures, now_ms: int, *, runs: bool = True) -> None:
+    """Fill ``lag_seconds`` (one batch header read at the SPSO) and, with ``runs``, the runs of the
+    strip (a second walk over the in-flight runs)."""
+    sp, spso = f.sp, f.spso
+    partition = f.log
+    if f.lag and partition is not None and spso < partition.log.log_end_offset:
+        f.lag_seconds = _age_at(partition, spso, now_ms)
+    if not runs:
+        return
+    soon = now_ms + int(sp.config.record_lock_duration_ms * EXPIRING_FRACTION)
+    acquired = RecordState.ACQUIRED
+    f.runs = [
+        Run(
+            run.first,
+            run.last,
+            run.state,
+            run.count,
+            run.state is acquired and run.lock is not None and run.lock.deadline <= soon,
+        )
+        for run in sp.in_flight()
+        if run.last >= spso
+    ]
 
 
 def _figures(
@@ -81,13 +112,11 @@ def _figures(
     partition: Partition | None,
     now_ms: int,
     read_committed: bool,
-    with_runs: bool,
 ) -> SharePartitionFigures:
     by_state = dict.fromkeys(STATES, 0)
     lock_ms = sp.config.record_lock_duration_ms
     soon = now_ms + int(lock_ms * EXPIRING_FRACTION)
     expiring = batches = 0
-    runs: list[Run] = []
     spso = sp.spso
     for run in sp.in_flight():
         if run.last < spso:
@@ -99,16 +128,11 @@ def _figures(
         about_to_expire = run.state is RecordState.ACQUIRED and lock is not None and lock.deadline <= soon
         if about_to_expire:
             expiring += size
-        if with_runs:
-            runs.append(Run(run.first, run.last, run.state, run.count, about_to_expire))
     end = sp.speo
-    lag_seconds: float | None = None
     if partition is not None:
         plog = partition.log
         end = max(plog.last_stable_offset if read_committed else plog.log_end_offset, end)
     lag = max(end - spso - sp.delivery_complete_count, 0)
-    if lag and partition is not None and spso < partition.log.log_end_offset:
-        lag_seconds = _age_at(partition, spso, now_ms)
     return SharePartitionFigures(
         group=sp.key.group_id,
         topic=topic,
@@ -117,12 +141,13 @@ def _figures(
         speo=sp.speo,
         end=end,
         lag=lag,
-        lag_seconds=lag_seconds,
+        lag_seconds=None,
         by_state=by_state,
         batches=batches,
         expiring=expiring,
         stats=sp.stats,
-        runs=runs,
+        sp=sp,
+        log=partition,
     )
 
 

@@ -14,7 +14,7 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from .figures import Run, SharePartitionFigures, share_partition_figures
+from .figures import Run, SharePartitionFigures, add_detail, share_partition_figures
 
 if TYPE_CHECKING:
     from ..broker import Broker
@@ -108,7 +108,7 @@ def snapshot(broker: Broker) -> dict[str, Any]:
             "share_groups": [],
             "consumer_groups": [],
         }
-    figures = share_partition_figures(broker, now_ms, with_runs=True)
+    figures = share_partition_figures(broker, now_ms, detail=False)
     return {
         "now_ms": now_ms,
         "broker": {
@@ -118,7 +118,7 @@ def snapshot(broker: Broker) -> dict[str, Any]:
             "ready": broker.ready,
         },
         "topics": _topics(broker),
-        "share_groups": _share_groups(broker, figures),
+        "share_groups": _share_groups(broker, figures, now_ms),
         "consumer_groups": _consumer_groups(broker),
     }
 
@@ -152,7 +152,7 @@ def _topics(broker: Broker) -> list[dict[str, Any]]:
     return out
 
 
-def _share_groups(broker: Broker, figures: list[SharePartitionFigures]) -> list[dict[str, Any]]:
+def _share_groups(broker: Broker, figures: list[SharePartitionFigures], now_ms: int) -> list[dict[str, Any]]:
     share = broker.share
     if share is None:
         return []
@@ -166,6 +166,8 @@ def _share_groups(broker: Broker, figures: list[SharePartitionFigures]) -> list[
         config = share.coordinator.group_config(group_id)
         parts = sorted(by_group.get(group_id, []), key=lambda f: (-f.lag, f.topic, f.partition))
         shown, rest = parts[:MAX_STRIPS], parts[MAX_STRIPS:]
+        for f in shown:
+            add_detail(f, now_ms)
         rest_states: dict[str, int] = {}
         for f in rest:
             for s, n in f.by_state.items():
