@@ -9,7 +9,12 @@ STAMP := $(VENV)/.installed
 KAFKA_REF := tests/kafka-reference
 KAFKA_STAMP := $(KAFKA_REF)/lib/.resolved
 
-.PHONY: demo java-check test test-slow lint setup clean kafka compat compat-report
+# The web view's tests drive Debian's headless Chromium through its chromedriver (apt packages
+# chromium and chromium-driver), installed here when missing and we are root or have sudo. Without
+# them the browser tests are skipped locally; in CI (CI=true) that is an error.
+BROWSER_PKGS := chromium chromium-driver
+
+.PHONY: demo java-check test test-slow lint setup clean kafka browser compat compat-report
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -31,7 +36,20 @@ $(KAFKA_STAMP): $(KAFKA_REF)/pom.xml
 
 kafka: $(KAFKA_STAMP)
 
-setup: $(STAMP) kafka
+browser:
+	@if command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1; then \
+		:; \
+	elif command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(BROWSER_PKGS) >/dev/null; \
+	elif command -v apt-get >/dev/null 2>&1 && sudo -n true 2>/dev/null; then \
+		sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(BROWSER_PKGS) >/dev/null; \
+	elif [ "$$CI" = "true" ]; then \
+		echo "The web view tests need Debian's $(BROWSER_PKGS) in CI: install them (apt-get as root)" >&2; exit 1; \
+	else \
+		echo "chromium or chromedriver not found (apt-get install $(BROWSER_PKGS)): the web view tests will be skipped" >&2; \
+	fi
+
+setup: $(STAMP) kafka browser
 
 demo: java-check $(STAMP)
 	$(VENV)/bin/shareq demo
@@ -46,7 +64,7 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff format --check src tests bench
 	$(VENV)/bin/mypy
 
-test: lint kafka
+test: lint kafka browser
 	$(VENV)/bin/pytest -n 2 --dist loadgroup
 
 # The slow tier too: full-scale runs whose short forms are in `make test`.

@@ -22,6 +22,8 @@ class Setting:
     default: Any
     validator: Callable[[Any], bool] | None = None
     doc: str = ""
+    bounds: str = ""
+    """What the validator accepts, in words, for the configuration reference (when not obvious)."""
 
     def parse(self, raw: str | Any) -> Any:
         try:
@@ -82,31 +84,47 @@ register(
     Setting(name="log.retention.check.interval.ms", type=int, default=300_000, validator=_positive),
     Setting(name="message.max.bytes", type=int, default=1024 * 1024 + 12, validator=_positive),
     Setting(name="socket.request.max.bytes", type=int, default=100 * 1024 * 1024, validator=_positive),
+    Setting(
+        name="http.port",
+        type=int,
+        default=None,
+        validator=lambda v: 0 <= v <= 65_535,
+        bounds="0 .. 65535",
+        doc="port of /metrics, the web view and /healthz, /readyz (unset: off; 0: any free port)",
+    ),
+    Setting(name="http.host", type=str, default=None, doc="host the HTTP port binds (default: bind host)"),
+    Setting(
+        name="http.push.interval.ms",
+        type=int,
+        default=1_000,
+        validator=_positive,
+        doc="how often the web view's event stream pushes a fresh state",
+    ),
 )
 
 # Share groups (Kafka's ``group.share.*`` names; the group coordinator reads them through
 # ``ShareBrokerConfig.from_properties``) and the share coordinator's state topic.
 register(
     *(
-        Setting(name=f"group.share.{name}", type=int, default=default, validator=_positive)
-        for name, default in (
-            ("record.lock.duration.ms", 30_000),
-            ("min.record.lock.duration.ms", 15_000),
-            ("max.record.lock.duration.ms", 60_000),
-            ("delivery.count.limit", 5),
-            ("min.delivery.count.limit", 2),
-            ("max.delivery.count.limit", 10),
-            ("partition.max.record.locks", 2_000),
-            ("min.partition.max.record.locks", 100),
-            ("max.partition.max.record.locks", 4_000),
-            ("heartbeat.interval.ms", 5_000),
-            ("min.heartbeat.interval.ms", 5_000),
-            ("max.heartbeat.interval.ms", 15_000),
-            ("session.timeout.ms", 45_000),
-            ("min.session.timeout.ms", 45_000),
-            ("max.session.timeout.ms", 60_000),
-            ("max.size", 200),
-            ("max.share.sessions", 2_000),
+        Setting(name=f"group.share.{name}", type=int, default=default, validator=_positive, doc=doc)
+        for name, default, doc in (
+            ("record.lock.duration.ms", 30_000, "how long an acquired record stays locked to its consumer"),
+            ("min.record.lock.duration.ms", 15_000, "lower bound of a group's share.record.lock.duration.ms"),
+            ("max.record.lock.duration.ms", 60_000, "upper bound of a group's share.record.lock.duration.ms"),
+            ("delivery.count.limit", 5, "deliveries before a record is archived (or dead-lettered)"),
+            ("min.delivery.count.limit", 2, "lower bound of a group's share.delivery.count.limit"),
+            ("max.delivery.count.limit", 10, "upper bound of a group's share.delivery.count.limit"),
+            ("partition.max.record.locks", 2_000, "in-flight window per share-partition (records)"),
+            ("min.partition.max.record.locks", 100, "lower bound of a group's window"),
+            ("max.partition.max.record.locks", 4_000, "upper bound of a group's window"),
+            ("heartbeat.interval.ms", 5_000, "share consumers' heartbeat interval"),
+            ("min.heartbeat.interval.ms", 5_000, "lower bound of a group's heartbeat interval"),
+            ("max.heartbeat.interval.ms", 15_000, "upper bound of a group's heartbeat interval"),
+            ("session.timeout.ms", 45_000, "a member without a heartbeat this long is removed"),
+            ("min.session.timeout.ms", 45_000, "lower bound of a group's session timeout"),
+            ("max.session.timeout.ms", 60_000, "upper bound of a group's session timeout"),
+            ("max.size", 200, "members per share group"),
+            ("max.share.sessions", 2_000, "share sessions the broker keeps at once"),
         )
     ),
     Setting(
@@ -114,6 +132,7 @@ register(
         type=str,
         default="latest",
         validator=lambda v: v in ("earliest", "latest") or v.startswith("by_duration:"),
+        bounds="earliest | latest | by_duration:<ISO-8601 duration>",
     ),
     Setting(name="group.share.isolation.level", type=str, default="read_uncommitted"),
     # KIP-1289 (Kafka gates it with the feature share.version >= 2): TxnShareAcknowledge is
@@ -165,6 +184,7 @@ register(
         type=str,
         default="group",
         validator=lambda v: v in ("fsync", "group", "none"),
+        bounds="fsync | group | none",
         doc="fsync | group | none: what a reported share-state write survives",
     ),
 )
@@ -195,6 +215,7 @@ register(
         type=str,
         default="uniform,range",
         validator=lambda v: bool(consumer_assignors(v)),
+        bounds="comma-separated list of uniform, range",
         doc="server-side assignors KIP-848 members may choose (uniform, range); the first is the default",
     ),
 )

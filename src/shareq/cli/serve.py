@@ -25,8 +25,16 @@ if TYPE_CHECKING:
 @click.option(
     "--config", "pairs", multiple=True, metavar="KEY=VALUE", help="broker config under its Kafka name"
 )
+@click.option(
+    "--http-port",
+    type=int,
+    default=None,
+    help="serve /metrics, the live web view and /healthz, /readyz on this port (config http.port)",
+)
 @click.option("--log-level", default="INFO", show_default=True)
-def serve(data_dir: Path, port: int, host: str, pairs: tuple[str, ...], log_level: str) -> None:
+def serve(
+    data_dir: Path, port: int, host: str, pairs: tuple[str, ...], http_port: int | None, log_level: str
+) -> None:
     """Serve the Kafka protocol from DATA_DIR."""
     logging.basicConfig(
         level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
@@ -34,6 +42,8 @@ def serve(data_dir: Path, port: int, host: str, pairs: tuple[str, ...], log_leve
     import shareq.server.compaction  # noqa: F401  (registers the log.* and log.cleaner.* settings)
 
     try:
+        if http_port is not None:
+            pairs = (*pairs, f"http.port={http_port}")
         config = BrokerConfig.from_pairs(pairs)
     except ConfigError as error:
         raise click.BadParameter(str(error), param_hint="--config") from error
@@ -67,6 +77,9 @@ async def _serve(data_dir: Path, host: str, port: int, config: BrokerConfig) -> 
         loop.add_signal_handler(signum, stop.set)
     # SIGUSR1 prints the per-api I/O counters as one JSON line (benchmarks and operators read it)
     loop.add_signal_handler(signal.SIGUSR1, lambda: print(_io_line(broker), flush=True))
+    if broker.monitor is not None:
+        monitor = broker.monitor
+        print(f"shareq http on http://{monitor.host}:{monitor.port}/ (metrics at /metrics)", flush=True)
     print(f"shareq listening on {broker.host}:{broker.port}", flush=True)
     await stop.wait()
     logging.getLogger("shareq.server").info("shutting down")

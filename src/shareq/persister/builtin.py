@@ -56,6 +56,7 @@ from shareq.coordinators.share.shard import (
     ShareCoordinatorConfig,
     ShareCoordinatorShard,
 )
+from shareq.histogram import Histogram
 from shareq.log.errors import LogError
 from shareq.share.persister import (
     PersisterError,
@@ -188,6 +189,12 @@ class BuiltinPersister:
         # fsyncs of different partitions run side by side so the filesystem can share journal
         # commits between them.
         self._sync_pool = SyncWorkers(_SYNC_THREADS, "state-fsync")
+        # For metrics: WriteShareGroupState calls, their latency (queued to durable, seconds) and
+        # what went into the state log.
+        self.writes = 0
+        self.write_latency = Histogram()
+        self.bytes_appended = 0
+        self.records_appended = 0
 
     @classmethod
     def in_directory(
@@ -284,8 +291,11 @@ class BuiltinPersister:
             return shard.handle_write(params, now_ms=now)
 
         # The hot path: _submit inlined (one coroutine frame less per write).
+        started = time.perf_counter()
         info = self._info(params.key)
         response = await self._enqueue(self._partition(info), info, handle)
+        self.writes += 1
+        self.write_latency.observe(time.perf_counter() - started)
         if response is not ErrorCode.none:
             self._unwrap(response)
 
@@ -526,6 +536,8 @@ class BuiltinPersister:
                     limit = _append_limit(part.log)
                     for data in encode_batches(records, timestamp=now, max_batch_bytes=limit):
                         part.log.append(data, now_ms=now)
+                        self.bytes_appended += len(data)
+                    self.records_appended += len(records)
                     if part.log.log_end_offset != base + len(records):
                         raise LogError("the state log assigned unexpected offsets")
                 except (LogError, OSError) as exc:

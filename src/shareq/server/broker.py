@@ -13,7 +13,7 @@ import shutil
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from shareq.config import BrokerConfig
 from shareq.log import LogConfig, PartitionLog
@@ -24,11 +24,15 @@ from .connection import serve_connection
 from .consumer_groups import ConsumerGroupServices
 from .handlers import HandlerTable, default_handlers
 from .io_stats import IoStats
+from .monitor import BrokerCounters
 from .partitions import Partition
 from .share import ShareServices
 from .topic_configs import effective_topic_configs, validate_topic_configs
 from .topics import TopicInfo, TopicRegistry, is_internal
 from .transactions import TransactionServices
+
+if TYPE_CHECKING:
+    from .monitor.server import MonitorServer
 
 log = logging.getLogger("shareq.server")
 
@@ -80,6 +84,9 @@ class Broker:
         self.consumer_groups: ConsumerGroupServices | None = None
         self.transactions: TransactionServices | None = None
         self.io = IoStats()
+        self.counters = BrokerCounters()
+        self.monitor: MonitorServer | None = None  # the HTTP port, when ``http.port`` is set
+        self.ready = False  # logs recovered and coordinators loaded (``/readyz``)
         self.quotas = QuotaUsage(ClientQuotas())
 
     # -- lifecycle -------------------------------------------------------------------------------
@@ -91,6 +98,7 @@ class Broker:
         data directory cannot be created or written or the address cannot be bound; whatever was
         opened before is left for ``stop()`` to close.
         """
+        await self._start_monitor()
         try:
             self.data_dir.mkdir(parents=True, exist_ok=True)
             if not os.access(self.data_dir, os.R_OK | os.W_OK | os.X_OK):
@@ -121,10 +129,30 @@ class Broker:
         self.port = self._server.sockets[0].getsockname()[1]
         self._spawn(self._retention_loop())
         self._spawn(cleaner_loop(self))
+        self.ready = True
+
+    async def _start_monitor(self) -> None:
+        """The HTTP port (metrics, web view, health) comes up first, so ``/readyz`` can say
+        "not yet" while logs recover."""
+        port: int | None = self.config["http.port"]
+        if port is None:
+            return
+        from .monitor.server import MonitorServer
+
+        host: str = self.config["http.host"] or self.host
+        monitor = MonitorServer(self, host, port, self.config["http.push.interval.ms"])
+        try:
+            await monitor.start()
+        except OSError as error:
+            raise BrokerStartError(
+                f"HTTP server failed to bind to {host}:{port}: {_reason(error)}."
+            ) from error
+        self.monitor = monitor
 
     async def stop(self) -> None:
         """Stop accepting, end connections, flush and close every log."""
         self.stopping = True
+        self.ready = False
         if self._server is not None:
             self._server.close()
         for task in list(self._tasks) + list(self._connections):
@@ -142,6 +170,9 @@ class Broker:
         for partition in self.partitions.values():
             partition.log.close()  # flushes first; the persister closed its state logs already
         self.partitions.clear()
+        if self.monitor is not None:
+            await self.monitor.stop()
+            self.monitor = None
 
     @property
     def advertised_host(self) -> str:
@@ -152,6 +183,14 @@ class Broker:
     def advertised_port(self) -> int:
         port: int | None = self.config["advertised.port"]
         return port if port else self.port
+
+    @property
+    def open_connections(self) -> int:
+        return len(self._connections)
+
+    @property
+    def connections_accepted(self) -> int:
+        return self._next_connection_id
 
     @property
     def topics(self) -> TopicRegistry:

@@ -31,9 +31,15 @@ log = logging.getLogger("shareq.server.compaction")
 
 register(
     Setting(name="log.cleaner.enable", type=bool, default=True),
-    Setting(name="log.cleaner.backoff.ms", type=int, default=15_000, validator=lambda v: v >= 0),
     Setting(
-        name="log.cleaner.dedupe.buffer.size", type=int, default=128 * 1024 * 1024, validator=lambda v: v > 0
+        name="log.cleaner.backoff.ms", type=int, default=15_000, validator=lambda v: v >= 0, bounds=">= 0"
+    ),
+    Setting(
+        name="log.cleaner.dedupe.buffer.size",
+        type=int,
+        default=128 * 1024 * 1024,
+        validator=lambda v: v > 0,
+        bounds=">= 1",
     ),
 )
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import time
 from typing import TYPE_CHECKING, Any
 
 from shareq.protocol import (
@@ -51,14 +52,17 @@ async def serve_connection(
             except asyncio.IncompleteReadError:
                 log.info("closing %s: connection ended inside a %d-byte frame", peer, size)
                 return
+            started = time.perf_counter()
             reply = await _handle_frame(broker, payload, peer, connection_id)
             if reply is not None:
                 api_key, chunks = reply
                 buffered = await send_chunks(writer, chunks)
                 io = broker.io.api(api_key)
                 io.requests += 1
+                io.bytes_received += size + 4
                 io.bytes_sent += sum(len(c) for c in chunks)
                 io.bytes_buffered += buffered
+                broker.counters.request_done(api_key, time.perf_counter() - started)
     except PeerProtocolError as error:
         log.warning("closing %s: %s", peer, error)
     except (ConnectionError, asyncio.CancelledError):

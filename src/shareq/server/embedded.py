@@ -85,6 +85,14 @@ class EmbeddedBroker:
         return self.broker.port
 
     @property
+    def http_url(self) -> str:
+        """Base URL of the HTTP port (metrics, web view, health); the broker needs ``http.port``."""
+        monitor = self.broker.monitor
+        if monitor is None:
+            raise RuntimeError("the broker serves no HTTP port: set the config http.port")
+        return f"http://{monitor.host}:{monitor.port}"
+
+    @property
     def bootstrap(self) -> str:
         return f"{self.broker.host}:{self.broker.port}"
 

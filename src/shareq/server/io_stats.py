@@ -14,6 +14,7 @@ class ApiIo:
     """Counters of one api key since the broker started."""
 
     requests: int = 0
+    bytes_received: int = 0  # whole requests, framing included
     bytes_read: int = 0  # log bytes read to answer (pread)
     bytes_delivered: int = 0  # record bytes placed in responses
     records_delivered: int = 0  # records handed out (ShareFetch: acquired; Fetch: in the batches sent)

@@ -11,7 +11,7 @@ a restart), so ``acquire`` applies at once.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 from shareq.share import acquisition as _acq
 from shareq.share import log_start as _log_start
@@ -35,6 +35,7 @@ from shareq.share.record_state import (
     release_target,
     validate_transition,
 )
+from shareq.share.stats import SharePartitionStats
 from shareq.share.transition import StateTransition, TransitionKind
 from shareq.share.types import (
     AcknowledgementBatch,
@@ -81,6 +82,7 @@ class SharePartition:
         self._dcc = 0
         self._log_start_floor = -1  # the start offset a pending log-start move goes to
         self._tx_pending = 0  # records TX_PENDING
+        self.stats = SharePartitionStats()  # counters for metrics (read at scrape time)
 
     # ------------------------------------------------------------------ initialization
     def initialize(
@@ -195,6 +197,10 @@ class SharePartition:
         """Every in-flight run at or above the SPSO, adjacent equal (state, count, member) merged."""
         return self._runs.views()
 
+    def in_flight(self) -> Iterator[InFlightBatch]:
+        """The live in-flight runs in offset order, for read-only inspection (metrics, web view)."""
+        return iter(self._runs)
+
     def tx_pending_count(self) -> int:
         """Records TX_PENDING (staged by a transaction that has not ended)."""
         return self._tx_pending
@@ -265,6 +271,7 @@ class SharePartition:
             exact=mode is AcquireMode.RECORD_LIMIT,
             now=now,
         )
+        self.stats.on_acquired(result)
         return result
 
     # ------------------------------------------------------------------ acknowledge
@@ -284,6 +291,7 @@ class SharePartition:
         durable = False
         for stretch in stretch_segments(batches):
             for run, ack in runs.carve(stretch):
+                self.stats.on_acknowledged(ack, run, now, self._config.record_lock_duration_ms)
                 if ack is _RENEW:
                     target = _ACQUIRED
                 elif ack is _RELEASE:
@@ -550,6 +558,7 @@ class SharePartition:
                 run.lock = None
                 run.member = None
             run.state = target
+            self.stats.on_committed(txn.kind, target, size)
             if target in TERMINAL:
                 self._dcc += size
             elif target is _AVAILABLE:

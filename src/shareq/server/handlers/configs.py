@@ -170,6 +170,9 @@ SHAREQ_ONLY_BROKER_KEYS = frozenset(
     {
         "advertised.host",
         "advertised.port",
+        "http.host",
+        "http.port",
+        "http.push.interval.ms",
         "group.share.auto.offset.reset",
         "group.share.isolation.level",
         "share.coordinator.cold.partition.snapshot.interval.ms",

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import struct
+import time
 import uuid
 from collections.abc import Coroutine, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
@@ -109,6 +110,7 @@ class SharePartitionManager:
             return await asyncio.shield(loading)
         future: asyncio.Future[SharePartition] = asyncio.get_running_loop().create_future()
         self._loading[key] = future
+        started = time.perf_counter()
         try:
             sp = await self._load(key)
         except BaseException as exc:
@@ -118,6 +120,7 @@ class SharePartitionManager:
         finally:
             self._loading.pop(key, None)
         self._partitions[key] = sp
+        self._services.broker.counters.partition_load.observe(time.perf_counter() - started)
         future.set_result(sp)
         partition = self._services.log_partition(key.topic_id, key.partition)
         if partition is not None:  # the log may have moved on while the group was away
