@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import time
 from typing import TYPE_CHECKING, Any
 
 from shareq.protocol import (
@@ -27,15 +28,19 @@ from .send import send_chunks
 
 if TYPE_CHECKING:
     from .broker import Broker
+    from .security import ConnectionSession
 
 log = logging.getLogger("shareq.server.connection")
 
 
 async def serve_connection(
-    broker: Broker, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, connection_id: int
+    broker: Broker,
+    reader: asyncio.StreamReader,
+    writer: asyncio.StreamWriter,
+    connection_id: int,
+    session: ConnectionSession,
+    peer: str,
 ) -> None:
-    peername = writer.get_extra_info("peername")
-    peer = f"{peername[0]}:{peername[1]}" if isinstance(peername, tuple) else str(peername)
     max_frame = broker.config["socket.request.max.bytes"]
     try:
         while True:
@@ -51,7 +56,7 @@ async def serve_connection(
             except asyncio.IncompleteReadError:
                 log.info("closing %s: connection ended inside a %d-byte frame", peer, size)
                 return
-            reply = await _handle_frame(broker, payload, peer, connection_id)
+            reply = await _handle_frame(broker, payload, peer, connection_id, session)
             if reply is not None:
                 api_key, chunks = reply
                 buffered = await send_chunks(writer, chunks)
@@ -70,7 +75,7 @@ async def serve_connection(
 
 
 async def _handle_frame(
-    broker: Broker, payload: bytes, peer: str, connection_id: int
+    broker: Broker, payload: bytes, peer: str, connection_id: int, session: ConnectionSession
 ) -> tuple[int, list[Buffer]] | None:
     """The api key and the framed reply (``None``: the request takes no reply)."""
     supported = broker.handlers.versions
@@ -79,10 +84,19 @@ async def _handle_frame(
     except UnsupportedRequest as unsupported:
         log.info("%s sent unsupported api %d v%d", peer, unsupported.api_key, unsupported.api_version)
         return unsupported.api_key, [encode_unsupported(unsupported, supported)]
+    if session.sasl is not None:  # the one check security adds to a plain listener's path
+        refusal = session.sasl.admits(request.api_key, time.time_ns() // 1_000_000)
+        if refusal is not None:
+            raise PeerProtocolError(refusal)
     handler = broker.handlers.get(request.api_key)
     assert handler is not None  # decode_request only accepts registered keys
     context = RequestContext(
-        broker=broker, header=request.header, codec=request.codec, peer=peer, connection_id=connection_id
+        broker=broker,
+        header=request.header,
+        codec=request.codec,
+        peer=peer,
+        connection_id=connection_id,
+        session=session,
     )
     response: Any = handler(request.body, context)
     if inspect.isawaitable(response):
