@@ -15,6 +15,7 @@ from kio.schema.errors import ErrorCode
 
 from .connection import BrokerConnection
 from .errors import BrokerConnectionError, KafkaError
+from .security import ClientSecurity
 
 METADATA = 3
 FIND_COORDINATOR = 10
@@ -87,7 +88,9 @@ class Cluster:
         client_id: str = "shareq-client",
         request_timeout: float = 30.0,
         retries: int = 3,
+        security: ClientSecurity | None = None,
     ) -> None:
+        self.security = security
         self.bootstrap = parse_bootstrap(bootstrap)
         self.client_id = client_id
         self.request_timeout = request_timeout
@@ -106,6 +109,7 @@ class Cluster:
             request_timeout=self.request_timeout,
             retries=self.retries,
             node_id=node_id,
+            security=self.security,
         )
 
     def close(self) -> None:

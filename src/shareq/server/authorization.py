@@ -437,6 +437,7 @@ def _scram_alterations(request: Any, ctx: RequestContext, code: ErrorCode) -> An
 
 
 _NO_THROTTLE = datetime.timedelta(0)
+_ZEROS: tuple[Any, ...] = (0, datetime.timedelta(0))
 
 R, W, D = Operation.READ, Operation.WRITE, Operation.DESCRIBE
 
@@ -534,19 +535,14 @@ def _zero(hint: Any, code: ErrorCode) -> Any:
         return _blank(hint, code)  # type: ignore[arg-type]
     if hint is ErrorCode:
         return ErrorCode.none
-    if isinstance(hint, type):
-        if issubclass(hint, bool):
-            return False
-        if issubclass(hint, datetime.timedelta):
-            return hint(0)
-        if issubclass(hint, int | float):
-            return hint(0)
-        if issubclass(hint, str):
-            return ""
-        if issubclass(hint, bytes):
-            return b""
-        if issubclass(hint, uuid.UUID):
-            return ZERO_UUID
+    plain = {str: "", bytes: b"", bool: False, uuid.UUID: ZERO_UUID}
+    if hint in plain:
+        return plain[hint]
+    for candidate in _ZEROS:  # kio's phantom types (i32, i32Timedelta...) parse what they accept
+        try:
+            return hint(candidate)
+        except (TypeError, ValueError):
+            continue
     return None
 
 

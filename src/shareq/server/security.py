@@ -177,23 +177,39 @@ def _pem_text(value: str) -> str:
     return "\n".join(out)
 
 
+_RDN_NAMES = {
+    "commonName": "CN",
+    "organizationName": "O",
+    "organizationalUnitName": "OU",
+    "countryName": "C",
+    "localityName": "L",
+    "stateOrProvinceName": "ST",
+    "streetAddress": "STREET",
+    "domainComponent": "DC",
+    "userId": "UID",
+}
+
+
 def ssl_principal(ssl_object: Any) -> str:
-    """Kafka's default SSL principal: ``User:`` and the peer's subject DN (RFC 2253), or ANONYMOUS."""
+    """Kafka's default SSL principal: ``User:`` and the peer certificate's subject as RFC 2253
+    writes it (most specific first: ``CN=carol,OU=...,O=...``), or ANONYMOUS without one."""
     cert = ssl_object.getpeercert() if ssl_object is not None else None
-    if not cert:
+    if not cert or not cert.get("subject"):
         return ANONYMOUS
-    rdns = [",".join(f"{k}={v}" for k, v in rdn) for rdn in cert.get("subject", ())]
-    short = {
-        "commonName": "CN",
-        "organizationName": "O",
-        "organizationalUnitName": "OU",
-        "countryName": "C",
-        "localityName": "L",
-        "stateOrProvinceName": "ST",
-    }
-    for long_name, abbreviation in short.items():
-        rdns = [rdn.replace(f"{long_name}=", f"{abbreviation}=") for rdn in rdns]
-    return "User:" + ",".join(reversed(rdns)) if rdns else ANONYMOUS
+    rdns = [
+        "+".join(f"{_RDN_NAMES.get(key, key)}={_escape_rdn(value)}" for key, value in rdn)
+        for rdn in cert["subject"]
+    ]
+    return "User:" + ",".join(reversed(rdns))
+
+
+def _escape_rdn(value: str) -> str:
+    out = "".join("\\" + ch if ch in ',+"\\<>;' else ch for ch in value)
+    if out.startswith(("#", " ")):
+        out = "\\" + out
+    if out.endswith(" "):
+        out = out[:-1] + "\\ "
+    return out
 
 
 class SecurityServices:
