@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cryptography import x509
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, ShareConsumer
 from confluent_kafka.admin import (
     AclBinding,
@@ -25,6 +24,7 @@ from confluent_kafka.admin import (
     ScramMechanism,
     UserScramCredentialUpsertion,
 )
+from cryptography import x509
 from secure_broker import (
     ADMIN,
     ADMIN_PASSWORD,
