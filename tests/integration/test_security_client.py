@@ -130,7 +130,8 @@ def test_users_and_acls_commands(secure: EmbeddedBroker, certs: Certificates, tm
     properties.write_text(
         "security.protocol=SASL_SSL\n"
         "sasl.mechanism=SCRAM-SHA-512\n"
-        f'sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username="{ADMIN}" password="{ADMIN_PASSWORD}";\n'
+        "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required "
+        f'username="{ADMIN}" password="{ADMIN_PASSWORD}";\n'
         f"ssl.truststore.type=PEM\nssl.truststore.location={certs.ca}\n"
     )
     common = ["--bootstrap", bootstrap(secure, "SASL_SSL"), "--command-config", str(properties)]

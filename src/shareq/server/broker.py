@@ -198,10 +198,8 @@ class Broker:
     def _install_security(self) -> None:
         """SASL handlers when a listener needs them; ACL checks when an authorizer is set. A broker
         with neither keeps its handler table (and its request path) exactly as it was."""
-        from .handlers import acls, sasl, scram_credentials
+        from .handlers import sasl
 
-        self.handlers.update(acls.HANDLERS)
-        self.handlers.update(scram_credentials.HANDLERS)
         if any(listener.protocol.sasl for listener, _, _ in self._plans):
             self.handlers.update(sasl.HANDLERS)
         assert self.security is not None
