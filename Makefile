@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 KAFKA_REF := tests/kafka-reference
 KAFKA_STAMP := $(KAFKA_REF)/lib/.resolved
 
-.PHONY: demo java-check test lint setup clean kafka compat compat-report
+.PHONY: demo java-check test lint setup clean kafka compat compat-report fuzz
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -48,6 +48,11 @@ lint: $(STAMP)
 
 test: lint kafka
 	$(VENV)/bin/pytest -n 2 --dist loadgroup
+
+# The long fuzz run: a million mutated and random frames beside a producer and a share consumer
+# (the default suite sends 10,000). SHAREQ_FUZZ_SEED=n replays one seed.
+fuzz: $(STAMP)
+	SHAREQ_FUZZ_FRAMES=1000000 $(VENV)/bin/pytest -s tests/integration/test_fuzz_frames.py
 
 # The differential tests alone, and docs/compatibility.md regenerated from their results.
 compat: $(STAMP) kafka

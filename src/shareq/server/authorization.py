@@ -18,13 +18,13 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import inspect
-import typing
 import uuid
 from collections.abc import Callable, Iterable
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from shareq.protocol.blank import blank
 from shareq.protocol.schema import TXN_SHARE_ACKNOWLEDGE
 from shareq.security.acl import CLUSTER_NAME, Authorizer, Operation, ResourceType
 
@@ -437,7 +437,6 @@ def _scram_alterations(request: Any, ctx: RequestContext, code: ErrorCode) -> An
 
 
 _NO_THROTTLE = datetime.timedelta(0)
-_ZEROS: tuple[Any, ...] = (0, datetime.timedelta(0))
 
 R, W, D = Operation.READ, Operation.WRITE, Operation.DESCRIBE
 
@@ -505,45 +504,10 @@ DEFAULT_RULE = _cluster(Operation.ALTER)
 RULES[TXN_SHARE_ACKNOWLEDGE] = _txn(_group(R, _topics(("topics",), R)))
 
 
-def denial_response(codec_response: type[Any], ctx: RequestContext, code: ErrorCode) -> Any:
-    """A response of ``codec_response`` that refuses the whole request: every top-level
-    ``error_code`` set to ``code``, lists empty, everything else zero or null."""
-    return _blank(codec_response, code)
-
-
-def _blank(cls: type[Any], code: ErrorCode) -> Any:
-    hints = typing.get_type_hints(cls)
-    values: dict[str, Any] = {}
-    for field in dataclasses.fields(cls):
-        if field.name == "error_code":
-            values[field.name] = code
-            continue
-        if field.default is not dataclasses.MISSING or field.default_factory is not dataclasses.MISSING:
-            continue
-        values[field.name] = _zero(hints[field.name], code)
-    return cls(**values)
-
-
-def _zero(hint: Any, code: ErrorCode) -> Any:
-    args = typing.get_args(hint)
-    origin = typing.get_origin(hint)
-    if type(None) in args:
-        return None
-    if origin is tuple:
-        return ()
-    if dataclasses.is_dataclass(hint):
-        return _blank(hint, code)  # type: ignore[arg-type]
-    if hint is ErrorCode:
-        return ErrorCode.none
-    plain = {str: "", bytes: b"", bool: False, uuid.UUID: ZERO_UUID}
-    if hint in plain:
-        return plain[hint]
-    for candidate in _ZEROS:  # kio's phantom types (i32, i32Timedelta...) parse what they accept
-        try:
-            return hint(candidate)
-        except (TypeError, ValueError):
-            continue
-    return None
+def denial_response(response_class: type[Any], code: ErrorCode) -> Any:
+    """A response that refuses the whole request: every top-level ``error_code`` set to ``code``,
+    lists empty, everything else zero or null."""
+    return blank(response_class, error_code=code)
 
 
 def install(table: HandlerTable, authorizer: Authorizer, extra: Iterable[tuple[int, Rule]] = ()) -> None:
@@ -563,7 +527,7 @@ def _guarded(handler: Any, rule: Rule, authorizer: Authorizer) -> Any:
         try:
             request = rule(request, gate)
         except Denied as denied:
-            return denial_response(ctx.codec.response_class, ctx, denied.code)
+            return denial_response(ctx.codec.response_class, denied.code)
         except _Answer as answer:
             return answer.response
         response = handler(request, ctx)

@@ -24,6 +24,7 @@ from shareq.protocol import (
 from shareq.protocol.messages import Buffer
 
 from .context import RequestContext
+from .log_limit import RateLimitedLog
 from .send import send_chunks
 
 if TYPE_CHECKING:
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
     from .security import ConnectionSession
 
 log = logging.getLogger("shareq.server.connection")
+peer_warnings = RateLimitedLog(log)
 
 
 async def serve_connection(
@@ -48,13 +50,13 @@ async def serve_connection(
                 prefix = await reader.readexactly(4)
             except asyncio.IncompleteReadError as error:
                 if error.partial:
-                    log.info("closing %s: connection ended inside a length prefix", peer)
+                    peer_warnings.info("closing %s: connection ended inside a length prefix", peer)
                 return
             size = read_frame_size(prefix, max_frame)
             try:
                 payload = await reader.readexactly(size)
             except asyncio.IncompleteReadError:
-                log.info("closing %s: connection ended inside a %d-byte frame", peer, size)
+                peer_warnings.info("closing %s: connection ended inside a %d-byte frame", peer, size)
                 return
             reply = await _handle_frame(broker, payload, peer, connection_id, session)
             if reply is not None:
@@ -65,7 +67,7 @@ async def serve_connection(
                 io.bytes_sent += sum(len(c) for c in chunks)
                 io.bytes_buffered += buffered
     except PeerProtocolError as error:
-        log.warning("closing %s: %s", peer, error)
+        peer_warnings.warning("closing %s: %s", peer, error)
     except (ConnectionError, asyncio.CancelledError):
         pass
     except Exception:
@@ -82,7 +84,9 @@ async def _handle_frame(
     try:
         request = decode_request(payload, supported)
     except UnsupportedRequest as unsupported:
-        log.info("%s sent unsupported api %d v%d", peer, unsupported.api_key, unsupported.api_version)
+        peer_warnings.info(
+            "%s sent unsupported api %d v%d", peer, unsupported.api_key, unsupported.api_version
+        )
         return unsupported.api_key, [encode_unsupported(unsupported, supported)]
     if session.sasl is not None:  # the one check security adds to a plain listener's path
         refusal = session.sasl.admits(request.api_key, time.time_ns() // 1_000_000)
