@@ -95,7 +95,7 @@ class FrameSource:
     def _draw(self) -> tuple[int, bytes]:
         rng = self.rng
         roll = rng.random()
-        api_key, version, template = rng.choice(self.templates)
+        api_key, _version, template = rng.choice(self.templates)
         if roll < 0.85:
             data = bytearray(template)
             correlation = rng.getrandbits(31)
