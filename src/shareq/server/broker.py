@@ -87,6 +87,7 @@ class Broker:
         self.listeners: list[Listener] = []
         self.security: SecurityServices | None = None
         self._connections_per_host: dict[str, int] = {}
+        self._sessions: set[ConnectionSession] = set()
         self._plans: list[tuple[Listener, Listener, tuple[ssl.SSLContext | None, tuple[str, ...]]]] = []
         self.advertised_listeners: dict[str, Listener] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -142,6 +143,7 @@ class Broker:
         await self.transactions.start()
         await self._listen()
         self._spawn(self._retention_loop())
+        self._spawn(self._idle_connection_loop())
         self._spawn(cleaner_loop(self))
 
     async def stop(self) -> None:
@@ -256,7 +258,8 @@ class Broker:
         task = asyncio.current_task()
         assert task is not None
         self._connections.add(task)
-        session = ConnectionSession(listener, advertised, client_host)
+        session = ConnectionSession(listener, advertised, client_host, writer=writer)
+        self._sessions.add(session)
         if listener.protocol.tls:
             session.principal = ssl_principal(writer.get_extra_info("ssl_object"))
         if listener.protocol.sasl:
@@ -268,6 +271,7 @@ class Broker:
             await serve_connection(self, reader, writer, connection_id, session, peer)
         finally:
             self._connections.discard(task)
+            self._sessions.discard(session)
             left = self._connections_per_host[client_host] - 1
             if left:
                 self._connections_per_host[client_host] = left
@@ -294,6 +298,20 @@ class Broker:
         while True:
             await asyncio.sleep(interval_s)
             self.enforce_retention()
+
+    async def _idle_connection_loop(self) -> None:
+        """``connections.max.idle.ms``: close connections that waited that long for a request."""
+        loop = asyncio.get_running_loop()
+        while True:
+            idle_s = self.config["connections.max.idle.ms"] / 1000.0
+            await asyncio.sleep(min(max(idle_s / 4, 0.05), 30.0) if idle_s > 0 else 30.0)
+            if idle_s <= 0:
+                continue
+            now = loop.time()
+            for session in list(self._sessions):
+                if session.idle_since is not None and now - session.idle_since >= idle_s:
+                    log.info("closing idle connection from %s", session.client_host)
+                    session.writer.close()
 
     def enforce_retention(self) -> None:
         now = now_ms()

@@ -44,14 +44,17 @@ async def serve_connection(
     peer: str,
 ) -> None:
     max_frame = broker.config["socket.request.max.bytes"]
+    clock = asyncio.get_running_loop().time
     try:
         while True:
+            session.idle_since = clock()
             try:
                 prefix = await reader.readexactly(4)
             except asyncio.IncompleteReadError as error:
                 if error.partial:
                     peer_warnings.info("closing %s: connection ended inside a length prefix", peer)
                 return
+            session.idle_since = None  # a request in progress (a long poll too) is not idleness
             size = read_frame_size(prefix, max_frame)
             try:
                 payload = await reader.readexactly(size)

@@ -35,6 +35,11 @@ class RequestContext:
         return self.session.principal
 
     @property
+    def user(self) -> str:
+        """The principal's name, as client quotas name users (``ANONYMOUS`` when unauthenticated)."""
+        return self.session.principal.partition(":")[2]
+
+    @property
     def advertised_host(self) -> str:
         """The host clients are told for the listener this request came through."""
         return self.session.advertised.host

@@ -13,7 +13,7 @@ import logging
 import os
 import ssl
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -42,7 +42,7 @@ class SecurityConfigError(ValueError):
     """A listener, TLS or SASL setting the broker cannot start with (one line for the operator)."""
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)
 class ConnectionSession:
     """Who is on the other end of one connection and which listener it came through."""
 
@@ -51,7 +51,9 @@ class ConnectionSession:
     client_host: str
     principal: str = ANONYMOUS
     sasl: SaslState | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    idle_since: float | None = None
+    """Loop time since which the connection waits for a request (``None``: one is in progress)."""
+    writer: Any = None
 
 
 def resolve_listeners(
