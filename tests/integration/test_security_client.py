@@ -165,3 +165,61 @@ def test_users_and_acls_commands(secure: EmbeddedBroker, certs: Certificates, tm
     # without credentials the command says why, in one line
     result = runner.invoke(main, ["users", "list", "--bootstrap", bootstrap(secure, "SASL_SSL")])
     assert result.exit_code == 1 and "Traceback" not in result.output
+
+
+def test_per_resource_refusals_and_filtered_listings(secure: EmbeddedBroker, certs: Certificates) -> None:
+    """Refused resources answer their *_AUTHORIZATION_FAILED code beside allowed ones; listings
+    show only what the principal may describe; authorized operations are the principal's."""
+    from shareq.client import ConfigResource
+    from shareq.client import ResourceType as ConfigType
+
+    with _admin(secure, certs) as admin:
+        admin.upsert_scram_credential(DAN, DAN_PASSWORD)
+        admin.create_topic("mine", 1)
+        admin.create_topic("theirs", 1)
+        _allow(admin, ResourceType.TOPIC, "mine", Operation.DESCRIBE_CONFIGS)
+        _allow(admin, ResourceType.TOPIC, "mine", Operation.READ)
+        _allow(admin, ResourceType.GROUP, "crew", Operation.READ)
+    security = client_security(certs, DAN, DAN_PASSWORD)
+    consumer = ShareConsumer(bootstrap(secure, "SASL_SSL"), "crew", topics=["mine"], security=security)
+    try:
+        consumer.poll(0.5)
+    finally:
+        consumer.close()
+    with _admin(secure, certs) as admin:
+        consumer = ShareConsumer(
+            bootstrap(secure, "SASL_SSL"),
+            "others",
+            topics=["theirs"],
+            security=client_security(certs, ADMIN, ADMIN_PASSWORD),
+        )
+        consumer.poll(0.5)
+        consumer.close()
+    with _admin(secure, certs, DAN, DAN_PASSWORD) as dan:
+        assert set(dan.list_topics()) == {"mine"}
+        assert [g.group_id for g in dan.list_groups()] == ["crew"]  # READ implies DESCRIBE
+        with pytest.raises(KafkaError) as refused:
+            dan.describe_configs([ConfigResource(ConfigType.TOPIC, "theirs")])
+        assert refused.value.code == ErrorCode.topic_authorization_failed
+        assert (
+            "retention.ms"
+            in dan.describe_configs([ConfigResource(ConfigType.TOPIC, "mine")])[
+                ConfigResource(ConfigType.TOPIC, "mine")
+            ]
+        )
+        with pytest.raises(KafkaError) as refused:
+            dan.describe_share_groups(["others"])
+        assert refused.value.code == ErrorCode.group_authorization_failed
+        with pytest.raises(KafkaError) as refused:  # FindCoordinator already needs DESCRIBE, as in Kafka
+            dan.delete_groups(["others"])
+        assert refused.value.code == ErrorCode.group_authorization_failed
+        assert dan.describe_share_group("crew").group_id == "crew"
+        conn = dan.cluster.any_connection()
+        _v, m = conn.module(15)  # DescribeGroups: one allowed group, one refused, answered in place
+        response = conn.send(
+            m.DescribeGroupsRequest(groups=("crew", "others"), include_authorized_operations=True)
+        )
+        by_id = {g.group_id: g for g in response.groups}
+        assert by_id["others"].error_code == ErrorCode.group_authorization_failed
+        assert by_id["crew"].error_code == ErrorCode.none
+        assert by_id["crew"].authorized_operations == (1 << Operation.READ) | (1 << Operation.DESCRIBE)

@@ -50,6 +50,8 @@ class Gate:
         self.host = ctx.session.client_host
         self._placeholders: dict[Any, tuple[Any, ErrorCode]] = {}
         self.filters: list[tuple[str, ResourceType, Operation]] = []
+        self.wants_operations = False
+        """The request asked for authorized operations (group describes leave the field unset)."""
 
     def allowed(self, resource: ResourceType, operation: Operation, name: str) -> bool:
         return self.authorizer.authorize(self.ctx.principal, self.host, operation, resource, name)
@@ -157,7 +159,9 @@ class Gate:
             elif name == "error_message" and code is not None:
                 changes[name] = None
             elif name.endswith("authorized_operations") and isinstance(value, int):
-                if value != UNKNOWN_AUTHORIZED_OPERATIONS:
+                if value != UNKNOWN_AUTHORIZED_OPERATIONS or (
+                    self.wants_operations and name == "authorized_operations"
+                ):
                     changes[name] = self._operations(entity, name)
             elif isinstance(value, tuple) and value and dataclasses.is_dataclass(value[0]):
                 kept = tuple(self._fix(item, code) for item in value if self._visible(name, item))
@@ -172,10 +176,10 @@ class Gate:
     def _visible(self, field_name: str, item: Any) -> bool:
         for path_field, resource, operation in self.filters:
             if path_field == field_name:
-                key = "name" if resource is T else "group_id" if resource is G else "transactional_id"
-                name = getattr(item, key, None)
-                if name is None and resource is T:
-                    name = getattr(item, "topic", None)
+                keys = ("name", "topic", "topic_name") if resource is T else ("group_id", "transactional_id")
+                name = next((getattr(item, k) for k in keys if isinstance(getattr(item, k, None), str)), None)
+                if name in self._placeholders:
+                    return True  # a refused resource the request named: answered with its code
                 if isinstance(name, str) and not self.allowed(resource, operation, name):
                     return False
         return True
@@ -278,6 +282,7 @@ def _metadata(request: Any, gate: Gate) -> Any:
 
 
 def _offset_fetch(request: Any, gate: Gate) -> Any:
+    gate.filters.append(("topics", T, Operation.DESCRIBE))  # "all topics" answers only describable ones
     if getattr(request, "groups", None) is not None and hasattr(request, "groups"):
         for group in request.groups:
             _require(gate, G, Operation.DESCRIBE, group.group_id, GROUP_DENIED)
@@ -375,6 +380,7 @@ def _list_filter(field: str, resource: ResourceType) -> Rule:
 
 
 def _share_offsets(request: Any, gate: Gate) -> Any:
+    gate.filters.append(("topics", T, Operation.DESCRIBE))
     for group in request.groups:
         _require(gate, G, Operation.DESCRIBE, group.group_id, GROUP_DENIED)
     return gate.topics(request, ("groups", "topics"), Operation.DESCRIBE)
@@ -524,6 +530,7 @@ def install(table: HandlerTable, authorizer: Authorizer, extra: Iterable[tuple[i
 def _guarded(handler: Any, rule: Rule, authorizer: Authorizer) -> Any:
     def guarded(request: Any, ctx: RequestContext) -> Any:
         gate = Gate(ctx, authorizer)
+        gate.wants_operations = bool(getattr(request, "include_authorized_operations", False))
         try:
             request = rule(request, gate)
         except Denied as denied:
