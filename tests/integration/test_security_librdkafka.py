@@ -260,3 +260,34 @@ def test_reauthentication_keeps_a_producer_going(tmp_path: Path, certs: Certific
         assert outcomes and all(e is None for e in outcomes)
         # the first authentication per connection plus at least two re-authentications
         assert broker.broker.io.api(36).requests >= 2 * 3
+
+
+def test_required_client_certificate(tmp_path: Path, certs: Certificates) -> None:
+    """``ssl.client.auth=required`` on one listener (Kafka's per-listener prefix): a client without
+    a certificate is refused, one with a certificate the truststore signed gets answers."""
+    import socket
+    import ssl
+
+    from shareq.client.connection import BrokerConnection
+    from shareq.client.security import ClientSecurity
+
+    config = secure_config(certs, **{"listener.name.ssl.ssl.client.auth": "required"})
+    with EmbeddedBroker(tmp_path / "data", config) as broker:
+        endpoint = broker.broker.listener("SSL")
+        context = ssl.create_default_context(cafile=str(certs.ca))
+        with (
+            socket.create_connection((endpoint.host, endpoint.port), timeout=5) as raw,
+            pytest.raises((ssl.SSLError, ConnectionError)),
+            context.wrap_socket(raw, server_hostname="127.0.0.1") as tls,
+        ):
+            tls.sendall(b"\x00\x00\x00\x00")
+            if tls.recv(1) == b"":
+                raise ConnectionError("closed")
+        security = ClientSecurity(
+            protocol="SSL",
+            ca_location=str(certs.ca),
+            certificate_location=str(certs.client_cert),
+            key_location=str(certs.client_key),
+        )
+        with BrokerConnection(endpoint.host, endpoint.port, security=security) as conn:
+            assert conn.broker_versions
