@@ -1,7 +1,8 @@
 """Seeded frame fuzzer: mutated and random Kafka request frames for every api key and version a
 broker advertises, sent over raw sockets. Reproducible: the same seed sends the same frames.
 
-Run as a script (``python frame_fuzzer.py HOST:PORT --frames N --seed S``) it prints one JSON line
+Run as a script (``python frame_fuzzer.py HOST:PORT --frames N --seed S [--workers W]``; W
+connections at once, each with its own seed derived from S) it prints one JSON line
 of counts at the end: frames sent, replies read, connections the broker closed, reads that timed
 out (a legitimately long poll, or a hang: the caller decides with a probe of its own).
 
@@ -21,6 +22,7 @@ import random
 import socket
 import struct
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -155,11 +157,56 @@ def broker_versions(host: str, port: int) -> dict[int, tuple[int, int]]:
         return dict(conn.broker_versions)
 
 
-def run(host: str, port: int, frames: int, seed: int, batch: int = 8, read_timeout: float = 2.0) -> Counts:
-    """Send ``frames`` frames, ``batch`` at a time per connection, reading what comes back."""
-    generator = FrameSource(seed, broker_versions(host, port))
+def run(
+    host: str,
+    port: int,
+    frames: int,
+    seed: int,
+    *,
+    workers: int = 4,
+    batch: int = 8,
+    read_timeout: float = 1.0,
+) -> Counts:
+    """Send ``frames`` frames from ``workers`` connections at once (worker ``i`` draws from seed
+    ``seed * 1009 + i``, so a run is reproducible), ``batch`` frames per write."""
+    versions = broker_versions(host, port)
+    shares = [frames // workers + (i < frames % workers) for i in range(workers)]
+    results = [Counts() for _ in range(workers)]
+    threads = [
+        threading.Thread(
+            target=_worker,
+            args=(host, port, shares[i], seed * 1009 + i, versions, batch, read_timeout, results[i]),
+        )
+        for i in range(workers)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    total = Counts()
+    for part in results:
+        total.frames += part.frames
+        total.replies += part.replies
+        total.closed += part.closed
+        total.timeouts += part.timeouts
+        total.redrawn += part.redrawn
+        for api_key, n in part.by_api.items():
+            total.by_api[api_key] = total.by_api.get(api_key, 0) + n
+    return total
+
+
+def _worker(
+    host: str,
+    port: int,
+    frames: int,
+    seed: int,
+    versions: dict[int, tuple[int, int]],
+    batch: int,
+    read_timeout: float,
+    counts: Counts,
+) -> None:
+    generator = FrameSource(seed, versions)
     source = iter(generator)
-    counts = Counts()
     sock: socket.socket | None = None
     while counts.frames < frames:
         if sock is None:
@@ -187,7 +234,6 @@ def run(host: str, port: int, frames: int, seed: int, batch: int = 8, read_timeo
     if sock is not None:
         sock.close()
     counts.redrawn = generator.redrawn
-    return counts
 
 
 def _read_replies(sock: socket.socket, wanted: int, timeout: float) -> tuple[int, str]:
@@ -220,10 +266,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("bootstrap")
     parser.add_argument("--frames", type=int, default=100_000)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--workers", type=int, default=4)
     args = parser.parse_args(argv)
     host, _, port = args.bootstrap.rpartition(":")
     started = time.monotonic()
-    counts = run(host, int(port), args.frames, args.seed)
+    counts = run(host, int(port), args.frames, args.seed, workers=args.workers)
     result = {**counts.__dict__, "seconds": round(time.monotonic() - started, 1)}
     print(json.dumps(result), flush=True)
 
