@@ -255,7 +255,7 @@ def main() -> None:
             )
 
             with Admin(bootstrap) as admin:
-                deadline = time.monotonic() + 300
+                deadline = time.monotonic() + 120
                 while time.monotonic() < deadline:
                     offsets = admin.describe_share_group_offsets("load")
                     acked = sum(o.start_offset for o in offsets.values())
@@ -263,6 +263,9 @@ def main() -> None:
                         break
                     time.sleep(0.5)
             drained_s = time.monotonic() - started
+            behind = {p: o.start_offset for (_t, p), o in sorted(offsets.items()) if o.start_offset < args.records // args.partitions}
+            if behind:
+                print(f"partitions not fully acknowledged (start offset): {behind}", flush=True)
             done_file.touch()
             seen: list[str] = []
             for child in children:
