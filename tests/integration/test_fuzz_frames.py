@@ -103,7 +103,7 @@ def _run(broker: BrokerProcess) -> None:
     started = time.monotonic()
     with BrokerConnection("127.0.0.1", broker.port, connect_timeout=5, request_timeout=5) as probe:
         assert probe.broker_versions
-    assert time.monotonic() - started < 2.0
+    assert time.monotonic() - started < 5.0
     assert not failures, failures[:5]
     assert produced and set(produced) <= received, f"seed {SEED}: {len(set(produced) - received)} lost"
     growth = process.memory_info().rss - rss_before
