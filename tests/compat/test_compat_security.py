@@ -21,6 +21,10 @@ from confluent_kafka.admin import (
     UserScramCredentialDeletion,
     UserScramCredentialUpsertion,
 )
+from kio.schema.errors import ErrorCode
+
+from shareq.client import Admin
+from shareq.client import KafkaError as ShareqKafkaError
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -29,9 +33,11 @@ def _admin(server: Server) -> AdminClient:
     return AdminClient({"bootstrap.servers": server.bootstrap, **FAST})
 
 
-def _code(call: object) -> int:
+def _code(call: object, message: str | None = None) -> int:
     with pytest.raises(KafkaException) as refused:
         call()  # type: ignore[operator]
+    if message is not None:
+        assert refused.value.args[0].str() == message
     return int(refused.value.args[0].code())
 
 
@@ -50,9 +56,14 @@ def test_acl_requests_without_an_authorizer(server: Server) -> None:
         ResourceType.ANY, None, ResourcePatternType.ANY, None, None, AclOperation.ANY, AclPermissionType.ANY
     )
     disabled = KafkaError.SECURITY_DISABLED
-    assert _code(lambda: admin.create_acls([binding])[binding].result(timeout=15)) == disabled
-    assert _code(lambda: admin.describe_acls(every).result(timeout=15)) == disabled
-    assert _code(lambda: admin.delete_acls([every])[every].result(timeout=15)) == disabled
+    no_authorizer = "No Authorizer is configured."
+    assert _code(lambda: admin.create_acls([binding])[binding].result(timeout=15), no_authorizer) == disabled
+    assert admin.describe_acls(every).result(timeout=15) == []  # librdkafka drops the top-level error
+    with Admin(server.bootstrap) as ours, pytest.raises(ShareqKafkaError) as refused:
+        ours.describe_acls()
+    assert refused.value.code == ErrorCode.security_disabled
+    assert refused.value.message == "No Authorizer is configured on the broker"
+    assert _code(lambda: admin.delete_acls([every])[every].result(timeout=15), no_authorizer) == disabled
 
 
 def test_scram_credentials_round_trip(server: Server, names: tuple[str, str]) -> None:

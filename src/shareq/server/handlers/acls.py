@@ -28,6 +28,7 @@ DESCRIBE_ACLS = 29
 CREATE_ACLS = 30
 DELETE_ACLS = 31
 NO_AUTHORIZER = "No Authorizer is configured."
+NO_AUTHORIZER_DESCRIBE = "No Authorizer is configured on the broker"  # Kafka words DescribeAcls differently
 
 
 def _authorizer(ctx: RequestContext) -> Authorizer | None:
@@ -96,7 +97,7 @@ def handle_describe_acls(request: Any, ctx: RequestContext) -> Any:
         return ctx.build(
             throttle_time=NO_THROTTLE,
             error_code=ErrorCode.security_disabled,
-            error_message=NO_AUTHORIZER,
+            error_message=NO_AUTHORIZER_DESCRIBE,
             resources=(),
         )
     try:
