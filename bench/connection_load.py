@@ -263,7 +263,11 @@ def main() -> None:
                         break
                     time.sleep(0.5)
             drained_s = time.monotonic() - started
-            behind = {p: o.start_offset for (_t, p), o in sorted(offsets.items()) if o.start_offset < args.records // args.partitions}
+            behind = {
+                p: o.start_offset
+                for (_t, p), o in sorted(offsets.items())
+                if o.start_offset < args.records // args.partitions
+            }
             if behind:
                 print(f"partitions not fully acknowledged (start offset): {behind}", flush=True)
             done_file.touch()

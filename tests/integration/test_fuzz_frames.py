@@ -107,6 +107,7 @@ def _run(broker: BrokerProcess) -> None:
     assert not failures, failures[:5]
     assert produced and set(produced) <= received, f"seed {SEED}: {len(set(produced) - received)} lost"
     growth = process.memory_info().rss - rss_before
+    print(f"seed {SEED}: {len(produced)} side records delivered, broker RSS grew {growth >> 20} MiB")
     assert growth < RSS_GROWTH_LIMIT, f"seed {SEED}: RSS grew {growth >> 20} MiB"
     internal = [line for line in broker.stderr_lines if "internal error" in line]
     assert not internal, f"seed {SEED}: {internal[:3]}"
