@@ -68,6 +68,9 @@ async def _serve(data_dir: Path, host: str, port: int, config: BrokerConfig) -> 
     # SIGUSR1 prints the per-api I/O counters as one JSON line (benchmarks and operators read it)
     loop.add_signal_handler(signal.SIGUSR1, lambda: print(_io_line(broker), flush=True))
     print(f"shareq listening on {broker.host}:{broker.port}", flush=True)
+    if len(broker.listeners) > 1 or broker.listeners[0].protocol.value != "PLAINTEXT":
+        for listener in broker.listeners:
+            print(f"  {listener.url()} ({listener.protocol.value})", flush=True)
     await stop.wait()
     logging.getLogger("shareq.server").info("shutting down")
     await broker.stop()
