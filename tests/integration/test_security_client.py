@@ -223,3 +223,25 @@ def test_per_resource_refusals_and_filtered_listings(secure: EmbeddedBroker, cer
         assert by_id["others"].error_code == ErrorCode.group_authorization_failed
         assert by_id["crew"].error_code == ErrorCode.none
         assert by_id["crew"].authorized_operations == (1 << Operation.READ) | (1 << Operation.DESCRIBE)
+
+
+def test_inline_pem_keystore_and_truststore(tmp_path: Path, certs: Certificates) -> None:
+    """``ssl.keystore.key`` + ``ssl.keystore.certificate.chain`` and ``ssl.truststore.certificates``
+    inline (one line, as a properties file may carry them), per listener."""
+    from shareq.client import ClientSecurity
+    from shareq.client.connection import BrokerConnection
+
+    pem = certs.server.read_text()
+    chain_start = pem.index("-----BEGIN CERTIFICATE-----")
+    key, chain = pem[:chain_start].strip(), pem[chain_start:]
+    config = {
+        "listeners": "SSL://127.0.0.1:0",
+        "listener.name.ssl.ssl.keystore.type": "PEM",
+        "listener.name.ssl.ssl.keystore.key": " ".join(key.split("\n")),
+        "listener.name.ssl.ssl.keystore.certificate.chain": chain,
+        "listener.name.ssl.ssl.truststore.certificates": certs.ca.read_text(),
+    }
+    with EmbeddedBroker(tmp_path / "data", config) as broker:
+        security = ClientSecurity(protocol="SSL", ca_location=str(certs.ca))
+        with BrokerConnection("127.0.0.1", broker.port, security=security) as conn:
+            assert conn.broker_versions
