@@ -14,7 +14,7 @@ KAFKA_STAMP := $(KAFKA_REF)/lib/.resolved
 # them the browser tests are skipped locally; in CI (CI=true) that is an error.
 BROWSER_PKGS := chromium chromium-driver
 
-.PHONY: demo java-check test test-slow lint setup clean kafka browser compat compat-report
+.PHONY: demo java-check test test-slow lint setup clean kafka browser compat compat-report fuzz
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -70,6 +70,11 @@ test: lint kafka browser
 # The slow tier too: full-scale runs whose short forms are in `make test`.
 test-slow: lint kafka
 	$(VENV)/bin/pytest -n 2 --dist loadgroup --slow
+
+# The long fuzz run: a million mutated and random frames beside a producer and a share consumer
+# (the default suite sends 10,000). SHAREQ_FUZZ_SEED=n replays one seed.
+fuzz: $(STAMP)
+	SHAREQ_FUZZ_FRAMES=1000000 $(VENV)/bin/pytest -s tests/integration/test_fuzz_frames.py
 
 # The differential tests alone, and docs/compatibility.md regenerated from their results.
 compat: $(STAMP) kafka

@@ -102,6 +102,58 @@ register(
     ),
 )
 
+# Listeners, TLS, SASL and ACLs (Kafka's names; read by ``server/security.py``). Per-listener
+# overrides use Kafka's ``listener.name.<listener>.`` prefix.
+register(
+    Setting(
+        name="listeners",
+        type=str,
+        default=None,
+        doc="NAME://host:port,... (default: PLAINTEXT on --host/--port)",
+    ),
+    Setting(
+        name="advertised.listeners", type=str, default=None, doc="endpoints given to clients, per listener"
+    ),
+    Setting(name="listener.security.protocol.map", type=str, default=None),
+    Setting(name="inter.broker.listener.name", type=str, default=None, doc="accepted; one node has no peers"),
+    Setting(
+        name="security.inter.broker.protocol", type=str, default=None, doc="accepted; one node has no peers"
+    ),
+    Setting(name="ssl.keystore.type", type=str, default=None, validator=lambda v: v.upper() == "PEM"),
+    Setting(name="ssl.keystore.location", type=str, default=None, doc="PEM file with the key and its chain"),
+    Setting(name="ssl.keystore.key", type=str, default=None, doc="PEM private key, inline"),
+    Setting(name="ssl.keystore.certificate.chain", type=str, default=None, doc="PEM chain, inline"),
+    Setting(name="ssl.keystore.password", type=str, default=None),
+    Setting(name="ssl.key.password", type=str, default=None, doc="password of an encrypted PEM key"),
+    Setting(name="ssl.truststore.type", type=str, default=None, validator=lambda v: v.upper() == "PEM"),
+    Setting(
+        name="ssl.truststore.location", type=str, default=None, doc="PEM file of trusted CA certificates"
+    ),
+    Setting(name="ssl.truststore.certificates", type=str, default=None, doc="PEM CA certificates, inline"),
+    Setting(name="ssl.truststore.password", type=str, default=None),
+    Setting(
+        name="ssl.client.auth",
+        type=str,
+        default="none",
+        validator=lambda v: v in ("required", "requested", "none"),
+    ),
+    Setting(name="ssl.endpoint.identification.algorithm", type=str, default="https"),
+    Setting(name="sasl.enabled.mechanisms", type=str, default="PLAIN,SCRAM-SHA-256,SCRAM-SHA-512"),
+    Setting(name="sasl.mechanism.inter.broker.protocol", type=str, default="GSSAPI"),
+    Setting(name="connections.max.reauth.ms", type=int, default=0, validator=_non_negative),
+    Setting(
+        name="authorizer.class.name",
+        type=str,
+        default="",
+        doc="any non-empty value turns on ACL checks (Kafka's class names carry over)",
+    ),
+    Setting(name="super.users", type=str, default=None, doc="User:a;User:b, allowed everything"),
+    Setting(name="allow.everyone.if.no.acl.found", type=bool, default=False),
+    Setting(name="max.connections", type=int, default=2**31 - 1, validator=_positive),
+    Setting(name="max.connections.per.ip", type=int, default=2**31 - 1, validator=_positive),
+    Setting(name="connections.max.idle.ms", type=int, default=600_000, validator=_at_least_minus_one),
+)
+
 # Share groups (Kafka's ``group.share.*`` names; the group coordinator reads them through
 # ``ShareBrokerConfig.from_properties``) and the share coordinator's state topic.
 register(
@@ -258,12 +310,10 @@ class BrokerConfig:
 
     @classmethod
     def from_mapping(cls, overrides: Mapping[str, Any]) -> BrokerConfig:
-        unknown = sorted(set(overrides) - set(SETTINGS))
-        if unknown:
-            raise ConfigError(f"unknown config key(s): {', '.join(unknown)}")
+        _check_known(overrides)
         values = {name: s.default for name, s in SETTINGS.items()}
         for key, raw in overrides.items():
-            values[key] = SETTINGS[key].parse(raw)
+            values[key] = _parse(key, raw)
         return cls(values, overrides)
 
     def __getitem__(self, name: str) -> Any:
@@ -276,13 +326,18 @@ class BrokerConfig:
 
     def with_overrides(self, overrides: Mapping[str, Any]) -> BrokerConfig:
         """A copy with some values replaced (validated)."""
-        unknown = sorted(set(overrides) - set(SETTINGS))
-        if unknown:
-            raise ConfigError(f"unknown config key(s): {', '.join(unknown)}")
+        _check_known(overrides)
         values = dict(self._values)
         for key, raw in overrides.items():
-            values[key] = SETTINGS[key].parse(raw)
+            values[key] = _parse(key, raw)
         return BrokerConfig(values, self.explicit | set(overrides))
+
+    def for_listener(self, listener: str, name: str) -> Any:
+        """Kafka's per-listener override ``listener.name.<listener>.<name>``, else ``name``."""
+        prefixed = f"{LISTENER_PREFIX}{listener.lower()}.{name}"
+        if prefixed in self._values:
+            return _parse(name, self._values[prefixed]) if name in SETTINGS else self._values[prefixed]
+        return self[name]
 
     def text(self, name: str) -> str | None:
         """The value as Kafka prints it (booleans in lower case; ``None`` when unset)."""
@@ -290,6 +345,22 @@ class BrokerConfig:
 
     def items(self) -> list[tuple[str, Any]]:
         return sorted({name: self[name] for name in SETTINGS}.items())
+
+
+LISTENER_PREFIX = "listener.name."
+"""Keys under this prefix are per-listener overrides (``listener.name.sasl_ssl.ssl.client.auth``),
+kept as text and read through ``BrokerConfig.for_listener``."""
+
+
+def _check_known(overrides: Mapping[str, Any]) -> None:
+    unknown = sorted(k for k in overrides if k not in SETTINGS and not k.startswith(LISTENER_PREFIX))
+    if unknown:
+        raise ConfigError(f"unknown config key(s): {', '.join(unknown)}")
+
+
+def _parse(key: str, raw: Any) -> Any:
+    setting = SETTINGS.get(key)
+    return raw if setting is None else setting.parse(raw)
 
 
 def config_text(value: Any) -> str | None:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "shareq"
-PURE_PACKAGES = ("protocol", "share", "coordinators", "quota")
+PURE_PACKAGES = ("protocol", "share", "coordinators", "quota", "security")
 FORBIDDEN = {"asyncio", "socket", "threading", "time", "selectors", "concurrent"}
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, ParamSpec, TypeVar
@@ -16,7 +17,7 @@ from typing import Any, ParamSpec, TypeVar
 import click
 from kio.schema.errors import ErrorCode
 
-from shareq.client import Admin, BrokerConnectionError, ClientError, KafkaError
+from shareq.client import Admin, BrokerConnectionError, ClientError, ClientSecurity, KafkaError
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 REQUEST_TIMEOUT_S = 15.0
@@ -74,9 +75,40 @@ def friendly_errors(function: Callable[P, R]) -> Callable[P, R]:
     return wrapper
 
 
+def command_config_option(function: Callable[P, R]) -> Callable[P, R]:
+    return click.option(
+        "--command-config",
+        type=click.Path(exists=True, dir_okay=False),
+        default=None,
+        help="client properties for a secured listener (security.protocol, sasl.*, ssl.*)",
+    )(function)
+
+
+def client_security(path: str | None) -> ClientSecurity | None:
+    """A Kafka/librdkafka client properties file as ``ClientSecurity``: librdkafka's names, or the
+    Java client's ``sasl.jaas.config`` (username/password) and PEM ``ssl.truststore.location``."""
+    if path is None:
+        return None
+    config: dict[str, str] = {}
+    with open(path) as handle:
+        for line in handle:
+            line = line.strip()
+            if line and not line.startswith(("#", "!")) and "=" in line:
+                key, _, value = line.partition("=")
+                config[key.strip()] = value.strip()
+    jaas = config.get("sasl.jaas.config", "")
+    for field in ("username", "password"):
+        match = re.search(rf'{field}="([^"]*)"', jaas)
+        if match and f"sasl.{field}" not in config:
+            config[f"sasl.{field}"] = match.group(1)
+    if "ssl.truststore.location" in config and "ssl.ca.location" not in config:
+        config["ssl.ca.location"] = config["ssl.truststore.location"]
+    return ClientSecurity.from_config(config)
+
+
 @contextmanager
-def admin_client(bootstrap: str) -> Iterator[Admin]:
-    admin = Admin(bootstrap, client_id="shareq-cli", request_timeout=REQUEST_TIMEOUT_S)
+def admin_client(bootstrap: str, security: ClientSecurity | None = None) -> Iterator[Admin]:
+    admin = Admin(bootstrap, client_id="shareq-cli", request_timeout=REQUEST_TIMEOUT_S, security=security)
     try:
         yield admin
     finally:

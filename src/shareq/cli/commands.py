@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from shareq.cli.acls import acls
 from shareq.cli.configs import configs
 from shareq.cli.consume import consume
 from shareq.cli.demo import demo
@@ -17,6 +18,7 @@ from shareq.cli.scenario import scenario
 from shareq.cli.serve import serve
 from shareq.cli.topics import topics
 from shareq.cli.transactions import transactions
+from shareq.cli.users import users
 
 ALL: list[click.Command] = [
     serve,
@@ -25,6 +27,8 @@ ALL: list[click.Command] = [
     offsets,
     configs,
     quotas,
+    users,
+    acls,
     topics,
     transactions,
     records,

@@ -81,6 +81,9 @@ async def _serve(data_dir: Path, host: str, port: int, config: BrokerConfig) -> 
         monitor = broker.monitor
         print(f"shareq http on http://{monitor.host}:{monitor.port}/ (metrics at /metrics)", flush=True)
     print(f"shareq listening on {broker.host}:{broker.port}", flush=True)
+    if len(broker.listeners) > 1 or broker.listeners[0].protocol.value != "PLAINTEXT":
+        for listener in broker.listeners:
+            print(f"  {listener.url()} ({listener.protocol.value})", flush=True)
     await stop.wait()
     logging.getLogger("shareq.server").info("shutting down")
     await broker.stop()

@@ -44,6 +44,7 @@ from .group_consumer import GroupConsumer
 from .partitioner import murmur2, partition_for_key
 from .producer import Producer, RecordMetadata, SendFuture
 from .records import ConsumerRecord
+from .security import ClientSecurity
 from .share_consumer import Acquisition, ShareConsumer
 
 __all__ = [
@@ -58,6 +59,7 @@ __all__ = [
     "BrokerInfo",
     "ClientError",
     "ClientQuota",
+    "ClientSecurity",
     "Cluster",
     "ConfigEntry",
     "ConfigResource",

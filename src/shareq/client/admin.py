@@ -14,7 +14,12 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from shareq.security.acl import AclBinding, AclFilter, Operation, PatternType, Permission
+from shareq.security.acl import ResourceType as AclResourceType
+from shareq.security.scram import DEFAULT_ITERATIONS, ScramMechanism
+
 from . import _admin_consumer as consumer
+from . import _admin_security as security
 from . import _admin_share as share
 from . import _codec, _offsets, _partitions
 from .admin_types import (
@@ -42,6 +47,11 @@ from .admin_types import (
 from .cluster import Cluster, TopicInfo
 from .connection import API_VERSIONS, BrokerConnection
 from .errors import KafkaError, raise_for
+from .security import ClientSecurity
+
+MATCH_ALL_ACLS = AclFilter(
+    AclResourceType.ANY, None, PatternType.ANY, None, None, Operation.ANY, Permission.ANY
+)
 
 OFFSET_COMMIT = 8
 OFFSET_FETCH = 9
@@ -70,9 +80,16 @@ class Admin:
     """``with Admin("host:port") as admin: admin.create_topic("t", 3)``."""
 
     def __init__(
-        self, bootstrap: str | list[str], *, client_id: str = "shareq-admin", request_timeout: float = 30.0
+        self,
+        bootstrap: str | list[str],
+        *,
+        client_id: str = "shareq-admin",
+        request_timeout: float = 30.0,
+        security: ClientSecurity | None = None,
     ) -> None:
-        self.cluster = Cluster(bootstrap, client_id=client_id, request_timeout=request_timeout)
+        self.cluster = Cluster(
+            bootstrap, client_id=client_id, request_timeout=request_timeout, security=security
+        )
 
     def close(self) -> None:
         self.cluster.close()
@@ -588,6 +605,36 @@ class Admin:
             time.sleep(0.1)
         raise_for(response.error_code, None, context=f"InitProducerId({transactional_id})")
         return response.producer_id, response.producer_epoch
+
+    # -- ACLs and SCRAM credentials -----------------------------------------------------------------
+
+    def create_acls(self, bindings: Sequence[AclBinding]) -> None:
+        """Add ACL bindings (raises ``KafkaError`` with the first refusal, e.g. SECURITY_DISABLED)."""
+        security.create_acls(self.cluster.any_connection(), bindings)
+
+    def describe_acls(self, acl_filter: AclFilter | None = None) -> list[AclBinding]:
+        return security.describe_acls(self.cluster.any_connection(), acl_filter or MATCH_ALL_ACLS)
+
+    def delete_acls(self, filters: Sequence[AclFilter]) -> list[AclBinding]:
+        """Remove the bindings each filter matches; returns them."""
+        return security.delete_acls(self.cluster.any_connection(), filters)
+
+    def upsert_scram_credential(
+        self,
+        user: str,
+        password: str,
+        mechanism: ScramMechanism = ScramMechanism.SCRAM_SHA_512,
+        iterations: int = DEFAULT_ITERATIONS,
+    ) -> None:
+        security.upsert_scram_credential(self.cluster.any_connection(), user, password, mechanism, iterations)
+
+    def delete_scram_credential(self, user: str, mechanism: ScramMechanism) -> None:
+        security.delete_scram_credential(self.cluster.any_connection(), user, mechanism)
+
+    def describe_scram_credentials(
+        self, users: Sequence[str] | None = None
+    ) -> dict[str, list[tuple[ScramMechanism, int]]]:
+        return security.describe_scram_credentials(self.cluster.any_connection(), users)
 
     def _coordinator_call(self, group_id: str, api_key: int, build: Any) -> Any:
         """Send to the group coordinator, as Kafka's clients do: look it up again when it moved or

@@ -15,6 +15,7 @@ from kio.schema.errors import ErrorCode
 
 from .connection import BrokerConnection
 from .errors import BrokerConnectionError, KafkaError
+from .security import ClientSecurity
 
 METADATA = 3
 FIND_COORDINATOR = 10
@@ -87,12 +88,16 @@ class Cluster:
         client_id: str = "shareq-client",
         request_timeout: float = 30.0,
         retries: int = 3,
+        security: ClientSecurity | None = None,
     ) -> None:
+        self.security = security
         self.bootstrap = parse_bootstrap(bootstrap)
         self.client_id = client_id
         self.request_timeout = request_timeout
         self.retries = retries
         self.cache = MetadataCache()
+        self.denied_topics: set[str] = set()
+        """Topics the last Metadata answered with TOPIC_AUTHORIZATION_FAILED (not "unknown")."""
         self._lock = threading.RLock()
         self._bootstrap_conns: list[BrokerConnection] = []
         self._nodes: dict[int, BrokerConnection] = {}
@@ -106,6 +111,7 @@ class Cluster:
             request_timeout=self.request_timeout,
             retries=self.retries,
             node_id=node_id,
+            security=self.security,
         )
 
     def close(self) -> None:
@@ -188,6 +194,8 @@ class Cluster:
                 cache.names_by_id.clear()
             for t in response.topics:
                 if t.error_code != ErrorCode.none:
+                    if t.error_code == ErrorCode.topic_authorization_failed and t.name:
+                        self.denied_topics.add(t.name)
                     if t.name in cache.topics:
                         old = cache.topics.pop(t.name)
                         cache.names_by_id.pop(old.topic_id, None)
@@ -229,6 +237,8 @@ class Cluster:
             self.refresh_metadata([name])
         info = self.cache.topics.get(name)
         if info is None:
+            if name in self.denied_topics:
+                raise KafkaError(ErrorCode.topic_authorization_failed, name)
             raise KafkaError(ErrorCode.unknown_topic_or_partition, name)
         return info
 

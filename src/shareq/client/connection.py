@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import socket
+import ssl
 import struct
 import threading
 import time
@@ -20,6 +21,7 @@ from kio.schema.errors import ErrorCode
 
 from . import _codec
 from .errors import BrokerConnectionError, KafkaError, ProtocolViolation, UnsupportedVersionError
+from .security import ClientSecurity, authenticate
 
 _SIZE = struct.Struct(">i")
 MAX_RESPONSE_BYTES = 256 * 1024 * 1024
@@ -63,6 +65,13 @@ CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
     91: (0, 0),  # AlterShareGroupOffsets
     92: (0, 0),  # DeleteShareGroupOffsets
     93: (0, 0),  # TxnShareAcknowledge (KIP-1289)
+    17: (1, 1),  # SaslHandshake
+    29: (1, 3),  # DescribeAcls
+    30: (1, 3),  # CreateAcls
+    31: (1, 3),  # DeleteAcls
+    36: (0, 2),  # SaslAuthenticate
+    50: (0, 0),  # DescribeUserScramCredentials
+    51: (0, 0),  # AlterUserScramCredentials
 }
 
 API_VERSIONS = 18
@@ -82,7 +91,9 @@ class BrokerConnection:
         retries: int = 3,
         retry_backoff: float = 0.1,
         node_id: int | None = None,
+        security: ClientSecurity | None = None,
     ) -> None:
+        self.security = security
         self.host = host
         self.port = port
         self.node_id = node_id
@@ -114,9 +125,20 @@ class BrokerConnection:
             except OSError as exc:
                 raise BrokerConnectionError(f"cannot connect to {self.host}:{self.port}: {exc}") from exc
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            security = self.security
+            if security is not None and security.tls:
+                try:
+                    sock = security.ssl_context().wrap_socket(sock, server_hostname=self.host)
+                except (OSError, ssl.SSLError) as exc:
+                    sock.close()
+                    raise BrokerConnectionError(f"TLS to {self.host}:{self.port} failed: {exc}") from exc
             self._sock = sock
             try:
                 self._negotiate()
+                if security is not None and security.sasl:
+                    authenticate(
+                        security, lambda r: self._roundtrip(r, self.connect_timeout), _codec.request_module
+                    )
             except BaseException:
                 self._close_socket()
                 raise

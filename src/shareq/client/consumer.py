@@ -19,6 +19,7 @@ from .admin_types import OffsetInfo, OffsetSpec
 from .cluster import Cluster
 from .errors import BrokerConnectionError, ClientError, KafkaError
 from .records import ConsumerRecord, iter_record_batches
+from .security import ClientSecurity
 
 FETCH = 1
 _REFRESH = {
@@ -84,13 +85,16 @@ class Consumer:
         *,
         client_id: str = "shareq-consumer",
         request_timeout: float = 30.0,
+        security: ClientSecurity | None = None,
         max_wait_ms: int = 500,
         min_bytes: int = 1,
         max_bytes: int = 50 * 1024 * 1024,
         max_partition_bytes: int = 1024 * 1024,
         isolation_level: int = 0,
     ) -> None:
-        self.cluster = Cluster(bootstrap, client_id=client_id, request_timeout=request_timeout)
+        self.cluster = Cluster(
+            bootstrap, client_id=client_id, request_timeout=request_timeout, security=security
+        )
         self.max_wait_ms = max_wait_ms
         self.min_bytes = min_bytes
         self.max_bytes = max_bytes

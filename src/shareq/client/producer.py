@@ -25,6 +25,7 @@ from .cluster import Cluster
 from .errors import BrokerConnectionError, ClientError, KafkaError
 from .partitioner import StickyPartitioner, partition_for_key
 from .records import ConsumerRecord
+from .security import ClientSecurity
 
 PRODUCE = 0
 INIT_PRODUCER_ID = 22
@@ -114,6 +115,7 @@ class Producer:
         max_batch_records: int = 10_000,
         idempotent: bool = True,
         request_timeout: float = 30.0,
+        security: ClientSecurity | None = None,
         retries: int = 5,
         client_id: str = "shareq-producer",
         transactional_id: str | None = None,
@@ -134,7 +136,9 @@ class Producer:
         self.max_batch_records = max_batch_records
         self.idempotent = idempotent
         self.retries = retries
-        self.cluster = Cluster(bootstrap, client_id=client_id, request_timeout=request_timeout)
+        self.cluster = Cluster(
+            bootstrap, client_id=client_id, request_timeout=request_timeout, security=security
+        )
         self._pending: dict[tuple[str, int], _PendingBatch] = {}
         self._sticky = StickyPartitioner()
         self._producer_id = -1

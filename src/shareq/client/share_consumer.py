@@ -37,6 +37,7 @@ from ._transactions import ShareGroupMetadata
 from .cluster import Cluster
 from .errors import BrokerConnectionError, ClientError, KafkaError, UnsupportedVersionError
 from .records import ConsumerRecord
+from .security import ClientSecurity
 
 SHARE_FETCH = 78
 SHARE_ACKNOWLEDGE = 79
@@ -70,6 +71,7 @@ class ShareConsumer:
         topics: Sequence[str],
         client_id: str = "shareq-share-consumer",
         request_timeout: float = 30.0,
+        security: ClientSecurity | None = None,
         fetch_max_wait_ms: int = 500,
         fetch_min_bytes: int = 1,
         fetch_max_bytes: int = 50 * 1024 * 1024,
@@ -84,9 +86,13 @@ class ShareConsumer:
         self.fetch_max_bytes = fetch_max_bytes
         self.max_poll_records = max_poll_records
         self.on_acknowledged = on_acknowledged
-        self.cluster = Cluster(bootstrap, client_id=client_id, request_timeout=request_timeout)
+        self.cluster = Cluster(
+            bootstrap, client_id=client_id, request_timeout=request_timeout, security=security
+        )
         # Heartbeats get their own connections so a long ShareFetch never delays them.
-        self._hb_cluster = Cluster(bootstrap, client_id=client_id, request_timeout=request_timeout)
+        self._hb_cluster = Cluster(
+            bootstrap, client_id=client_id, request_timeout=request_timeout, security=security
+        )
         self._lock = threading.RLock()
         self._sessions: dict[int, ShareSession] = defaultdict(ShareSession)
         self._pending = PendingAcks()

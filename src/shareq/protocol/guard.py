@@ -147,8 +147,14 @@ def _compile_field(field: dataclasses.Field[Any], flexible: bool, *, is_tag: boo
     optional = False if is_tag else is_optional(field)
     element: Check
     match field_class:
-        case PrimitiveField() | PrimitiveTupleField():
-            element = _compile_primitive(get_schema_field_type(field), flexible)
+        case PrimitiveField():
+            element = _compile_primitive(
+                get_schema_field_type(field), flexible, nullable=optional, name=field.name
+            )
+        case PrimitiveTupleField():
+            element = _compile_primitive(
+                get_schema_field_type(field), flexible, nullable=False, name=field.name
+            )
         case EntityField(entity_type):
             element = entity_check(entity_type, nullable=optional)
         case EntityTupleField(entity_type):
@@ -170,6 +176,8 @@ def _compile_field(field: dataclasses.Field[Any], flexible: bool, *, is_tag: boo
             count = _I32.unpack_from(buf, pos)[0]
             pos += 4
         if count < 0:
+            if count < -1 or not optional:
+                raise MalformedRequestError(f"non-nullable array {field.name} was serialized as null")
             return pos
         _need(pos, count * fixed, end)
         for _ in range(count):
@@ -179,7 +187,7 @@ def _compile_field(field: dataclasses.Field[Any], flexible: bool, *, is_tag: boo
     return check_array
 
 
-def _compile_primitive(kafka_type: str, flexible: bool) -> Check:
+def _compile_primitive(kafka_type: str, flexible: bool, *, nullable: bool = True, name: str = "") -> Check:
     size = _FIXED_SIZES.get(kafka_type)
     if size is not None:
         fixed_size = size
@@ -194,7 +202,11 @@ def _compile_primitive(kafka_type: str, flexible: bool) -> Check:
 
         def check_compact(buf: bytes, pos: int, end: int, edits: Edits) -> int:
             length, pos = read_uvarint(buf, pos)
-            return pos if length == 0 else _need(pos, length - 1, end)
+            if length == 0:
+                if not nullable:
+                    raise MalformedRequestError(f"non-nullable field {name} was serialized as null")
+                return pos
+            return _need(pos, length - 1, end)
 
         return check_compact
     prefix = _I16 if kafka_type == "string" else _I32
@@ -203,6 +215,10 @@ def _compile_primitive(kafka_type: str, flexible: bool) -> Check:
         _need(pos, prefix.size, end)
         length = prefix.unpack_from(buf, pos)[0]
         pos += prefix.size
-        return pos if length == -1 else _need(pos, length, end)
+        if length < 0:
+            if length < -1 or not nullable:
+                raise MalformedRequestError(f"non-nullable field {name} was serialized as null")
+            return pos
+        return _need(pos, length, end)
 
     return check_legacy

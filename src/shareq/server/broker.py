@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import functools
 import logging
 import os
 import shutil
+import ssl
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -18,6 +20,8 @@ from typing import TYPE_CHECKING, Any
 from shareq.config import BrokerConfig
 from shareq.log import LogConfig, PartitionLog
 from shareq.quota import ClientQuotas, QuotaUsage
+from shareq.security.listeners import Listener
+from shareq.security.sasl import SaslState
 
 from .compaction import cleaner_loop, stop_cleaner
 from .connection import serve_connection
@@ -26,6 +30,15 @@ from .handlers import HandlerTable, default_handlers
 from .io_stats import IoStats
 from .monitor import BrokerCounters
 from .partitions import Partition
+from .security import (
+    ConnectionSession,
+    SecurityConfigError,
+    SecurityServices,
+    enabled_mechanisms,
+    resolve_listeners,
+    server_ssl_context,
+    ssl_principal,
+)
 from .share import ShareServices
 from .topic_configs import effective_topic_configs, validate_topic_configs
 from .topics import TopicInfo, TopicRegistry, is_internal
@@ -74,7 +87,13 @@ class Broker:
         self.node_id: int = self.config["node.id"]
         self.registry: TopicRegistry | None = None
         self.partitions: dict[tuple[str, int], Partition] = {}
-        self._server: asyncio.Server | None = None
+        self._servers: list[asyncio.Server] = []
+        self.listeners: list[Listener] = []
+        self.security: SecurityServices | None = None
+        self._connections_per_host: dict[str, int] = {}
+        self._sessions: set[ConnectionSession] = set()
+        self._plans: list[tuple[Listener, Listener, tuple[ssl.SSLContext | None, tuple[str, ...]]]] = []
+        self.advertised_listeners: dict[str, Listener] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._connections: set[asyncio.Task[None]] = set()
         self._next_connection_id = 0
@@ -114,20 +133,25 @@ class Broker:
             raise BrokerStartError(
                 f"Failed to create or validate data directory {self.data_dir.absolute()}: {_reason(error)}"
             ) from error
+        try:
+            listeners, advertised = resolve_listeners(self.config, self.host, self.port)
+            self.security = SecurityServices(self.data_dir, self.config)
+            self._plans = [
+                (listener, advertised[listener.name], self._listener_setup(listener))
+                for listener in listeners
+            ]
+        except (SecurityConfigError, ValueError) as error:
+            raise BrokerStartError(str(error)) from error
+        self._install_security()
         self.share = ShareServices(self)
         await self.share.start()
         self.consumer_groups = ConsumerGroupServices(self)
         await self.consumer_groups.start()
         self.transactions = TransactionServices(self)
         await self.transactions.start()
-        try:
-            self._server = await asyncio.start_server(self._on_connection, self.host, self.port)
-        except OSError as error:
-            raise BrokerStartError(
-                f"Socket server failed to bind to {self.host}:{self.port}: {_reason(error)}."
-            ) from error
-        self.port = self._server.sockets[0].getsockname()[1]
+        await self._listen()
         self._spawn(self._retention_loop())
+        self._spawn(self._idle_connection_loop())
         self._spawn(cleaner_loop(self))
         self.ready = True
 
@@ -153,14 +177,14 @@ class Broker:
         """Stop accepting, end connections, flush and close every log."""
         self.stopping = True
         self.ready = False
-        if self._server is not None:
-            self._server.close()
+        for server in self._servers:
+            server.close()
         for task in list(self._tasks) + list(self._connections):
             task.cancel()
         await asyncio.gather(*self._tasks, *self._connections, return_exceptions=True)
         stop_cleaner(self)
-        if self._server is not None:
-            await self._server.wait_closed()
+        for server in self._servers:
+            await server.wait_closed()
         if self.transactions is not None:
             await self.transactions.stop()
         if self.consumer_groups is not None:
@@ -176,6 +200,7 @@ class Broker:
 
     @property
     def advertised_host(self) -> str:
+        """What the first listener advertises (``advertised.host`` applies without ``listeners``)."""
         host: str | None = self.config["advertised.host"]
         return host if host else self.host
 
@@ -203,18 +228,107 @@ class Broker:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _on_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    # -- listeners ---------------------------------------------------------------------------------
+
+    def _listener_setup(self, listener: Listener) -> tuple[ssl.SSLContext | None, tuple[str, ...]]:
+        """The TLS context and SASL mechanisms of one listener (checked before anything binds)."""
+        context = server_ssl_context(self.config, listener) if listener.protocol.tls else None
+        mechanisms = enabled_mechanisms(self.config, listener) if listener.protocol.sasl else ()
+        return context, mechanisms
+
+    def _install_security(self) -> None:
+        """SASL handlers when a listener needs them; ACL checks when an authorizer is set. A broker
+        with neither keeps its handler table (and its request path) exactly as it was."""
+        from .handlers import sasl
+
+        if any(listener.protocol.sasl for listener, _, _ in self._plans):
+            self.handlers.update(sasl.HANDLERS)
+        assert self.security is not None
+        if self.security.authorizer is not None:
+            from .authorization import install
+
+            install(self.handlers, self.security.authorizer)
+
+    async def _listen(self) -> None:
+        for listener, advertised, (context, mechanisms) in self._plans:
+            try:
+                server = await asyncio.start_server(
+                    functools.partial(self._on_connection, listener.name, mechanisms),
+                    listener.host,
+                    listener.port,
+                    ssl=context,
+                    backlog=1024,
+                )
+            except OSError as error:
+                raise BrokerStartError(
+                    f"Socket server failed to bind to {listener.host}:{listener.port}: {_reason(error)}."
+                ) from error
+            port = server.sockets[0].getsockname()[1]
+            bound = Listener(listener.name, listener.host, port, listener.protocol)
+            if advertised.port == 0 or advertised is listener:
+                advertised = Listener(advertised.name, advertised.host, port, advertised.protocol)
+            self.listeners.append(bound)
+            self.advertised_listeners[bound.name] = advertised
+            self._servers.append(server)
+        self.host, self.port = self.listeners[0].host, self.listeners[0].port
+
+    def listener(self, name: str) -> Listener:
+        """A bound listener by name (its real port when it was configured with port 0)."""
+        return next(listener for listener in self.listeners if listener.name == name.upper())
+
+    async def _on_connection(
+        self,
+        listener_name: str,
+        mechanisms: tuple[str, ...],
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+    ) -> None:
+        listener = self.listener(listener_name)
+        advertised = self.advertised_listeners[listener_name]
+        peername = writer.get_extra_info("peername")
+        peer = f"{peername[0]}:{peername[1]}" if isinstance(peername, tuple) else str(peername)
+        client_host = peername[0] if isinstance(peername, tuple) else str(peername)
+        if not self._admit(client_host):
+            log.info("closing %s: connection limit reached", peer)
+            writer.close()
+            return
         self._next_connection_id += 1
         connection_id = self._next_connection_id
         task = asyncio.current_task()
         assert task is not None
         self._connections.add(task)
+        session = ConnectionSession(listener, advertised, client_host, writer=writer)
+        self._sessions.add(session)
+        if listener.protocol.tls:
+            session.principal = ssl_principal(writer.get_extra_info("ssl_object"))
+        if listener.protocol.sasl:
+            assert self.security is not None
+            session.sasl = SaslState(
+                self.security.credentials, mechanisms, self.config["connections.max.reauth.ms"]
+            )
         try:
-            await serve_connection(self, reader, writer, connection_id)
+            await serve_connection(self, reader, writer, connection_id, session, peer)
         finally:
             self._connections.discard(task)
+            self._sessions.discard(session)
+            left = self._connections_per_host[client_host] - 1
+            if left:
+                self._connections_per_host[client_host] = left
+            else:
+                del self._connections_per_host[client_host]
             if self.share is not None and not self.stopping:
                 self.share.connection_closed(connection_id)
+
+    def _admit(self, client_host: str) -> bool:
+        """``max.connections`` and ``max.connections.per.ip``: count the new connection if both allow it."""
+        count = self._connections_per_host.get(client_host, 0)
+        if (
+            len(self._connections) >= self.config["max.connections"]
+            or count >= self.config["max.connections.per.ip"]
+        ):
+            return False
+        self._connections_per_host[client_host] = count + 1
+        return True
 
     # -- timers ----------------------------------------------------------------------------------
 
@@ -223,6 +337,20 @@ class Broker:
         while True:
             await asyncio.sleep(interval_s)
             self.enforce_retention()
+
+    async def _idle_connection_loop(self) -> None:
+        """``connections.max.idle.ms``: close connections that waited that long for a request."""
+        loop = asyncio.get_running_loop()
+        while True:
+            idle_s = self.config["connections.max.idle.ms"] / 1000.0
+            await asyncio.sleep(min(max(idle_s / 4, 0.05), 30.0) if idle_s > 0 else 30.0)
+            if idle_s <= 0:
+                continue
+            now = loop.time()
+            for session in list(self._sessions):
+                if session.idle_since is not None and now - session.idle_since >= idle_s:
+                    log.info("closing idle connection from %s", session.client_host)
+                    session.writer.close()
 
     def enforce_retention(self) -> None:
         now = now_ms()

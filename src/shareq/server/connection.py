@@ -24,36 +24,45 @@ from shareq.protocol import (
 from shareq.protocol.messages import Buffer
 
 from .context import RequestContext
+from .log_limit import RateLimitedLog
 from .send import send_chunks
 
 if TYPE_CHECKING:
     from .broker import Broker
+    from .security import ConnectionSession
 
 log = logging.getLogger("shareq.server.connection")
+peer_warnings = RateLimitedLog(log)
 
 
 async def serve_connection(
-    broker: Broker, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, connection_id: int
+    broker: Broker,
+    reader: asyncio.StreamReader,
+    writer: asyncio.StreamWriter,
+    connection_id: int,
+    session: ConnectionSession,
+    peer: str,
 ) -> None:
-    peername = writer.get_extra_info("peername")
-    peer = f"{peername[0]}:{peername[1]}" if isinstance(peername, tuple) else str(peername)
     max_frame = broker.config["socket.request.max.bytes"]
+    clock = asyncio.get_running_loop().time
     try:
         while True:
+            session.idle_since = clock()
             try:
                 prefix = await reader.readexactly(4)
             except asyncio.IncompleteReadError as error:
                 if error.partial:
-                    log.info("closing %s: connection ended inside a length prefix", peer)
+                    peer_warnings.info("closing %s: connection ended inside a length prefix", peer)
                 return
+            session.idle_since = None  # a request in progress (a long poll too) is not idleness
             size = read_frame_size(prefix, max_frame)
             try:
                 payload = await reader.readexactly(size)
             except asyncio.IncompleteReadError:
-                log.info("closing %s: connection ended inside a %d-byte frame", peer, size)
+                peer_warnings.info("closing %s: connection ended inside a %d-byte frame", peer, size)
                 return
             started = time.perf_counter()
-            reply = await _handle_frame(broker, payload, peer, connection_id)
+            reply = await _handle_frame(broker, payload, peer, connection_id, session)
             if reply is not None:
                 api_key, chunks = reply
                 buffered = await send_chunks(writer, chunks)
@@ -64,7 +73,7 @@ async def serve_connection(
                 io.bytes_buffered += buffered
                 broker.counters.request_done(api_key, time.perf_counter() - started)
     except PeerProtocolError as error:
-        log.warning("closing %s: %s", peer, error)
+        peer_warnings.warning("closing %s: %s", peer, error)
     except (ConnectionError, asyncio.CancelledError):
         pass
     except Exception:
@@ -74,19 +83,30 @@ async def serve_connection(
 
 
 async def _handle_frame(
-    broker: Broker, payload: bytes, peer: str, connection_id: int
+    broker: Broker, payload: bytes, peer: str, connection_id: int, session: ConnectionSession
 ) -> tuple[int, list[Buffer]] | None:
     """The api key and the framed reply (``None``: the request takes no reply)."""
     supported = broker.handlers.versions
     try:
         request = decode_request(payload, supported)
     except UnsupportedRequest as unsupported:
-        log.info("%s sent unsupported api %d v%d", peer, unsupported.api_key, unsupported.api_version)
+        peer_warnings.info(
+            "%s sent unsupported api %d v%d", peer, unsupported.api_key, unsupported.api_version
+        )
         return unsupported.api_key, [encode_unsupported(unsupported, supported)]
+    if session.sasl is not None:  # the one check security adds to a plain listener's path
+        refusal = session.sasl.admits(request.api_key, time.time_ns() // 1_000_000)
+        if refusal is not None:
+            raise PeerProtocolError(refusal)
     handler = broker.handlers.get(request.api_key)
     assert handler is not None  # decode_request only accepts registered keys
     context = RequestContext(
-        broker=broker, header=request.header, codec=request.codec, peer=peer, connection_id=connection_id
+        broker=broker,
+        header=request.header,
+        codec=request.codec,
+        peer=peer,
+        connection_id=connection_id,
+        session=session,
     )
     response: Any = handler(request.body, context)
     if inspect.isawaitable(response):

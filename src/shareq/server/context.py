@@ -11,6 +11,7 @@ from shareq.protocol import Codec, RequestHeader
 
 if TYPE_CHECKING:
     from .broker import Broker
+    from .security import ConnectionSession
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -26,6 +27,26 @@ class RequestContext:
     codec: Codec
     peer: str
     connection_id: int
+    session: ConnectionSession
+
+    @property
+    def principal(self) -> str:
+        """``User:name`` after SASL, the certificate's DN on SSL, else ``User:ANONYMOUS``."""
+        return self.session.principal
+
+    @property
+    def user(self) -> str:
+        """The principal's name, as client quotas name users (``ANONYMOUS`` when unauthenticated)."""
+        return self.session.principal.partition(":")[2]
+
+    @property
+    def advertised_host(self) -> str:
+        """The host clients are told for the listener this request came through."""
+        return self.session.advertised.host
+
+    @property
+    def advertised_port(self) -> int:
+        return self.session.advertised.port
 
     @property
     def version(self) -> int:

@@ -1,8 +1,8 @@
 """Client quotas in the asyncio shell: Produce and Fetch ask here for their throttle time.
 
 The measuring is ``shareq.quota`` (no I/O); this module supplies the clock, the connection's
-client id and user, and the wait. Every connection is the user ``ANONYMOUS`` (no
-authentication yet), so user quotas on ``ANONYMOUS`` or on the default user apply to everyone.
+client id and user, and the wait. The user is the connection's principal name: the SASL user,
+the client certificate's DN on an SSL listener, else ``ANONYMOUS``.
 
 Enforced: ``producer_byte_rate`` (the record bytes of each Produce request; Kafka counts the
 whole request, a few dozen bytes more) and ``consumer_byte_rate`` (the record bytes of each Fetch
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 
-from shareq.quota import ANONYMOUS, CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE
+from shareq.quota import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE
 
 from .broker import now_ms
 from .context import RequestContext
@@ -40,7 +40,7 @@ def fetch_max_bytes(ctx: RequestContext, requested: int) -> int:
     quota window hold (as Kafka caps it), so a large fetch is not throttled for ever."""
     if ctx.broker.quotas.idle:
         return requested
-    cap = ctx.broker.quotas.max_value_in_window(CONSUMER_BYTE_RATE, ANONYMOUS, ctx.header.client_id or "")
+    cap = ctx.broker.quotas.max_value_in_window(CONSUMER_BYTE_RATE, ctx.user, ctx.header.client_id or "")
     return requested if cap is None else min(requested, int(cap))
 
 
@@ -83,9 +83,9 @@ def _record(ctx: RequestContext, key: str, value: int, *, take_back: bool) -> in
         return 0
     client_id = ctx.header.client_id or ""
     now = now_ms()
-    throttle = min(usage.record(key, ANONYMOUS, client_id, value, now), _MAX_THROTTLE_MS)
+    throttle = min(usage.record(key, ctx.user, client_id, value, now), _MAX_THROTTLE_MS)
     if throttle > 0:
         if take_back:
-            usage.unrecord(key, ANONYMOUS, client_id, value, now)
+            usage.unrecord(key, ctx.user, client_id, value, now)
         usage.mute(ctx.connection_id, now, throttle)
     return throttle

@@ -44,6 +44,7 @@ class HandlerTable:
 
 def default_handlers() -> HandlerTable:
     from . import (
+        acls,
         api_versions,
         classic_groups,
         client_quotas,
@@ -59,6 +60,7 @@ def default_handlers() -> HandlerTable:
         partitions_admin,
         produce,
         producer_id,
+        scram_credentials,
         share_acknowledge,
         share_admin,
         share_fetch,
@@ -92,6 +94,8 @@ def default_handlers() -> HandlerTable:
         transactions_admin,
         cluster,
         partitions_admin,
+        acls,
+        scram_credentials,
     ):
         table.update(module.HANDLERS)
     return table

@@ -1,9 +1,7 @@
 """DescribeClientQuotas and AlterClientQuotas: quotas per user / client-id / ip, kept in the
-broker's registry (``topics.json``) and enforced by ``server/quotas.py``.
-
-DescribeUserScramCredentials is answered too, because Kafka's ``ConfigCommand --describe
---entity-type users`` asks it after the quotas: shareq has no SASL/SCRAM users, so it lists none
-and names each asked-for user as not found, as Kafka does for a user without credentials."""
+broker's registry (``topics.json``) and enforced by ``server/quotas.py``. (Kafka's
+``ConfigCommand --describe --entity-type users`` also asks DescribeUserScramCredentials, served by
+``scram_credentials``.)"""
 
 from __future__ import annotations
 
@@ -19,7 +17,6 @@ from .api_versions import NO_THROTTLE
 
 DESCRIBE_CLIENT_QUOTAS = 48
 ALTER_CLIENT_QUOTAS = 49
-DESCRIBE_USER_SCRAM_CREDENTIALS = 50
 
 
 def handle_describe_client_quotas(request: Any, ctx: RequestContext) -> Any:
@@ -83,24 +80,7 @@ def _entity(ctx: RequestContext, entity: Entity) -> tuple[Any, ...]:
     return tuple(ctx.build("EntityData", entity_type=t, entity_name=n) for t, n in entity)
 
 
-def handle_describe_user_scram_credentials(request: Any, ctx: RequestContext) -> Any:
-    results = tuple(
-        ctx.build(
-            "DescribeUserScramCredentialsResult",
-            user=user.name,
-            error_code=ErrorCode.resource_not_found,
-            error_message=f"Attempt to describe a user credential that does not exist: {user.name}",
-            credential_infos=(),
-        )
-        for user in request.users or ()
-    )
-    return ctx.build(
-        throttle_time=NO_THROTTLE, error_code=ErrorCode.none, error_message=None, results=results
-    )
-
-
 HANDLERS = {
     DESCRIBE_CLIENT_QUOTAS: (VersionRange(0, 1), handle_describe_client_quotas),
     ALTER_CLIENT_QUOTAS: (VersionRange(0, 1), handle_alter_client_quotas),
-    DESCRIBE_USER_SCRAM_CREDENTIALS: (VersionRange(0, 0), handle_describe_user_scram_credentials),
 }

@@ -41,8 +41,8 @@ def handle_describe_cluster(request: Any, ctx: RequestContext) -> Any:
     node = ctx.build(
         "DescribeClusterBroker",
         broker_id=broker.node_id,
-        host=broker.advertised_host,
-        port=broker.advertised_port,
+        host=ctx.advertised_host,
+        port=ctx.advertised_port,
         rack=None,
         is_fenced=False,
     )

@@ -7,6 +7,7 @@ records before the answer; a group's configs may be set before the group exists.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
@@ -182,6 +183,13 @@ SHAREQ_ONLY_BROKER_KEYS = frozenset(
 )
 
 
+_DERIVED = frozenset({"listeners", "advertised.listeners"})
+SENSITIVE = frozenset(
+    {"ssl.keystore.key", "ssl.keystore.password", "ssl.key.password", "ssl.truststore.password"}
+)
+"""Kafka's PASSWORD-type configs: described with no value and ``is_sensitive``."""
+
+
 def _broker_entries(
     ctx: RequestContext, layers: ConfigLayers
 ) -> list[tuple[str, str | None, Described, int, bool]]:
@@ -191,15 +199,15 @@ def _broker_entries(
     out: list[tuple[str, str | None, Described, int, bool]] = []
     set_somewhere = set(layers.static) | set(layers.dynamic_broker) | set(layers.dynamic_default)
     for key, setting in SETTINGS.items():
-        if key in SHAREQ_ONLY_BROKER_KEYS and key not in set_somewhere:
+        if (key in SHAREQ_ONLY_BROKER_KEYS and key not in set_somewhere) or key in _DERIVED:
             continue
         where = describe_broker_config(key, layers)
         value = broker.config.text(key)
         if key == "log.retention.ms" and not where.synonyms:
             value = None  # Kafka's default lives on log.retention.hours
         out.append((key, value, where, _TYPES.get(setting.type, 0), key not in KAFKA_DYNAMIC_BROKER_KEYS))
-    listener = f"PLAINTEXT://{broker.host}:{broker.port}"
-    advertised = f"PLAINTEXT://{broker.advertised_host}:{broker.advertised_port}"
+    listener = ",".join(lst.url() for lst in broker.listeners) or f"PLAINTEXT://{broker.host}:{broker.port}"
+    advertised = ",".join(adv.url() for adv in broker.advertised_listeners.values()) or listener
     derived: tuple[tuple[str, str | None, Source, int, bool], ...] = (
         ("listeners", listener, Source.STATIC_BROKER_CONFIG, _LIST, False),
         ("advertised.listeners", advertised, Source.STATIC_BROKER_CONFIG, _LIST, True),
@@ -231,6 +239,10 @@ def _entry(
         if with_synonyms
         else ()
     )
+    sensitive = name in SENSITIVE
+    if sensitive:
+        value = None
+        synonyms = tuple(dataclasses.replace(s, value=None) for s in synonyms)
     return ctx.build(
         "DescribeConfigsResourceResult",
         name=name,
@@ -238,7 +250,7 @@ def _entry(
         read_only=read_only,
         config_source=int(where.source),
         is_default=where.source is Source.DEFAULT_CONFIG,
-        is_sensitive=False,
+        is_sensitive=sensitive,
         synonyms=synonyms,
         config_type=config_type,
         documentation=None,

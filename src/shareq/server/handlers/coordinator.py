@@ -15,7 +15,7 @@ from .api_versions import NO_THROTTLE
 
 def handle_find_coordinator(request: Any, ctx: RequestContext) -> Any:
     broker = ctx.broker
-    node = {"node_id": broker.node_id, "host": broker.advertised_host, "port": broker.advertised_port}
+    node = {"node_id": broker.node_id, "host": ctx.advertised_host, "port": ctx.advertised_port}
     if ctx.version >= 4:
         coordinators = tuple(
             ctx.build("Coordinator", key=key, error_code=ErrorCode.none, error_message=None, **node)

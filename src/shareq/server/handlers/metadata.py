@@ -60,8 +60,8 @@ def handle_metadata(request: Any, ctx: RequestContext) -> Any:
     node = ctx.build(
         "MetadataResponseBroker",
         node_id=broker.node_id,
-        host=broker.advertised_host,
-        port=broker.advertised_port,
+        host=ctx.advertised_host,
+        port=ctx.advertised_port,
         rack=None,
     )
     return ctx.build(

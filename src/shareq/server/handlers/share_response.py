@@ -59,8 +59,8 @@ def share_response(
             build(
                 "NodeEndpoint",
                 node_id=broker.node_id,
-                host=broker.advertised_host,
-                port=broker.advertised_port,
+                host=ctx.advertised_host,
+                port=ctx.advertised_port,
                 rack=None,
             ),
         ),

@@ -1,0 +1,309 @@
+"""Many clients at once: 1,000 concurrent connections and 200 share consumers in one group on 20
+partitions, with an unrelated producer's latency measured idle and under that load.
+
+One broker subprocess. Phases:
+1. idle: a librdkafka producer (acks=all, linger 0) sends one record at a time to its own topic;
+   its p50/p99 delivery latency is the baseline;
+2. load: ``--connections`` raw sockets connect, each asks ApiVersions, then Metadata every
+   ``--metadata-interval`` s; ``--consumers`` librdkafka ShareConsumers (in ``--processes``
+   child processes) join one share group on a ``--partitions``-partition topic holding
+   ``--records`` records and consume them (implicit acknowledgement); meanwhile the producer
+   measures again;
+3. check: every record was delivered (distinct values counted across the consumers) and
+   acknowledged (the group's start offset reached the end of every partition).
+
+Prints the two latency distributions side by side and their ratio (target: p99 under load <= 5x idle).
+
+    PYTHONPATH=src python bench/connection_load.py
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import socket
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import psutil
+from confluent_kafka import Producer
+
+from shareq.client import Admin, _codec
+
+_CONSUMER = r"""
+import json, sys, time
+from confluent_kafka import ShareConsumer
+bootstrap, topic, count, deadline = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
+fast = {"socket.timeout.ms": 10000, "reconnect.backoff.ms": 50, "reconnect.backoff.max.ms": 500}
+config = {"bootstrap.servers": bootstrap, "group.id": "load", **fast}
+consumers = [ShareConsumer(config) for _ in range(count)]
+for c in consumers:
+    c.subscribe([topic])
+print("ready", flush=True)
+seen = []
+stop_at = time.time() + deadline
+done_file = sys.argv[5]
+import os
+while time.time() < stop_at and not os.path.exists(done_file):
+    for c in consumers:
+        for m in c.poll(0.01):
+            if m.error() is None:
+                seen.append(m.value().decode())
+for c in consumers:
+    c.poll(0)  # the acknowledgements of the last records ride on this
+for c in consumers:
+    c.close()
+print(json.dumps(seen), flush=True)
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def start_broker(data_dir: Path) -> tuple[subprocess.Popen[str], str]:
+    port = free_port()
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "shareq",
+            "serve",
+            "--data-dir",
+            str(data_dir),
+            "--port",
+            str(port),
+            "--log-level",
+            "WARNING",
+            "--config",
+            "group.share.auto.offset.reset=earliest",
+            "--config",
+            "group.share.max.size=1000",
+            "--config",
+            "share.coordinator.state.topic.num.partitions=5",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    assert process.stdout is not None
+    line = process.stdout.readline()
+    if not line.startswith("shareq listening on"):
+        process.kill()
+        raise RuntimeError(f"broker did not start: {line!r}")
+    return process, f"127.0.0.1:{port}"
+
+
+def latencies(bootstrap: str, topic: str, count: int, interval: float) -> list[float]:
+    """Delivery latency (ms) of ``count`` single records, one in flight at a time."""
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 0})
+    producer.produce(topic, b"warm-up")
+    producer.flush(30)
+    out: list[float] = []
+    for i in range(count):
+        done = threading.Event()
+        started = time.perf_counter()
+        producer.produce(topic, b"probe-%d" % i, on_delivery=lambda _e, _m, done=done: done.set())
+        while not done.is_set():
+            producer.poll(0.0005)
+        out.append((time.perf_counter() - started) * 1000)
+        time.sleep(interval)
+    producer.flush(10)
+    return out
+
+
+class ConnectionSwarm:
+    """N raw connections: ApiVersions once, then Metadata for one topic every ``interval`` s."""
+
+    def __init__(self, bootstrap: str, count: int, interval: float, topic: str) -> None:
+        host, _, port = bootstrap.rpartition(":")
+        self.address = (host, int(port))
+        self.count = count
+        self.interval = interval
+        versions = _codec.request_module(18, 0).ApiVersionsRequest()
+        meta_module = _codec.request_module(3, 12)
+        metadata = meta_module.MetadataRequest(
+            topics=(meta_module.MetadataRequestTopic(topic_id=None, name=topic),),
+            allow_auto_topic_creation=False,
+            include_topic_authorized_operations=False,
+        )
+        self.hello = _codec.encode_request(versions, 1, "swarm")
+        self.metadata = _codec.encode_request(metadata, 2, "swarm")
+        self.sockets: list[socket.socket] = []
+        self.requests = 0
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def open(self) -> None:
+        for _ in range(self.count):
+            sock = socket.create_connection(self.address, timeout=30)
+            sock.sendall(self.hello)
+            self.sockets.append(sock)
+        for sock in self.sockets:
+            _read_frame(sock)
+        self.thread.start()
+
+    def _run(self) -> None:
+        while not self.stop.is_set():
+            started = time.monotonic()
+            for sock in self.sockets:
+                sock.sendall(self.metadata)
+            for sock in self.sockets:
+                _read_frame(sock)
+                self.requests += 1
+            self.stop.wait(max(0.0, self.interval - (time.monotonic() - started)))
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(30)
+        for sock in self.sockets:
+            sock.close()
+
+
+def _read_frame(sock: socket.socket) -> None:
+    head = _recv(sock, 4)
+    _recv(sock, struct.unpack(">i", head)[0])
+
+
+def _recv(sock: socket.socket, n: int) -> bytes:
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = sock.recv(n - len(buf))
+        if not chunk:
+            raise ConnectionError("broker closed a swarm connection")
+        buf += chunk
+    return bytes(buf)
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--connections", type=int, default=1000)
+    parser.add_argument("--consumers", type=int, default=200)
+    parser.add_argument("--processes", type=int, default=4)
+    parser.add_argument("--partitions", type=int, default=20)
+    parser.add_argument("--records", type=int, default=20_000)
+    parser.add_argument("--probes", type=int, default=400)
+    parser.add_argument("--metadata-interval", type=float, default=1.0)
+    args = parser.parse_args()
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, 65536)), hard))
+
+    with tempfile.TemporaryDirectory(prefix="shareq-load-") as tmp:
+        broker, bootstrap = start_broker(Path(tmp) / "data")
+        broker_ps = psutil.Process(broker.pid)
+        try:
+            with Admin(bootstrap) as admin:
+                admin.create_topic("work", args.partitions)
+                admin.create_topic("probe", 1)
+            producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 20})
+            for i in range(args.records):
+                while True:
+                    try:
+                        producer.produce("work", b"%d" % i, partition=i % args.partitions)
+                        break
+                    except BufferError:
+                        producer.poll(0.01)
+            assert producer.flush(60) == 0
+
+            idle = latencies(bootstrap, "probe", args.probes, 0.005)
+            print(f"idle: p50 {statistics.median(idle):.2f} ms  p99 {pct(idle, 0.99):.2f} ms", flush=True)
+
+            swarm = ConnectionSwarm(bootstrap, args.connections, args.metadata_interval, "probe")
+            opened = time.monotonic()
+            swarm.open()
+            print(f"{args.connections} connections open in {time.monotonic() - opened:.1f} s", flush=True)
+            done_file = Path(tmp) / "done"
+            per = [
+                args.consumers // args.processes + (i < args.consumers % args.processes)
+                for i in range(args.processes)
+            ]
+            children = [
+                subprocess.Popen(
+                    [sys.executable, "-c", _CONSUMER, bootstrap, "work", str(n), "600", str(done_file)],
+                    stdout=subprocess.PIPE,
+                    text=True,
+                )
+                for n in per
+            ]
+            for child in children:
+                assert child.stdout is not None
+                assert child.stdout.readline().strip() == "ready"
+            started = time.monotonic()
+            loaded = latencies(bootstrap, "probe", args.probes, 0.005)
+            connections = len(broker_ps.net_connections())
+            print(
+                f"load: p50 {statistics.median(loaded):.2f} ms  p99 {pct(loaded, 0.99):.2f} ms "
+                f"(broker holds {connections} connections)",
+                flush=True,
+            )
+
+            with Admin(bootstrap) as admin:
+                deadline = time.monotonic() + 120
+                while time.monotonic() < deadline:
+                    offsets = admin.describe_share_group_offsets("load")
+                    acked = sum(o.start_offset for o in offsets.values())
+                    if len(offsets) == args.partitions and acked >= args.records:
+                        break
+                    time.sleep(0.5)
+            drained_s = time.monotonic() - started
+            behind = {
+                p: o.start_offset
+                for (_t, p), o in sorted(offsets.items())
+                if o.start_offset < args.records // args.partitions
+            }
+            if behind:
+                print(f"partitions not fully acknowledged (start offset): {behind}", flush=True)
+            done_file.touch()
+            seen: list[str] = []
+            for child in children:
+                out, _ = child.communicate(timeout=120)
+                seen.extend(json.loads(out.strip().splitlines()[-1]))
+            requests = swarm.requests
+            swarm.close()
+            rss = broker_ps.memory_info().rss >> 20
+        finally:
+            broker.terminate()
+            broker.wait(timeout=60)
+
+    distinct = len(set(seen))
+    print()
+    print(f"{'':<28}{'idle':>12}{'under load':>14}{'ratio':>8}")
+    for label, q in (("producer p50 latency (ms)", 0.5), ("producer p99 latency (ms)", 0.99)):
+        a, b = pct(idle, q), pct(loaded, q)
+        print(f"{label:<28}{a:>12.2f}{b:>14.2f}{b / a:>8.2f}")
+    print()
+    print(
+        f"share group: {args.consumers} consumers in {args.processes} processes, {args.partitions} partitions"
+    )
+    print(
+        f"  delivered {distinct}/{args.records} distinct records ({len(seen) - distinct} redelivered), "
+        f"acknowledged start offsets {acked}/{args.records}, drained in {drained_s:.1f} s"
+    )
+    print(
+        f"  {args.connections} extra connections answered {requests} Metadata requests; broker RSS {rss} MiB"
+    )
+    ratio = pct(loaded, 0.99) / pct(idle, 0.99)
+    print(f"target p99 under load <= 5x idle: {'met' if ratio <= 5 else 'missed'} ({ratio:.2f}x)")
+    if distinct != args.records or acked < args.records:
+        sys.exit("not every record was delivered and acknowledged")
+
+
+if __name__ == "__main__":
+    main()
