@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime
 import logging
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
@@ -23,6 +24,8 @@ from .schema import FetchedRecord
 log = logging.getLogger(__name__)
 
 TOPIC_ALREADY_EXISTS = 36
+TOPIC_WAIT_S = 15.0
+CONFIG_WAIT_S = 15.0
 FETCH = 1
 
 
@@ -173,22 +176,55 @@ class Cluster:
         return n
 
     def ensure_topic(self, name: str, *, partitions: int, configs: dict[str, str] | None = None) -> None:
-        """Create ``name`` unless it exists."""
+        """Create ``name`` unless it exists, and wait until metadata shows it with leaders (Kafka
+        answers CreateTopics before every broker's metadata has the topic)."""
         try:
             self.admin.create_topic(name, partitions, configs=configs)
         except KafkaError as exc:
             if int(exc.code) != TOPIC_ALREADY_EXISTS:
                 raise
+        self.admin.cluster.wait_for_topic(name, TOPIC_WAIT_S)
 
     def set_group_configs(self, group_id: str, configs: dict[str, str]) -> None:
-        """IncrementalAlterConfigs SET on the GROUP resource."""
-        self.admin.alter_configs(ConfigResource(ResourceType.GROUP, group_id), configs)
+        """IncrementalAlterConfigs SET on the GROUP resource, then wait until it is described.
+
+        Kafka applies a group config through its metadata log, so a member joining right after the
+        alter could still start with the old ``share.auto.offset.reset`` (and read nothing). A name
+        the broker does not describe counts as applied; past the deadline the query goes on with a
+        warning rather than fail."""
+        resource = ConfigResource(ResourceType.GROUP, group_id)
+        self.admin.alter_configs(resource, configs)
+        deadline = time.monotonic() + CONFIG_WAIT_S
+        while True:
+            described = self.admin.describe_configs([resource], keys=list(configs)).get(resource, {})
+            stale = {
+                name: entry.value
+                for name, value in configs.items()
+                if (entry := described.get(name)) is not None and entry.value != value
+            }
+            if not stale:
+                return
+            if time.monotonic() >= deadline:
+                log.warning("group %s still describes %s after setting %s", group_id, stale, configs)
+                return
+            time.sleep(0.05)
 
     def group_config(self, group_id: str, name: str) -> str | None:
         resource = ConfigResource(ResourceType.GROUP, group_id)
         entries = self.admin.describe_configs([resource], keys=[name]).get(resource, {})
         entry = entries.get(name)
         return None if entry is None else entry.value
+
+    def share_progress(
+        self, group_id: str, tps: Sequence[TopicPartition]
+    ) -> dict[TopicPartition, tuple[int, int | None]]:
+        """The group's share-partition start offset (-1 where none yet) and lag (None where the broker
+        does not report it), from DescribeShareGroupOffsets."""
+        by_topic: dict[str, list[int]] = {}
+        for topic, partition in tps:
+            by_topic.setdefault(topic, []).append(partition)
+        found = self.admin.describe_share_group_offsets(group_id, by_topic)
+        return {tp: (found[tp].start_offset, found[tp].lag) if tp in found else (-1, None) for tp in tps}
 
     def broker_config(self, name: str) -> str | None:
         """A config of one broker (DescribeConfigs on BROKER "<id>"; the first broker in metadata)."""

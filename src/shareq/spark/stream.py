@@ -16,6 +16,10 @@ One micro-batch:
 3. ``read(task)`` fetches the runs' bytes with a plain Fetch: a pure function of the task, so a
    replay after a crash reads the same records.
 
+With availableNow, an empty poll ends the query only once the group has nothing left below the
+end offsets recorded at the start (a share-partition may still be initialising, or another member
+may hold records until their locks lapse).
+
 While a batch is in flight its acquisition locks are renewed (RENEW) when the broker supports it;
 otherwise a warning says when the group's lock duration looks too short. A killed driver or
 executor loses nothing: leases lapse and the broker redelivers. Delivery is at least once.
@@ -260,8 +264,59 @@ class ShareDriver:
             wait_ms = 0
         return got
 
+    def _behind_target(self) -> dict[TopicPartition, tuple[int, int]]:
+        """Partitions where the group may still have records below the availableNow target:
+        ``(start offset, target)``; a start offset of -1 is a share-partition not initialised yet.
+
+        Kafka reports the start offset of the previous share-state write, so it can trail the
+        acknowledgements; its lag (records not yet delivered to completion, up to the log end) does
+        not. A partition is done when its start offset reached the target or its lag is no more than
+        the records appended past the target."""
+        if self.target is None:
+            return {}
+        wanted = [tp for tp, end in sorted(self.target.items()) if end > 0]
+        if not wanted:
+            return {}
+        try:
+            progress = self.cluster.share_progress(self.options.group_id, wanted)
+            ends = self.cluster.list_offsets(wanted, LATEST)
+        except Exception as exc:  # without the API, the first empty poll ends the run as before
+            log.info("could not describe the start offsets of group %s: %s", self.options.group_id, exc)
+            return {}
+        behind: dict[TopicPartition, tuple[int, int]] = {}
+        for tp in wanted:
+            start, lag = progress[tp]
+            target = self.target[tp]
+            if start >= target or (start >= 0 and lag is not None and lag <= max(0, ends[tp] - target)):
+                continue
+            behind[tp] = (start, target)
+        return behind
+
+    def _acquire_until_target(self, max_rows: int | None) -> dict[TopicPartition, list[Run]]:
+        """With availableNow, an empty poll ends the run only once the group has nothing left below the
+        target. Until then records may still come: a share-partition is still initialising (Kafka
+        answers a new member's first fetches empty for a few seconds), or another member holds records
+        that return when their locks lapse. So poll on, up to the lock duration plus a margin."""
+        deadline = time.monotonic() + (self.lock_duration_ms + LOCK_MARGIN_MS) / 1000.0
+        while behind := self._behind_target():
+            if time.monotonic() >= deadline:
+                log.warning(
+                    "share group %s: availableNow ends with records below its target not delivered to "
+                    "this query (partition: (start offset, target)): %s",
+                    self.options.group_id,
+                    behind,
+                )
+                return {}
+            got = self.acquire(max_rows)
+            if got:
+                return got
+        return {}
+
     def next_batch(self, start: ShareBatchOffset, max_rows: int | None) -> ShareBatchOffset | None:
         got = self.acquire(max_rows)
+        if not got and self.target is not None and not self.pending:
+            # Everything acquired so far is acknowledged: an empty poll may still not be the end.
+            got = self._acquire_until_target(max_rows)
         if not got:
             return None
         end = ShareBatchOffset(
