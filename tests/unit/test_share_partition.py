@@ -483,6 +483,39 @@ def test_writes_completing_out_of_order() -> None:
     assert (rebuilt.spso, rebuilt.runs()) == (2, ()), "the rebuild passes the terminal prefix itself"
 
 
+@pytest.mark.parametrize("order", ["in order", "out of order"])
+def test_the_durable_spso_catches_up_after_concurrent_acknowledgements(order: str) -> None:
+    """Each of two writes in flight together carries the SPSO it can see alone (1, then none, as
+    0 is still in transition when the second starts); once both committed the SPSO is 2 in memory
+    and must be 2 durably too, or DescribeShareGroupOffsets answers 1 until some later write."""
+    h = Harness()
+    h.acquire("c1", [(0, 0)], 1)
+    h.acquire("c2", [(1, 1)], 1)
+    first = h.sp.acknowledge("c1", [ab(0, 0, A.ACCEPT)], now=0).write
+    second = h.sp.acknowledge("c2", [ab(1, 1, A.ACCEPT)], now=0).write
+    assert first is not None and second is not None
+    for write in (first, second) if order == "in order" else (second, first):
+        h.persist(write, 0)
+    assert h.sp.spso == 2
+    durable = h.persister.state(KEY)
+    assert durable is not None
+    assert (durable.start_offset, durable.delivery_complete_count) == (2, 0)
+
+
+def test_no_catch_up_write_after_a_failed_write() -> None:
+    """A refused write leaves the catch-up to the next write that succeeds: retrying at once
+    would spin while the persister is down."""
+    h = Harness()
+    h.acquire("c1", [(0, 0)], 1)
+    h.acquire("c2", [(1, 1)], 1)
+    first = h.sp.acknowledge("c1", [ab(0, 0, A.ACCEPT)], now=0).write
+    second = h.sp.acknowledge("c2", [ab(1, 1, A.ACCEPT)], now=0).write
+    assert first is not None and second is not None
+    assert h.sp.complete(first.handle, True, 0).writes == ()
+    assert h.sp.complete(second.handle, False, 0).writes == ()
+    assert h.sp.spso == 1
+
+
 def test_failed_archive_of_vanished_records_leaves_them_available() -> None:
     h = Harness()
     h.acquire("c1", [(0, 4), (5, 9)], 10)

@@ -524,8 +524,16 @@ class SharePartition:
             released = self._commit(txn, now)
             if txn.start_offset != NO_START_OFFSET:
                 self._durable_spso = max(self._durable_spso, txn.start_offset)
+            # Writes in flight together each carried the SPSO they could see alone (a prefix
+            # still in transition stops it), so the last to commit may leave the SPSO ahead of
+            # the durable one, with nothing left to write it: write it now.
+            catch_up = self.start_offset_write()
             return CompleteResult(
-                committed=True, spso=self._spso, records_released=released, archiving=archiving
+                committed=True,
+                spso=self._spso,
+                records_released=released,
+                archiving=archiving,
+                writes=() if catch_up is None else (catch_up,),
             )
         if txn.kind is TransitionKind.LOG_START:
             self._log_start_floor = -1
@@ -691,9 +699,8 @@ class SharePartition:
     def start_offset_write(self) -> PendingWrite | None:
         """A write of the SPSO alone, when it moved past the durable one and no write is in flight.
 
-        Writes in flight together each persist the start offset they can see; the shell asks for
-        this after the last of them, where it archives records outside client acknowledgements
-        (aborted transactions under read_committed).
+        Writes in flight together each persist the start offset they can see; ``complete`` asks
+        for this after the last of them commits, and the shell after a transaction marker.
         """
         if self._pending or self._spso <= self._durable_spso or self._spso <= self._log_start_floor:
             return None

@@ -85,7 +85,8 @@ class AcknowledgeResult:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CompleteResult:
-    """Outcome of ``complete``: ``writes`` are follow-ups (a rolled-back ack whose lock had lapsed);
+    """Outcome of ``complete``: ``writes`` are follow-ups (a rolled-back ack whose lock had lapsed,
+    or the SPSO a commit moved past what the writes in flight together made durable);
     ``records_released`` tells the shell that parked fetches may now find AVAILABLE records;
     ``archiving`` that records became ARCHIVING, durably: the dead-letter writer has work."""
 

@@ -82,7 +82,6 @@ class SharePartitionManager:
         self._partitions: dict[SharePartitionKey, SharePartition] = {}
         self._loading: dict[SharePartitionKey, asyncio.Future[SharePartition]] = {}
         self._waiters: dict[SharePartitionKey, set[asyncio.Future[None]]] = {}
-        self._archives: set[SharePartitionKey] = set()  # archived aborted records (read_committed)
 
     # -- cache ---------------------------------------------------------------------------------
 
@@ -248,7 +247,6 @@ class SharePartitionManager:
             log.exception("archiving aborted records failed on %s", sp.key)
             return ranges, count
         if ack.write is not None:
-            self._archives.add(sp.key)
             self.spawn_write(sp, ack.write)
         count -= sum(la - f + 1 for f, la in removed)
         return tuple(
@@ -352,12 +350,8 @@ class SharePartitionManager:
         done = sp.complete(pending.handle, ok, services.now_ms())
         if done.archiving:
             services.dead_letters.notify(sp.key)
-        for follow in done.writes:
+        for follow in done.writes:  # includes the SPSO catch-up after writes raced each other
             self.spawn_write(sp, follow)
-        if ok and sp.key in self._archives:
-            catch_up = sp.start_offset_write()  # the archive raced a client's acknowledgement
-            if catch_up is not None:
-                self.spawn_write(sp, catch_up)
         if done.records_released or not ok or done.spso != spso:  # the SPSO moving opens the window
             self.wake(sp.key)
         services.schedule_from(sp)
