@@ -1,55 +1,25 @@
 """ACL operations as the protocol's 32-bit fields carry them (Metadata, DescribeCluster,
-DescribeTopicPartitions, group describes).
+DescribeTopicPartitions, group describes), when no authorizer is configured.
 
-shareq has no authorizer yet: as Kafka without ``authorizer.class.name``, a principal is allowed
-every operation a resource type supports. The bit of operation ``n`` is ``1 << n``.
+As Kafka without ``authorizer.class.name``, a principal is then allowed every operation a resource
+type supports (``OPERATIONS_OF``, the table the authorizer uses too); with an authorizer,
+``server/authorization.py`` replaces the field with the principal's real operations. The bit of
+operation ``n`` is ``1 << n``.
 """
 
 from __future__ import annotations
 
-from enum import IntEnum
-
-
-class AclOperation(IntEnum):
-    READ = 3
-    WRITE = 4
-    CREATE = 5
-    DELETE = 6
-    ALTER = 7
-    DESCRIBE = 8
-    CLUSTER_ACTION = 9
-    DESCRIBE_CONFIGS = 10
-    ALTER_CONFIGS = 11
-    IDEMPOTENT_WRITE = 12
-
+from shareq.security.acl import OPERATIONS_OF, Operation, ResourceType
 
 UNKNOWN_AUTHORIZED_OPERATIONS = -2147483648
 """What a response carries when the client did not ask (Integer.MIN_VALUE)."""
 
-_A = AclOperation
-TOPIC_OPERATIONS = (
-    _A.READ,
-    _A.WRITE,
-    _A.CREATE,
-    _A.DELETE,
-    _A.ALTER,
-    _A.DESCRIBE,
-    _A.DESCRIBE_CONFIGS,
-    _A.ALTER_CONFIGS,
-)
-CLUSTER_OPERATIONS = (
-    _A.CREATE,
-    _A.CLUSTER_ACTION,
-    _A.DESCRIBE_CONFIGS,
-    _A.ALTER_CONFIGS,
-    _A.IDEMPOTENT_WRITE,
-    _A.ALTER,
-    _A.DESCRIBE,
-)
-GROUP_OPERATIONS = (_A.READ, _A.DESCRIBE, _A.DELETE, _A.DESCRIBE_CONFIGS, _A.ALTER_CONFIGS)
+TOPIC_OPERATIONS = OPERATIONS_OF[ResourceType.TOPIC]
+CLUSTER_OPERATIONS = OPERATIONS_OF[ResourceType.CLUSTER]
+GROUP_OPERATIONS = OPERATIONS_OF[ResourceType.GROUP]
 
 
-def bit_field(operations: tuple[AclOperation, ...]) -> int:
+def bit_field(operations: tuple[Operation, ...]) -> int:
     """The operations as one 32-bit field."""
     field = 0
     for operation in operations:
@@ -57,6 +27,6 @@ def bit_field(operations: tuple[AclOperation, ...]) -> int:
     return field
 
 
-def authorized(wanted: bool, operations: tuple[AclOperation, ...]) -> int:
+def authorized(wanted: bool, operations: tuple[Operation, ...]) -> int:
     """The field a response carries: the allowed operations if asked for, else 'unknown'."""
     return bit_field(operations) if wanted else UNKNOWN_AUTHORIZED_OPERATIONS
