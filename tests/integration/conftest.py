@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from broker_harness import BrokerProcess
+from secure_broker import ADMIN, ADMIN_PASSWORD, Certificates, add_user, make_certificates, secure_config
 from share_consumers import SHARE_BROKER
 
 from shareq.embedded import EmbeddedBroker
@@ -32,4 +33,20 @@ def embedded_broker(tmp_path: Path) -> Iterator[EmbeddedBroker]:
 def share_broker(tmp_path: Path) -> Iterator[EmbeddedBroker]:
     """An embedded broker with the share-group test settings (``share_consumers.SHARE_BROKER``)."""
     with EmbeddedBroker(tmp_path / "data", config=SHARE_BROKER) as broker:
+        yield broker
+
+
+# The secured broker of the security tests: SASL_SSL with SCRAM, an authorizer, and an admin user.
+
+
+@pytest.fixture(scope="module")
+def certs(tmp_path_factory: pytest.TempPathFactory) -> Certificates:
+    return make_certificates(tmp_path_factory.mktemp("certs"))
+
+
+@pytest.fixture
+def secure(tmp_path: Path, certs: Certificates) -> Iterator[EmbeddedBroker]:
+    data = tmp_path / "data"
+    add_user(data, ADMIN, ADMIN_PASSWORD)
+    with EmbeddedBroker(data, secure_config(certs)) as broker:
         yield broker

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,11 +13,8 @@ from secure_broker import (
     ADMIN,
     ADMIN_PASSWORD,
     Certificates,
-    add_user,
     bootstrap,
     client_security,
-    make_certificates,
-    secure_config,
 )
 
 from shareq.cli.main import main
@@ -29,19 +25,6 @@ from shareq.security.acl import AclBinding, AclFilter, Operation, PatternType, P
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
 
 DAN, DAN_PASSWORD = "dan", "dan-secret"
-
-
-@pytest.fixture(scope="module")
-def certs(tmp_path_factory: pytest.TempPathFactory) -> Certificates:
-    return make_certificates(tmp_path_factory.mktemp("certs"))
-
-
-@pytest.fixture
-def secure(tmp_path: Path, certs: Certificates) -> Iterator[EmbeddedBroker]:
-    data = tmp_path / "data"
-    add_user(data, ADMIN, ADMIN_PASSWORD)
-    with EmbeddedBroker(data, secure_config(certs)) as broker:
-        yield broker
 
 
 def _admin(

@@ -5,7 +5,6 @@ missing ACL, allowed once the ACL is added."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +29,6 @@ from secure_broker import (
     ADMIN_PASSWORD,
     Certificates,
     add_user,
-    make_certificates,
     rdkafka_config,
     secure_config,
 )
@@ -40,19 +38,6 @@ from shareq.embedded import EmbeddedBroker
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(90)]
 
 BOB, BOB_PASSWORD = "bob", "bob-secret"
-
-
-@pytest.fixture(scope="module")
-def certs(tmp_path_factory: pytest.TempPathFactory) -> Certificates:
-    return make_certificates(tmp_path_factory.mktemp("certs"))
-
-
-@pytest.fixture
-def secure(tmp_path: Path, certs: Certificates) -> Iterator[EmbeddedBroker]:
-    data = tmp_path / "data"
-    add_user(data, ADMIN, ADMIN_PASSWORD)
-    with EmbeddedBroker(data, secure_config(certs)) as broker:
-        yield broker
 
 
 def _admin(
