@@ -18,11 +18,15 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing as mp
+import os
 import statistics
 import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,10 +38,12 @@ from share_consume import (
     create_topic,
     free_port,
     produce,
-    run_phase,
     start_broker,
     stop_broker,
 )
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from kafka_harness import kafka_cluster
 
 MEMBERS = 10
 JOIN_PARTITIONS = 20
@@ -45,58 +51,93 @@ CLASSIC_HEARTBEAT_MS = 3000  # librdkafka's heartbeat.interval.ms default
 CONSUMER_HEARTBEAT_MS = 5000  # the broker's group.consumer.heartbeat.interval.ms default
 
 
-def group_main(bootstrap: str, n: int, consumed: Any, finished: Any, ready: Any, go: Any, stop: Any) -> None:
-    from confluent_kafka import Consumer
+def reader_main(
+    bootstrap: str,
+    topic: str,
+    mode: str,
+    partition: int,
+    round_no: int,
+    n: int,
+    consumed: Any,
+    first: Any,
+    finished: Any,
+    ready: Any,
+    go: Any,
+    stop: Any,
+) -> None:
+    """One consumer of the throughput phase: ``assign()`` of ``partition`` or a member of a classic
+    group (``range``); paused until ``go`` either way, so neither prefetches before the clock."""
+    from confluent_kafka import Consumer, TopicPartition
 
-    assigned = threading.Event()
-
-    def on_assign(consumer: Any, partitions: list[Any]) -> None:
-        consumer.assign(partitions)  # assign now, so that the pause holds (no prefetch before the clock)
-        consumer.pause(partitions)
-        assigned.set()
-
-    consumer = Consumer(
-        {
+    holding = threading.Event()
+    if mode == "assign":
+        config = {"bootstrap.servers": bootstrap, "group.id": "assign", "enable.auto.commit": False}
+    else:
+        config = {
             "bootstrap.servers": bootstrap,
-            "group.id": "bench-group",
+            "group.id": f"bench-group-{round_no}",  # a fresh group: no committed offsets
             "auto.offset.reset": "earliest",
             "partition.assignment.strategy": "range",
         }
-    )
-    consumer.subscribe([TOPIC], on_assign=on_assign)
-    while not assigned.is_set():
+    consumer = Consumer(config)
+    if mode == "assign":
+        partitions = [TopicPartition(topic, partition, 0)]
+        consumer.assign(partitions)
+        consumer.pause(partitions)
+        holding.set()
+    else:
+
+        def on_assign(consumer: Any, partitions: list[Any]) -> None:
+            consumer.assign(partitions)  # assign now, so that the pause holds (no prefetch before go)
+            consumer.pause(partitions)
+            holding.set()
+
+        consumer.subscribe([topic], on_assign=on_assign)
+    while not holding.is_set():
         consumer.poll(0.05)
     ready.release()
     go.wait()
     consumer.resume(consumer.assignment())
-    seen = 0
     while not stop.is_set():
         batch = consumer.consume(10_000, 0.05)
         got = sum(1 for m in batch if m.error() is None)
         if got:
-            seen += got
+            now = time.time()
+            with first.get_lock():
+                if first.value == 0.0:
+                    first.value = now
             with consumed.get_lock():
                 consumed.value += got
                 if consumed.value >= n:
-                    finished.value = time.time()
+                    finished.value = now
     ready.release()
     consumer.close()
 
 
-def group_throughput(bootstrap: str, n: int) -> float:
+@dataclass
+class Throughput:
+    rate: float  # records / (last record - go)
+    first_s: float  # go -> the first record of any consumer
+    steady: float  # records / (last record - first record)
+
+
+def throughput(bootstrap: str, topic: str, mode: str, round_no: int, n: int) -> Throughput:
     ctx = mp.get_context("spawn")
-    consumed, finished = ctx.Value("q", 0), ctx.Value("d", 0.0)
+    consumed, first, finished = ctx.Value("q", 0), ctx.Value("d", 0.0), ctx.Value("d", 0.0)
     ready = ctx.Semaphore(0)
     go, stop = ctx.Event(), ctx.Event()
     procs = [
-        ctx.Process(target=group_main, args=(bootstrap, n, consumed, finished, ready, go, stop))
-        for _ in range(PARTITIONS)
+        ctx.Process(
+            target=reader_main,
+            args=(bootstrap, topic, mode, i, round_no, n, consumed, first, finished, ready, go, stop),
+        )
+        for i in range(PARTITIONS)
     ]
     for p in procs:
         p.start()
     for _ in procs:
         if not ready.acquire(timeout=120):
-            raise RuntimeError("group consumers did not get their partitions")
+            raise RuntimeError(f"{mode}: consumers did not get their partitions")
     started = time.time()
     go.set()
     deadline = time.monotonic() + 900
@@ -108,12 +149,14 @@ def group_throughput(bootstrap: str, n: int) -> float:
     for p in procs:
         p.join(timeout=60)
     if consumed.value < n:
-        raise RuntimeError(f"group: only {consumed.value} of {n} records")
-    return n / (float(finished.value) - started)
+        raise RuntimeError(f"{mode}: only {consumed.value} of {n} records")
+    end, begin = float(finished.value), float(first.value)
+    return Throughput(n / (end - started), begin - started, n / (end - begin))
 
 
 class Member:
-    """One group consumer polling in its own thread; remembers when it last got a record."""
+    """One group consumer polling in its own thread; remembers when it last got a record and when
+    its rebalance callbacks ran."""
 
     def __init__(self, bootstrap: str, group: str, protocol: str) -> None:
         from confluent_kafka import Consumer
@@ -128,11 +171,24 @@ class Member:
         else:
             config["partition.assignment.strategy"] = "cooperative-sticky"
         self.consumer = Consumer(config)
-        self.consumer.subscribe([f"{TOPIC}-join"])
         self.last_record_ts = 0.0  # producer wall-clock timestamp of the last record consumed
+        self.assigned: list[float] = []  # wall-clock times of callbacks that added partitions
+        self.revoked: list[float] = []  # ... and that took partitions away
+        self.owned: set[int] = set()  # partitions held, as the callbacks say (incremental)
+        self.consumer.subscribe([f"{TOPIC}-join"], on_assign=self._on_assign, on_revoke=self._on_revoke)
         self.running = True
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
+
+    def _on_assign(self, consumer: Any, partitions: list[Any]) -> None:
+        self.owned |= {p.partition for p in partitions}
+        if partitions:
+            self.assigned.append(time.time())
+
+    def _on_revoke(self, consumer: Any, partitions: list[Any]) -> None:
+        self.owned -= {p.partition for p in partitions}
+        if partitions:
+            self.revoked.append(time.time())
 
     def _run(self) -> None:
         while self.running:
@@ -146,7 +202,14 @@ class Member:
         self.consumer.close()
 
 
-def join_latencies(bootstrap: str, protocol: str, joins: int) -> list[float]:
+@dataclass
+class Join:
+    total: float  # subscribe -> every member consumed a record produced after it
+    revoked: float  # subscribe -> the last revocation among the old members (0: none)
+    assigned: float  # subscribe -> the newcomer got its partitions
+
+
+def join_latencies(bootstrap: str, protocol: str, joins: int) -> list[Join]:
     from confluent_kafka import Producer
 
     group = f"join-{protocol}"
@@ -166,23 +229,45 @@ def join_latencies(bootstrap: str, protocol: str, joins: int) -> list[float]:
     loader = threading.Thread(target=load, daemon=True)
     loader.start()
     members = [Member(bootstrap, group, protocol) for _ in range(MEMBERS)]
-    results: list[float] = []
+    results: list[Join] = []
     try:
-        settle = time.time()
-        wait_all(members, settle + 0.5, 120)
+        settle(members)
         for _ in range(joins):
             joined_at = time.time()
             newcomer = Member(bootstrap, group, protocol)
             everyone = [*members, newcomer]
-            results.append(wait_all(everyone, joined_at, 120) - joined_at)
+            done = wait_all(everyone, joined_at, 120)
+            revokes = [t for m in members for t in m.revoked if t >= joined_at]
+            assigned = [t for t in newcomer.assigned if t >= joined_at]
+            results.append(
+                Join(
+                    done - joined_at,
+                    max(revokes) - joined_at if revokes else 0.0,
+                    (assigned[0] if assigned else done) - joined_at,
+                )
+            )
             newcomer.close()
-            wait_all(members, time.time() + 0.5, 120)
+            settle(members)
     finally:
         stop.set()
         for member in members:
             member.close()
         loader.join()
     return results
+
+
+def settle(members: list[Member], timeout: float = 120) -> None:
+    """Wait until the members hold every partition once between them and all consume: each join
+    then starts from a settled group (no partitions left over from the previous member's leave)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        owned = [p for m in members for p in m.owned]
+        if len(owned) == JOIN_PARTITIONS and len(set(owned)) == JOIN_PARTITIONS:
+            break
+        if time.monotonic() > deadline:
+            raise RuntimeError("the group did not settle")
+        time.sleep(0.01)
+    wait_all(members, time.time() + 0.2, timeout)
 
 
 def wait_all(members: list[Member], since: float, timeout: float) -> float:
@@ -215,45 +300,121 @@ def ms(values: list[float], q: float) -> str:
     return f"{ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000:.1f} ms"
 
 
+@dataclass
+class Figures:
+    assign: Throughput
+    group: Throughput
+    joins: dict[str, list[Join]]
+    commits: list[float]
+
+
+def median_of(runs: list[Throughput]) -> Throughput:
+    return Throughput(
+        statistics.median(r.rate for r in runs),
+        statistics.median(r.first_s for r in runs),
+        statistics.median(r.steady for r in runs),
+    )
+
+
+@contextmanager
+def kafka(directory: Path) -> Iterator[str]:
+    # Kafka's own default initial delay (the tests' harness sets 0), as shareq runs with it
+    with kafka_cluster(directory, nodes=1, configs={"group.initial.rebalance.delay.ms": "3000"}) as cluster:
+        yield cluster.bootstrap
+
+
+@contextmanager
+def shareq(directory: Path) -> Iterator[str]:
+    port = free_port()
+    broker = start_broker(directory, port)
+    try:
+        yield f"127.0.0.1:{port}"
+    finally:
+        stop_broker(broker)
+
+
+def measure(start: Callable[[Path], AbstractContextManager[str]], args: argparse.Namespace) -> Figures:
+    with tempfile.TemporaryDirectory(prefix="groups-bench-") as tmp, start(Path(tmp) / "data") as bootstrap:
+        produce(bootstrap, args.records)
+        assigns, groups = [], []
+        for round_no in range(args.rounds):  # alternated, so that a burst of load hits both alike
+            assigns.append(throughput(bootstrap, TOPIC, "assign", round_no, args.records))
+            groups.append(throughput(bootstrap, TOPIC, "group", round_no, args.records))
+        assign, group = median_of(assigns), median_of(groups)
+        create_topic(bootstrap, f"{TOPIC}-join", JOIN_PARTITIONS)
+        joins = {protocol: join_latencies(bootstrap, protocol, args.joins) for protocol in PROTOCOLS}
+        commits = commit_latencies(bootstrap, args.commits)
+    return Figures(assign, group, joins, commits)
+
+
+PROTOCOLS = {
+    "classic": f"cooperative-sticky, heartbeat.interval.ms {CLASSIC_HEARTBEAT_MS}",
+    "consumer": f"KIP-848 uniform, group.consumer.heartbeat.interval.ms {CONSUMER_HEARTBEAT_MS}",
+}
+
+
+def load() -> str:
+    one, five, _ = os.getloadavg()
+    return f"load average {one:.2f} (1 min) {five:.2f} (5 min)"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--records", type=int, default=400_000)
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--rounds", type=int, default=3, help="throughput rounds (medians)")
     parser.add_argument("--joins", type=int, default=5)
     parser.add_argument("--commits", type=int, default=2_000)
+    parser.add_argument("--brokers", default="kafka,shareq", help="kafka, shareq or both")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="shareq-bench-") as tmp:
-        port = free_port()
-        broker = start_broker(Path(tmp) / "data", port)
-        bootstrap = f"127.0.0.1:{port}"
-        try:
-            produce(bootstrap, args.records)
-            assign = run_phase("assign", bootstrap, broker.pid, args.records, PARTITIONS, "assign")
-            grouped = group_throughput(bootstrap, args.records)
-            print(f"throughput, {args.records} records of 100 B on {PARTITIONS} partitions, 4 consumers")
-            print(f"  assign()        {assign.rate:>10,.0f} rec/s")
-            ratio = grouped / assign.rate
-            print(f"  classic group   {grouped:>10,.0f} rec/s  ({ratio:.2f}x assign; target >= 0.9x)")
-            create_topic(bootstrap, f"{TOPIC}-join", JOIN_PARTITIONS)
-            print(f"join of an 11th member to {MEMBERS} consuming members, {args.joins} joins")
-            for protocol, note in (
-                ("classic", f"cooperative-sticky, heartbeat.interval.ms {CLASSIC_HEARTBEAT_MS}"),
-                (
-                    "consumer",
-                    f"KIP-848 uniform, group.consumer.heartbeat.interval.ms {CONSUMER_HEARTBEAT_MS}",
-                ),
-            ):
-                times = join_latencies(bootstrap, protocol, args.joins)
-                p50, worst = statistics.median(times) * 1000, max(times) * 1000
-                target = "target <= 1 s + the interval"
-                print(f"  {protocol:<9} p50 {p50:7.0f} ms  max {worst:7.0f} ms  ({note}; {target})")
-            commits = commit_latencies(bootstrap, args.commits)
-            print(
-                f"OffsetCommit (synchronous, {args.commits}): p50 {ms(commits, 0.5)}, p99 {ms(commits, 0.99)}"
-            )
-        finally:
-            stop_broker(broker)
+    print(f"start: {load()}, {os.cpu_count()} cores", flush=True)
+    starts = {"kafka": kafka, "shareq": shareq}
+    names = [b for b in args.brokers.split(",") if b]
+    results = {name: measure(starts[name], args) for name in names}
+    print(f"end: {load()}")
+    head = "".join(f"{'Kafka 4.4' if n == 'kafka' else 'shareq':>30}" for n in names)
+    print(
+        f"\n{args.records:,} records of 100 B on {PARTITIONS} partitions, 4 librdkafka consumers, "
+        "one broker up at a time"
+    )
+    print(f"{'':<36}{head}")
+    for label, pick in (
+        ("assign() rec/s (go -> last record)", lambda f: f.assign.rate),
+        ("classic group (range), same", lambda f: f.group.rate),
+        ("group / assign()", lambda f: f.group.rate / f.assign.rate),
+        ("assign() steady (first -> last)", lambda f: f.assign.steady),
+        ("classic group steady", lambda f: f.group.steady),
+        ("group / assign() steady", lambda f: f.group.steady / f.assign.steady),
+        ("assign() go -> first record s", lambda f: f.assign.first_s),
+        ("classic group go -> first record s", lambda f: f.group.first_s),
+    ):
+        cells = "".join(f"{pick(results[n]):>30,.2f}" for n in names)
+        print(f"{label:<36}{cells}")
+    print("(target: group >= 0.9x assign(); both paused until the clock starts, so neither prefetches)")
+    print(
+        f"\njoin of an 11th member to {MEMBERS} consuming members on {JOIN_PARTITIONS} partitions, "
+        f"{args.joins} joins, ms"
+    )
+    for protocol, note in PROTOCOLS.items():
+        print(f"{protocol} ({note}; target <= 1 s + the interval)")
+        for label, pick in (
+            ("  every member consuming", lambda j: j.total),
+            ("  last revocation", lambda j: j.revoked),
+            ("  newcomer assigned", lambda j: j.assigned),
+        ):
+            cells = ""
+            for n in names:
+                values = [pick(j) for j in results[n].joins[protocol]]
+                cells += f"{f'p50 {statistics.median(values) * 1000:.0f} max {max(values) * 1000:.0f}':>30}"
+            print(f"{label:<36}{cells}")
+        for n in names:
+            each = " ".join(f"{j.total * 1000:.0f}" for j in results[n].joins[protocol])
+            print(f"    {n} each: {each}")
+    cells = "".join(
+        f"{f'p50 {ms(results[n].commits, 0.5)} p99 {ms(results[n].commits, 0.99)}':>30}" for n in names
+    )
+    print(f"\n{f'OffsetCommit (sync, {args.commits})':<36}{cells}")
 
 
 if __name__ == "__main__":

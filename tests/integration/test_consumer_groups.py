@@ -472,3 +472,43 @@ def _keep_polling(consumers: dict[str, Consumer], seconds: float) -> None:
         for consumer in consumers.values():
             message = consumer.poll(0.05)
             assert message is None or message.error() is not None
+
+
+def test_kip848_member_awaiting_partitions_is_asked_back_sooner(tmp_path: Path) -> None:
+    """A KIP-848 member whose partitions another member is still revoking is told a short heartbeat
+    interval (instead of the group's), and the group's interval again once it holds its share; the
+    old owner is told the short interval while it revokes. No partition is held twice meanwhile."""
+    from shareq.client import GroupConsumer
+    from shareq.coordinators.consumer.coordinator import RECONCILING_HEARTBEAT_INTERVAL_MS as SHORT
+
+    config = {"group.consumer.heartbeat.interval.ms": "5000", "group.initial.rebalance.delay.ms": "0"}
+    with EmbeddedBroker(tmp_path / "data", config=config) as broker:
+        create_topic(broker.bootstrap, "hb", 4)
+        deadline = time.monotonic() + DEADLINE_S
+        first = GroupConsumer(broker.bootstrap, "hb-g", ["hb"], request_timeout=10)
+        second: GroupConsumer | None = None
+        try:
+            while len(first.assignment()) < 4:
+                assert time.monotonic() < deadline, first.assignment()
+                first.poll(0.05)
+            assert first.heartbeat_interval_ms == 5000
+            second = GroupConsumer(broker.bootstrap, "hb-g", ["hb"], request_timeout=10)
+            second.poll(0.05)
+            assert second.assignment() == [] and second.heartbeat_interval_ms == SHORT
+            intervals = set()
+            while len(first.assignment()) > 2:  # its next heartbeat (up to 5 s) carries the revocation
+                assert time.monotonic() < deadline, first.assignment()
+                first.poll(0.05)
+                intervals.add(first.heartbeat_interval_ms)
+                assert second.poll(0.0) == [] and second.assignment() == []
+            first.poll(0.05)  # the heartbeat confirming the revocation
+            assert SHORT in intervals and first.heartbeat_interval_ms == 5000
+            while len(second.assignment()) < 2:
+                assert time.monotonic() < deadline, second.assignment()
+                second.poll(0.05)
+            assert not set(first.assignment()) & set(second.assignment())
+            assert second.heartbeat_interval_ms == 5000
+        finally:
+            first.close()
+            if second is not None:
+                second.close()

@@ -16,6 +16,7 @@ from shareq.coordinators.consumer import (
     ConsumerHeartbeat,
     uniform_assign,
 )
+from shareq.coordinators.consumer.coordinator import RECONCILING_HEARTBEAT_INTERVAL_MS
 from shareq.coordinators.group.records import CoordinatorRecord
 
 T = uuid.UUID(int=1)
@@ -85,6 +86,40 @@ def test_revocation_comes_before_reassignment() -> None:
     assert parts(b3) == set(range(6)) - kept
     group = c.group("g")
     assert group is not None and group.state == "Stable"
+
+
+def test_a_reconciling_member_is_asked_back_within_the_short_interval() -> None:
+    """A member revoking, or waiting for partitions another member still holds, is told the short
+    interval; once its assignment matches its target it is told the group's interval again."""
+    c = ConsumerGroupCoordinator(ConsumerConfig(heartbeat_interval_ms=5_000))
+    short = RECONCILING_HEARTBEAT_INTERVAL_MS
+
+    def interval(member: str, epoch: int, now: int, owned: Assignment | None = None) -> tuple[int, int]:
+        result = c.heartbeat(
+            ConsumerHeartbeat(
+                group_id="g", member_id=member, member_epoch=epoch, subscribed_topic_names=("t",), owned=owned
+            ),
+            now_ms=now,
+            topics=TOPICS,
+        )
+        return result.member_epoch, result.heartbeat_interval_ms
+
+    epoch_a, a_interval = interval("a", 0, 0)
+    assert a_interval == 5_000  # alone: everything at once
+    epoch_b, b_interval = interval("b", 0, 10)
+    assert b_interval == short  # its target is held by a
+    _, a_revoking = interval("a", epoch_a, 20, owned={T: frozenset(range(6))})
+    assert a_revoking == short
+    group = c.group("g")
+    assert group is not None
+    kept = group.members["a"].assigned[T]
+    _, b_waiting = interval("b", epoch_b, 30, owned={})
+    assert b_waiting == short  # a has not confirmed yet
+    _, a_done = interval("a", epoch_a, 40, owned={T: kept})
+    assert a_done == 5_000
+    _, b_done = interval("b", epoch_b, 50, owned={})
+    assert b_done == 5_000 and group.state == "Stable"
+    assert short < 5_000
 
 
 def test_epoch_fencing_and_commit_checks() -> None:
