@@ -1,17 +1,33 @@
-"""Consumer groups: throughput against assign(), rebalance latency on a join, OffsetCommit latency.
+"""Consumer groups against Apache Kafka 4.4: throughput against assign(), the time a group takes
+to consume again after a member joins, OffsetCommit latency.
 
-    PYTHONPATH=src python bench/consumer_groups.py [--records 400000] [--joins 5]
+    PYTHONPATH=src python bench/consumer_groups.py [--records 2000000] [--rounds 3] [--joins 5]
+                                                   [--brokers kafka,shareq]
 
-One broker runs as a subprocess (``python -m shareq serve``, Kafka's group defaults). It prints:
+Kafka 4.4 (the tests' pinned jars and Kafka fixture, one node, with Kafka's default
+``group.initial.rebalance.delay.ms`` of 3 s as shareq has) and then ``shareq serve``, one broker up
+at a time, get the same workload from the same librdkafka clients. Per broker it measures:
 
 * consume throughput of 4 librdkafka Consumers in one classic group (``range``, each in its own
-  process) against the same 4 reading one partition each with ``assign()``; the clock starts
-  once every consumer holds its partitions (paused until then) and stops at the last record;
-* for a 10-member group (classic ``cooperative-sticky``, then KIP-848 ``group.protocol=consumer``)
-  under a steady produce load, the time from an 11th member subscribing to every member,
-  the new one included, having consumed a record produced after it subscribed; p50 and max over
-  ``--joins`` joins (the member leaves again between joins), with the clients' own intervals;
+  process, one partition each) against the same 4 reading one partition each by ``assign()``.
+  Both kinds are paused until the clock starts (a group member once its partitions are assigned),
+  so neither prefetches before it; the clock stops at the last record. Printed: records / (last
+  record - start), the steady rate records / (last record - first record), the time to the first
+  record, and the broker's CPU per record; medians over ``--rounds`` rounds that alternate which
+  kind goes first. The group's join and first rebalance are outside the clock (time to
+  assignment is the join figure's business).
+* for a 10-member group on 20 partitions (classic ``cooperative-sticky``, then KIP-848
+  ``group.protocol=consumer``) under a steady produce load, the time from an 11th member
+  subscribing to every member, the new one included, having consumed a record produced after it
+  subscribed; p50 and max over ``--joins`` joins, each from a settled group (the newcomer leaves
+  between joins, and the next join waits until the 10 hold every partition once). Beside it: the
+  time of the last revocation among the old members and of the newcomer's assignment (the
+  rebalance callbacks), and the clients' intervals that bound them (a classic cooperative join
+  takes two rebalance rounds, each started by the members' next heartbeat; a KIP-848 join waits
+  for the old owners' next heartbeat).
 * OffsetCommit latency (synchronous commits of one partition's offset), p50 and p99.
+
+The load average is printed at the start and the end: figures taken on a loaded box drift.
 """
 
 from __future__ import annotations
@@ -43,6 +59,8 @@ from share_consume import (
 )
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+import psutil
+
 from kafka_harness import kafka_cluster
 
 MEMBERS = 10
@@ -119,9 +137,10 @@ class Throughput:
     rate: float  # records / (last record - go)
     first_s: float  # go -> the first record of any consumer
     steady: float  # records / (last record - first record)
+    cpu_us: float  # broker CPU per record over the phase
 
 
-def throughput(bootstrap: str, topic: str, mode: str, round_no: int, n: int) -> Throughput:
+def throughput(bootstrap: str, pid: int, topic: str, mode: str, round_no: int, n: int) -> Throughput:
     ctx = mp.get_context("spawn")
     consumed, first, finished = ctx.Value("q", 0), ctx.Value("d", 0.0), ctx.Value("d", 0.0)
     ready = ctx.Semaphore(0)
@@ -138,11 +157,14 @@ def throughput(bootstrap: str, topic: str, mode: str, round_no: int, n: int) -> 
     for _ in procs:
         if not ready.acquire(timeout=120):
             raise RuntimeError(f"{mode}: consumers did not get their partitions")
+    broker = psutil.Process(pid)
+    cpu = sum(broker.cpu_times()[:2])
     started = time.time()
     go.set()
     deadline = time.monotonic() + 900
     while consumed.value < n and time.monotonic() < deadline:
         time.sleep(0.005)
+    cpu = sum(broker.cpu_times()[:2]) - cpu
     stop.set()
     for _ in procs:
         ready.acquire(timeout=60)
@@ -151,7 +173,7 @@ def throughput(bootstrap: str, topic: str, mode: str, round_no: int, n: int) -> 
     if consumed.value < n:
         raise RuntimeError(f"{mode}: only {consumed.value} of {n} records")
     end, begin = float(finished.value), float(first.value)
-    return Throughput(n / (end - started), begin - started, n / (end - begin))
+    return Throughput(n / (end - started), begin - started, n / (end - begin), cpu / n * 1e6)
 
 
 class Member:
@@ -313,33 +335,44 @@ def median_of(runs: list[Throughput]) -> Throughput:
         statistics.median(r.rate for r in runs),
         statistics.median(r.first_s for r in runs),
         statistics.median(r.steady for r in runs),
+        statistics.median(r.cpu_us for r in runs),
     )
 
 
 @contextmanager
-def kafka(directory: Path) -> Iterator[str]:
+def kafka(directory: Path) -> Iterator[tuple[str, int]]:
     # Kafka's own default initial delay (the tests' harness sets 0), as shareq runs with it
     with kafka_cluster(directory, nodes=1, configs={"group.initial.rebalance.delay.ms": "3000"}) as cluster:
-        yield cluster.bootstrap
+        process = cluster.nodes[0].process
+        assert process is not None
+        yield cluster.bootstrap, process.pid
 
 
 @contextmanager
-def shareq(directory: Path) -> Iterator[str]:
+def shareq(directory: Path) -> Iterator[tuple[str, int]]:
     port = free_port()
     broker = start_broker(directory, port)
     try:
-        yield f"127.0.0.1:{port}"
+        yield f"127.0.0.1:{port}", broker.pid
     finally:
         stop_broker(broker)
 
 
-def measure(start: Callable[[Path], AbstractContextManager[str]], args: argparse.Namespace) -> Figures:
-    with tempfile.TemporaryDirectory(prefix="groups-bench-") as tmp, start(Path(tmp) / "data") as bootstrap:
+def measure(
+    start: Callable[[Path], AbstractContextManager[tuple[str, int]]], args: argparse.Namespace
+) -> Figures:
+    with (
+        tempfile.TemporaryDirectory(prefix="groups-bench-") as tmp,
+        start(Path(tmp) / "data") as (bootstrap, pid),
+    ):
         produce(bootstrap, args.records)
-        assigns, groups = [], []
-        for round_no in range(args.rounds):  # alternated, so that a burst of load hits both alike
-            assigns.append(throughput(bootstrap, TOPIC, "assign", round_no, args.records))
-            groups.append(throughput(bootstrap, TOPIC, "group", round_no, args.records))
+        assigns: list[Throughput] = []
+        groups: list[Throughput] = []
+        for round_no in range(args.rounds):  # alternated (and which goes first), so that load hits both alike
+            order = ("assign", "group") if round_no % 2 == 0 else ("group", "assign")
+            for mode in order:
+                figure = throughput(bootstrap, pid, TOPIC, mode, round_no, args.records)
+                (assigns if mode == "assign" else groups).append(figure)
         assign, group = median_of(assigns), median_of(groups)
         create_topic(bootstrap, f"{TOPIC}-join", JOIN_PARTITIONS)
         joins = {protocol: join_latencies(bootstrap, protocol, args.joins) for protocol in PROTOCOLS}
@@ -362,7 +395,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--records", type=int, default=2_000_000)
     parser.add_argument("--rounds", type=int, default=3, help="throughput rounds (medians)")
     parser.add_argument("--joins", type=int, default=5)
     parser.add_argument("--commits", type=int, default=2_000)
@@ -386,6 +419,8 @@ def main() -> None:
         ("assign() steady (first -> last)", lambda f: f.assign.steady),
         ("classic group steady", lambda f: f.group.steady),
         ("group / assign() steady", lambda f: f.group.steady / f.assign.steady),
+        ("broker CPU us/record, assign()", lambda f: f.assign.cpu_us),
+        ("broker CPU us/record, group", lambda f: f.group.cpu_us),
         ("assign() go -> first record s", lambda f: f.assign.first_s),
         ("classic group go -> first record s", lambda f: f.group.first_s),
     ):
