@@ -28,9 +28,8 @@ from ..quotas import fetch_max_bytes, share_fetch_throttle_ms, wait_out_mute
 from ..share import ShareServices
 from ..share.manager import Acquired
 from ..share.requests import acknowledge_all, locate, resolve, session_error_code
-from .share_response import current_leader, error_response, share_response
+from .share_response import SHARE_FETCH, FetchedPartition, ShareReply, error_response, share_reply
 
-SHARE_FETCH = 78
 _rotation = itertools.count()
 
 
@@ -221,36 +220,29 @@ def _response(
     results: dict[TopicIdPartition, tuple[ErrorCode, Acquired | None]],
     ack_codes: dict[TopicIdPartition, ErrorCode],
     throttle_ms: int,
-) -> Any:
-    build = ctx.build
-    leader = current_leader(ctx)
-    by_topic: dict[Any, list[Any]] = {}
-    for tip in sorted(set(results) | set(ack_codes)):
-        code, acquired = results.get(tip, (ErrorCode.none, None))
-        by_topic.setdefault(tip.topic_id, []).append(
-            build(
-                "PartitionData",
-                partition_index=tip.partition,
-                error_code=code,
-                error_message=None,
-                acknowledge_error_code=ack_codes.get(tip, ErrorCode.none),
-                acknowledge_error_message=None,
-                current_leader=leader,
-                records=acquired.records if acquired is not None else b"",
-                acquired_records=tuple(
-                    build(
-                        "AcquiredRecords",
-                        first_offset=r.first_offset,
-                        last_offset=r.last_offset,
-                        delivery_count=r.delivery_count,
-                    )
-                    for r in acquired.ranges
-                )
-                if acquired is not None
-                else (),
+) -> ShareReply:
+    topics: list[tuple[Any, list[Any]]] = []
+    parts: list[Any] = []
+    topic_id = None
+    for tip in sorted(results.keys() | ack_codes.keys()) if ack_codes else sorted(results):
+        code, acquired = results.get(tip, _NOTHING)
+        if tip.topic_id != topic_id or not topics:
+            topic_id = tip.topic_id
+            parts = []
+            topics.append((topic_id, parts))
+        parts.append(
+            FetchedPartition(
+                tip.partition,
+                code,
+                ack_codes.get(tip, ErrorCode.none),
+                acquired.records if acquired is not None else b"",
+                acquired.ranges if acquired is not None else (),
             )
         )
-    return share_response(ctx, share, group_id, "ShareFetchableTopicResponse", by_topic, throttle_ms)
+    return share_reply(ctx, share, group_id, SHARE_FETCH, topics, throttle_ms)
+
+
+_NOTHING: tuple[ErrorCode, Acquired | None] = (ErrorCode.none, None)
 
 
 HANDLERS = {SHARE_FETCH: (VersionRange(1, 2), handle_share_fetch)}
