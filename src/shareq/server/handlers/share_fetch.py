@@ -111,7 +111,9 @@ async def _acquire(
     While the request's own acknowledgements are being written nothing parks: if the window is
     full the write's commit is what frees it, so the fetch waits for the write and tries again."""
     group_id = request.group_id
-    results, live = await _ready(share, group_id, partitions)
+    results, live, loading = _cached(share, group_id, partitions)
+    if loading:
+        live = await _ready(results, live, loading)
     if not live:
         return results
     if len(live) > 1:  # rotate so a small max_records does not always favour the first partition
@@ -164,16 +166,14 @@ async def _acquire(
             return results  # the session closed while parked (member left or expired)
 
 
-async def _ready(
+def _cached(
     share: ShareServices, group_id: str, partitions: list[TopicIdPartition]
-) -> tuple[dict[TopicIdPartition, tuple[ErrorCode, Acquired | None]], list[tuple[TopicIdPartition, Any]]]:
-    """The errors to report and the share-partitions this fetch acquires from.
-
-    As in Kafka, a share-partition serves fetches once its state is loaded, and a fetch does not wait
-    for the loading of others: those not yet loaded start loading and join a later fetch. Only when
-    none is ready does the fetch wait, for the first in request order (so a consumer's first poll
-    on several new share-partitions returns one partition's records, as Kafka 4.4's does).
-    """
+) -> tuple[
+    dict[TopicIdPartition, tuple[ErrorCode, Acquired | None]],
+    list[tuple[TopicIdPartition, Any]],
+    list[tuple[TopicIdPartition, asyncio.Future[tuple[Any, ErrorCode]]]],
+]:
+    """The errors to report, the share-partitions ready to acquire from and those now loading."""
     results: dict[TopicIdPartition, tuple[ErrorCode, Acquired | None]] = {}
     live: list[tuple[TopicIdPartition, Any]] = []
     loading: list[tuple[TopicIdPartition, asyncio.Future[tuple[Any, ErrorCode]]]] = []
@@ -185,7 +185,22 @@ async def _ready(
             results[tip] = (code, None)
         else:
             loading.append((tip, asyncio.ensure_future(resolve(share, group_id, tip))))
-    if loading and not live:
+    return results, live, loading
+
+
+async def _ready(
+    results: dict[TopicIdPartition, tuple[ErrorCode, Acquired | None]],
+    live: list[tuple[TopicIdPartition, Any]],
+    loading: list[tuple[TopicIdPartition, asyncio.Future[tuple[Any, ErrorCode]]]],
+) -> list[tuple[TopicIdPartition, Any]]:
+    """The share-partitions this fetch acquires from, some of them still loading.
+
+    As in Kafka, a share-partition serves fetches once its state is loaded, and a fetch does not wait
+    for the loading of others: those not yet loaded start loading and join a later fetch. Only when
+    none is ready does the fetch wait, for the first in request order (so a consumer's first poll
+    on several new share-partitions returns one partition's records, as Kafka 4.4's does).
+    """
+    if not live:
         tip, first = loading.pop(0)
         sp, code = await asyncio.shield(first)
         if sp is None:
@@ -194,7 +209,7 @@ async def _ready(
             live.append((tip, sp))
     for _, other in loading:  # they finish on their own; a failure is reported by a later fetch
         other.add_done_callback(_retrieved)
-    return results, live
+    return live
 
 
 def _retrieved(future: asyncio.Future[Any]) -> None:
