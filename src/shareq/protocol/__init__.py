@@ -13,6 +13,7 @@ from .errors import (
 from .framing import DEFAULT_MAX_FRAME_BYTES, FrameDecoder, frame, read_frame_size
 from .header import RequestHeader, parse_request_header
 from .messages import (
+    DirectResponse,
     Request,
     UnsupportedRequest,
     api_version_entries,
@@ -28,6 +29,7 @@ __all__ = [
     "BASE_VERSIONS",
     "DEFAULT_MAX_FRAME_BYTES",
     "Codec",
+    "DirectResponse",
     "FrameDecoder",
     "FrameTooLargeError",
     "LocalProtocolError",

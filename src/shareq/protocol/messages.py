@@ -77,6 +77,8 @@ def encode_response(request_codec: Codec, correlation_id: int, response: Any) ->
     Written into one buffer with the length patched in afterwards, so a fetch response carrying
     megabytes of records is copied as few times as kio allows.
     """
+    if isinstance(response, DirectResponse):
+        response = response.entity()
     if type(response) is not request_codec.response_class:
         raise MalformedResponse(
             f"api {request_codec.api_key} v{request_codec.version} handler returned {type(response).__name__}"
@@ -95,6 +97,24 @@ Buffer = bytes | bytearray | memoryview
 
 # Byte values at least this long (record batches) are kept by reference rather than copied.
 BY_REFERENCE = 1024
+
+
+class DirectResponse:
+    """A response that writes its own bytes, for the hottest request paths.
+
+    kio stays the reference encoding: ``entity()`` builds the kio response object (what an
+    authorizer inspects, and what tests compare against), and ``encode_chunks`` must produce the
+    very bytes ``encode_response_chunks`` would produce for that entity, record batches passed
+    by reference. A subclass is validated byte for byte against kio in the unit tests.
+    """
+
+    __slots__ = ()
+
+    def entity(self) -> Any:
+        raise NotImplementedError
+
+    def encode_chunks(self, request_codec: Codec, correlation_id: int) -> list[Buffer]:
+        raise NotImplementedError
 
 
 class _Chunks:
@@ -126,6 +146,8 @@ class _Chunks:
 
 def encode_response_chunks(request_codec: Codec, correlation_id: int, response: Any) -> list[Buffer]:
     """Frame a response as buffers to write in order; record bytes are passed through uncopied."""
+    if isinstance(response, DirectResponse):
+        return response.encode_chunks(request_codec, correlation_id)
     if type(response) is not request_codec.response_class:
         raise MalformedResponse(
             f"api {request_codec.api_key} v{request_codec.version} handler returned {type(response).__name__}"

@@ -24,6 +24,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from shareq.protocol import DirectResponse
 from shareq.protocol.blank import blank
 from shareq.protocol.schema import TXN_SHARE_ACKNOWLEDGE
 from shareq.security.acl import CLUSTER_NAME, Authorizer, Operation, ResourceType
@@ -140,6 +141,8 @@ class Gate:
     def finish(self, response: Any) -> Any:
         if response is None:
             return None
+        if isinstance(response, DirectResponse):  # filtered as its kio entity
+            response = response.entity()
         return self._fix(response, None)
 
     def _fix(self, entity: Any, code: ErrorCode | None) -> Any:

@@ -25,7 +25,7 @@ from shareq.protocol.messages import Buffer
 
 from .context import RequestContext
 from .log_limit import RateLimitedLog
-from .send import send_chunks
+from .send import Sender
 
 if TYPE_CHECKING:
     from .broker import Broker
@@ -45,6 +45,7 @@ async def serve_connection(
 ) -> None:
     max_frame = broker.config["socket.request.max.bytes"]
     clock = asyncio.get_running_loop().time
+    sender = Sender(writer)
     try:
         while True:
             session.idle_since = clock()
@@ -65,7 +66,7 @@ async def serve_connection(
             reply = await _handle_frame(broker, payload, peer, connection_id, session)
             if reply is not None:
                 api_key, chunks = reply
-                buffered = await send_chunks(writer, chunks)
+                buffered = await sender.send(chunks)
                 io = broker.io.api(api_key)
                 io.requests += 1
                 io.bytes_received += size + 4

@@ -15,9 +15,7 @@ from shareq.share.session import SessionAction, ShareSessionError, TopicIdPartit
 
 from ..context import RequestContext
 from ..share.requests import acknowledge_all, session_error_code
-from .share_response import current_leader, error_response, share_response
-
-SHARE_ACKNOWLEDGE = 79
+from .share_response import SHARE_ACKNOWLEDGE, error_response, share_reply
 
 
 async def handle_share_acknowledge(request: Any, ctx: RequestContext) -> Any:
@@ -25,7 +23,6 @@ async def handle_share_acknowledge(request: Any, ctx: RequestContext) -> Any:
     assert share is not None
     group_id: str = request.group_id
     member_id: str = request.member_id or ""
-    build = ctx.build
     try:
         update = share.sessions.acknowledge(
             group_id, member_id, request.share_session_epoch, now_ms=share.now_ms()
@@ -44,19 +41,10 @@ async def handle_share_acknowledge(request: Any, ctx: RequestContext) -> Any:
         released = share.session_closed(group_id, member_id, update.partitions)
         if released:
             await asyncio.gather(*released)
-    leader = current_leader(ctx)
     by_topic: dict[Any, list[Any]] = {}
     for (tip, _), code in zip(items, codes, strict=True):
-        by_topic.setdefault(tip.topic_id, []).append(
-            build(
-                "PartitionData",
-                partition_index=tip.partition,
-                error_code=code,
-                error_message=None,
-                current_leader=leader,
-            )
-        )
-    return share_response(ctx, share, group_id, "ShareAcknowledgeTopicResponse", by_topic)
+        by_topic.setdefault(tip.topic_id, []).append((tip.partition, code))
+    return share_reply(ctx, share, group_id, SHARE_ACKNOWLEDGE, list(by_topic.items()))
 
 
 HANDLERS = {SHARE_ACKNOWLEDGE: (VersionRange(1, 2), handle_share_acknowledge)}

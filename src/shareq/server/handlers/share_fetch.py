@@ -28,9 +28,8 @@ from ..quotas import fetch_max_bytes, share_fetch_throttle_ms, wait_out_mute
 from ..share import ShareServices
 from ..share.manager import Acquired
 from ..share.requests import acknowledge_all, locate, resolve, session_error_code
-from .share_response import current_leader, error_response, share_response
+from .share_response import SHARE_FETCH, FetchedPartition, ShareReply, error_response, share_reply
 
-SHARE_FETCH = 78
 _rotation = itertools.count()
 
 
@@ -112,7 +111,9 @@ async def _acquire(
     While the request's own acknowledgements are being written nothing parks: if the window is
     full the write's commit is what frees it, so the fetch waits for the write and tries again."""
     group_id = request.group_id
-    results, live = await _ready(share, group_id, partitions)
+    results, live, loading = _cached(share, group_id, partitions)
+    if loading:
+        live = await _ready(results, live, loading)
     if not live:
         return results
     if len(live) > 1:  # rotate so a small max_records does not always favour the first partition
@@ -165,16 +166,14 @@ async def _acquire(
             return results  # the session closed while parked (member left or expired)
 
 
-async def _ready(
+def _cached(
     share: ShareServices, group_id: str, partitions: list[TopicIdPartition]
-) -> tuple[dict[TopicIdPartition, tuple[ErrorCode, Acquired | None]], list[tuple[TopicIdPartition, Any]]]:
-    """The errors to report and the share-partitions this fetch acquires from.
-
-    As in Kafka, a share-partition serves fetches once its state is loaded, and a fetch does not wait
-    for the loading of others: those not yet loaded start loading and join a later fetch. Only when
-    none is ready does the fetch wait, for the first in request order (so a consumer's first poll
-    on several new share-partitions returns one partition's records, as Kafka 4.4's does).
-    """
+) -> tuple[
+    dict[TopicIdPartition, tuple[ErrorCode, Acquired | None]],
+    list[tuple[TopicIdPartition, Any]],
+    list[tuple[TopicIdPartition, asyncio.Future[tuple[Any, ErrorCode]]]],
+]:
+    """The errors to report, the share-partitions ready to acquire from and those now loading."""
     results: dict[TopicIdPartition, tuple[ErrorCode, Acquired | None]] = {}
     live: list[tuple[TopicIdPartition, Any]] = []
     loading: list[tuple[TopicIdPartition, asyncio.Future[tuple[Any, ErrorCode]]]] = []
@@ -186,7 +185,22 @@ async def _ready(
             results[tip] = (code, None)
         else:
             loading.append((tip, asyncio.ensure_future(resolve(share, group_id, tip))))
-    if loading and not live:
+    return results, live, loading
+
+
+async def _ready(
+    results: dict[TopicIdPartition, tuple[ErrorCode, Acquired | None]],
+    live: list[tuple[TopicIdPartition, Any]],
+    loading: list[tuple[TopicIdPartition, asyncio.Future[tuple[Any, ErrorCode]]]],
+) -> list[tuple[TopicIdPartition, Any]]:
+    """The share-partitions this fetch acquires from, some of them still loading.
+
+    As in Kafka, a share-partition serves fetches once its state is loaded, and a fetch does not wait
+    for the loading of others: those not yet loaded start loading and join a later fetch. Only when
+    none is ready does the fetch wait, for the first in request order (so a consumer's first poll
+    on several new share-partitions returns one partition's records, as Kafka 4.4's does).
+    """
+    if not live:
         tip, first = loading.pop(0)
         sp, code = await asyncio.shield(first)
         if sp is None:
@@ -195,7 +209,7 @@ async def _ready(
             live.append((tip, sp))
     for _, other in loading:  # they finish on their own; a failure is reported by a later fetch
         other.add_done_callback(_retrieved)
-    return results, live
+    return live
 
 
 def _retrieved(future: asyncio.Future[Any]) -> None:
@@ -221,36 +235,29 @@ def _response(
     results: dict[TopicIdPartition, tuple[ErrorCode, Acquired | None]],
     ack_codes: dict[TopicIdPartition, ErrorCode],
     throttle_ms: int,
-) -> Any:
-    build = ctx.build
-    leader = current_leader(ctx)
-    by_topic: dict[Any, list[Any]] = {}
-    for tip in sorted(set(results) | set(ack_codes)):
-        code, acquired = results.get(tip, (ErrorCode.none, None))
-        by_topic.setdefault(tip.topic_id, []).append(
-            build(
-                "PartitionData",
-                partition_index=tip.partition,
-                error_code=code,
-                error_message=None,
-                acknowledge_error_code=ack_codes.get(tip, ErrorCode.none),
-                acknowledge_error_message=None,
-                current_leader=leader,
-                records=acquired.records if acquired is not None else b"",
-                acquired_records=tuple(
-                    build(
-                        "AcquiredRecords",
-                        first_offset=r.first_offset,
-                        last_offset=r.last_offset,
-                        delivery_count=r.delivery_count,
-                    )
-                    for r in acquired.ranges
-                )
-                if acquired is not None
-                else (),
+) -> ShareReply:
+    topics: list[tuple[Any, list[Any]]] = []
+    parts: list[Any] = []
+    topic_id = None
+    for tip in sorted(results.keys() | ack_codes.keys()) if ack_codes else sorted(results):
+        code, acquired = results.get(tip, _NOTHING)
+        if tip.topic_id != topic_id or not topics:
+            topic_id = tip.topic_id
+            parts = []
+            topics.append((topic_id, parts))
+        parts.append(
+            FetchedPartition(
+                tip.partition,
+                code,
+                ack_codes.get(tip, ErrorCode.none),
+                acquired.records if acquired is not None else b"",
+                acquired.ranges if acquired is not None else (),
             )
         )
-    return share_response(ctx, share, group_id, "ShareFetchableTopicResponse", by_topic, throttle_ms)
+    return share_reply(ctx, share, group_id, SHARE_FETCH, topics, throttle_ms)
+
+
+_NOTHING: tuple[ErrorCode, Acquired | None] = (ErrorCode.none, None)
 
 
 HANDLERS = {SHARE_FETCH: (VersionRange(1, 2), handle_share_fetch)}

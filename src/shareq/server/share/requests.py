@@ -89,9 +89,13 @@ async def acknowledge_one(
         batches = parse_batches(wire, renew=renew)
     except ShareRequestError as error:
         return error.error_code
-    sp, code = await resolve(share, group_id, tip)
+    sp, key, code = locate(share, group_id, tip)
     if sp is None:
-        return code
+        if key is None:
+            return code
+        sp, code = await resolve(share, group_id, tip)  # not loaded yet
+        if sp is None:
+            return code
     return await share.partitions.acknowledge(sp, member_id, batches)
 
 
