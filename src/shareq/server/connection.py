@@ -98,7 +98,7 @@ async def _handle_frame(
         header = parse_request_header(payload)
         generation = cache.generation()
         cache_key = cache.key(header, payload, session)
-        cached = cache.lookup(cache_key, header.correlation_id)
+        cached = cache.lookup(cache_key, generation, header.correlation_id)
         if cached is not None:
             _admit(session, METADATA)
             return METADATA, cached

@@ -47,6 +47,8 @@ class _Answer:
 
 
 class MetadataCache:
+    """The encoded answers of one broker (``hits`` and ``misses`` count lookups)."""
+
     def __init__(self, broker: Broker) -> None:
         self._broker = broker
         self._answers: dict[Key, _Answer] = {}
@@ -68,10 +70,12 @@ class MetadataCache:
         advertised = session.advertised
         return (header.api_version, payload[header.body_offset :], advertised.host, advertised.port, *who)
 
-    def lookup(self, key: Key, correlation_id: int) -> list[Buffer] | None:
-        """The framed answer for ``key``, or ``None`` (not cached, or cached before a change)."""
-        if self._generation != self.generation():
+    def lookup(self, key: Key, generation: Generation, correlation_id: int) -> list[Buffer] | None:
+        """The framed answer for ``key``, or ``None`` (not cached, or cached before a change;
+        ``generation`` is what ``generation()`` says now)."""
+        if self._generation != generation:
             self._answers.clear()
+            self.misses += 1
             return None
         answer = self._answers.get(key)
         if answer is None:
