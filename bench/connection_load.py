@@ -5,7 +5,8 @@ One broker subprocess. Phases:
 1. idle: a librdkafka producer (acks=all, linger 0) sends one record at a time to its own topic;
    its p50/p99 delivery latency is the baseline;
 2. load: ``--connections`` raw sockets connect, each asks ApiVersions, then Metadata every
-   ``--metadata-interval`` s; ``--consumers`` librdkafka ShareConsumers (in ``--processes``
+   ``--metadata-interval`` s (alone for ``--swarm-seconds`` first: the broker's CPU per
+   Metadata request); ``--consumers`` librdkafka ShareConsumers (in ``--processes``
    child processes) join one share group on a ``--partitions``-partition topic holding
    ``--records`` records and consume them (implicit acknowledgement); meanwhile the producer
    measures again;
@@ -185,6 +186,19 @@ def _recv(sock: socket.socket, n: int) -> bytes:
     return bytes(buf)
 
 
+def swarm_cost(broker: psutil.Process, swarm: ConnectionSwarm, seconds: float) -> str:
+    """The broker's CPU per Metadata request while only the swarm runs."""
+    cpu, requests, started = sum(broker.cpu_times()[:2]), swarm.requests, time.monotonic()
+    time.sleep(seconds)
+    cpu, requests = sum(broker.cpu_times()[:2]) - cpu, swarm.requests - requests
+    line = (
+        f"swarm alone: {requests} Metadata requests in {time.monotonic() - started:.1f} s, "
+        f"broker CPU {cpu / max(requests, 1) * 1e6:.0f} us per request"
+    )
+    print(line, flush=True)
+    return line
+
+
 def pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
@@ -201,6 +215,9 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=20_000)
     parser.add_argument("--probes", type=int, default=400)
     parser.add_argument("--metadata-interval", type=float, default=1.0)
+    parser.add_argument(
+        "--swarm-seconds", type=float, default=4.0, help="swarm alone first (broker CPU per request)"
+    )
     args = parser.parse_args()
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, 65536)), hard))
@@ -229,6 +246,7 @@ def main() -> None:
             opened = time.monotonic()
             swarm.open()
             print(f"{args.connections} connections open in {time.monotonic() - opened:.1f} s", flush=True)
+            alone = swarm_cost(broker_ps, swarm, args.swarm_seconds)
             done_file = Path(tmp) / "done"
             per = [
                 args.consumers // args.processes + (i < args.consumers % args.processes)
@@ -299,6 +317,7 @@ def main() -> None:
     print(
         f"  {args.connections} extra connections answered {requests} Metadata requests; broker RSS {rss} MiB"
     )
+    print(f"  {alone}")
     ratio = pct(loaded, 0.99) / pct(idle, 0.99)
     print(f"target p99 under load <= 5x idle: {'met' if ratio <= 5 else 'missed'} ({ratio:.2f}x)")
     if distinct != args.records or acked < args.records:

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import heapq
 import uuid
 from collections import Counter
+from collections.abc import Mapping
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shareq.coordinators.group.assignor import assign
+from shareq.coordinators.group.assignor import MemberAssignment, TopicPartition, assign, owners_of
 
 TOPICS = [uuid.UUID(int=i + 1) for i in range(4)]
 
@@ -110,3 +112,120 @@ def test_members_only_get_subscribed_topics() -> None:
 
 def test_no_partitions_gives_empty_assignments() -> None:
     assert assign({"a": frozenset({TOPICS[0]})}, {}) == {"a": {}}
+
+
+# The property below compares the assignor with this plain transcription of its rules (step 4
+# scans every candidate for every idle member): the heap must pick exactly what the scan picked.
+def _scanning_assign(
+    members: Mapping[str, frozenset[uuid.UUID]],
+    partitions: Mapping[uuid.UUID, frozenset[int]],
+    previous: Mapping[str, Mapping[uuid.UUID, frozenset[int]]] | None = None,
+) -> dict[str, MemberAssignment]:
+    """The assignor as it was before step 4 kept a heap per subscription: a scan per idle member."""
+    member_ids = sorted(members)
+    order = sorted(
+        ((t, p) for t, parts in partitions.items() for p in parts), key=lambda tp: (str(tp[0]), tp[1])
+    )
+    owners: dict[TopicPartition, list[str]] = {}
+    for mid, topics in (previous or {}).items():
+        if mid not in members:
+            continue
+        for t, parts in topics.items():
+            if t in members[mid]:
+                for p in parts:
+                    owners.setdefault((t, p), []).append(mid)
+    for lst in owners.values():
+        lst.sort()
+
+    eligible_count = sum(1 for m in member_ids if members[m])
+    load = dict.fromkeys(member_ids, 0)
+    result: dict[str, dict[TopicPartition, None]] = {m: {} for m in member_ids}
+    holders: dict[TopicPartition, int] = {}
+    unassigned: list[TopicPartition] = []
+
+    quota, extras = divmod(len(order), eligible_count) if eligible_count else (0, 0)
+
+    def give(mid: str, tp: TopicPartition) -> None:
+        result[mid][tp] = None
+        load[mid] += 1
+        holders[tp] = holders.get(tp, 0) + 1
+
+    # 1. Keep previous owners up to the floor quota.
+    for tp in order:
+        keeper = next((m for m in owners.get(tp, ()) if load[m] < quota), None)
+        if keeper is None:
+            unassigned.append(tp)
+        else:
+            give(keeper, tp)
+    # 2. Then let previous owners keep one more while extra slots remain.
+    rest: list[TopicPartition] = []
+    for tp in unassigned:
+        keeper = next((m for m in owners.get(tp, ()) if load[m] == quota), None) if extras else None
+        if keeper is None:
+            rest.append(tp)
+        else:
+            give(keeper, tp)
+            extras -= 1
+    # 3. Hand the remaining partitions to the least-loaded subscriber, topic by topic.
+    by_topic: dict[uuid.UUID, list[int]] = {}
+    for t, p in rest:
+        by_topic.setdefault(t, []).append(p)
+    for t in sorted(by_topic, key=str):
+        heap = [(load[m], m) for m in member_ids if t in members[m]]
+        if not heap:
+            continue
+        heapq.heapify(heap)
+        for p in by_topic[t]:
+            _, m = heapq.heappop(heap)
+            give(m, (t, p))
+            heapq.heappush(heap, (load[m], m))
+    # 4. Members still idle share a subscribed partition: the least shared, previously held first.
+    for m in member_ids:
+        if load[m]:
+            continue
+        candidates = [tp for tp in order if tp[0] in members[m]]
+        if not candidates:
+            continue
+        had = set(owners_of(previous, m))
+        best = min(
+            range(len(candidates)),
+            key=lambda i: (holders.get(candidates[i], 0), candidates[i] not in had, i),
+        )
+        give(m, candidates[best])
+
+    out: dict[str, MemberAssignment] = {}
+    for m, tps in result.items():
+        grouped: dict[uuid.UUID, set[int]] = {}
+        for t, p in tps:
+            grouped.setdefault(t, set()).add(p)
+        out[m] = {t: frozenset(ps) for t, ps in grouped.items()}
+    return out
+
+
+subscriptions = st.lists(
+    st.tuples(
+        st.text("abcdefghij", min_size=1, max_size=3),
+        st.frozensets(st.sampled_from(TOPICS), max_size=4),
+        st.frozensets(st.tuples(st.sampled_from(TOPICS), st.integers(0, 5)), max_size=4),
+    ),
+    max_size=30,
+    unique_by=lambda entry: entry[0],
+)
+
+
+@settings(max_examples=400)
+@given(subscriptions, st.lists(st.integers(0, 6), min_size=4, max_size=4))
+def test_same_as_scanning_each_idle_member(
+    entries: list[tuple[str, frozenset[uuid.UUID], frozenset[tuple[uuid.UUID, int]]]], counts: list[int]
+) -> None:
+    """Overlapping subscriptions, more members than partitions, arbitrary previous holdings."""
+    members = {m: topics for m, topics, _ in entries}
+    parts = {t: frozenset(range(n)) for t, n in zip(TOPICS, counts, strict=True) if n}
+    previous: dict[str, dict[uuid.UUID, frozenset[int]]] = {}
+    for m, _, held in entries:
+        grouped: dict[uuid.UUID, set[int]] = {}
+        for t, p in held:
+            grouped.setdefault(t, set()).add(p)
+        previous[m] = {t: frozenset(ps) for t, ps in grouped.items()}
+    assert assign(members, parts, previous) == _scanning_assign(members, parts, previous)
+    assert assign(members, parts) == _scanning_assign(members, parts)

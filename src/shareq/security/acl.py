@@ -225,6 +225,8 @@ class Authorizer:
         self.bindings: list[AclBinding] = list(dict.fromkeys(bindings))
         self.super_users = frozenset(super_users)
         self.allow_if_no_acl = allow_if_no_acl
+        self.generation = 0
+        """Bumped whenever a binding is added or removed (cached decisions depend on them)."""
 
     # -- decision -------------------------------------------------------------------------------
 
@@ -260,6 +262,7 @@ class Authorizer:
         validate_binding(binding)
         if binding not in self.bindings:
             self.bindings.append(binding)
+            self.generation += 1
 
     def describe(self, acl_filter: AclFilter) -> list[AclBinding]:
         acl_filter.validate()
@@ -271,6 +274,7 @@ class Authorizer:
         if removed:
             gone = set(removed)
             self.bindings = [b for b in self.bindings if b not in gone]
+            self.generation += 1
         return removed
 
 

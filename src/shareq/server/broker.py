@@ -28,6 +28,7 @@ from .connection import serve_connection
 from .consumer_groups import ConsumerGroupServices
 from .handlers import HandlerTable, default_handlers
 from .io_stats import IoStats
+from .metadata_cache import MetadataCache
 from .monitor import BrokerCounters
 from .partitions import Partition
 from .security import (
@@ -104,6 +105,7 @@ class Broker:
         self.transactions: TransactionServices | None = None
         self.io = IoStats()
         self.counters = BrokerCounters()
+        self.metadata_cache = MetadataCache(self)
         self.monitor: MonitorServer | None = None  # the HTTP port, when ``http.port`` is set
         self.ready = False  # logs recovered and coordinators loaded (``/readyz``)
         self.quotas = QuotaUsage(ClientQuotas())

@@ -19,12 +19,15 @@ from shareq.protocol import (
     decode_request,
     encode_response_chunks,
     encode_unsupported,
+    parse_request_header,
     read_frame_size,
 )
 from shareq.protocol.messages import Buffer
+from shareq.protocol.versions import METADATA
 
 from .context import RequestContext
 from .log_limit import RateLimitedLog
+from .metadata_cache import Generation, Key
 from .send import Sender
 
 if TYPE_CHECKING:
@@ -33,6 +36,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("shareq.server.connection")
 peer_warnings = RateLimitedLog(log)
+_METADATA_KEY = METADATA.to_bytes(2, "big")
 
 
 async def serve_connection(
@@ -88,6 +92,17 @@ async def _handle_frame(
 ) -> tuple[int, list[Buffer]] | None:
     """The api key and the framed reply (``None``: the request takes no reply)."""
     supported = broker.handlers.versions
+    cache = broker.metadata_cache
+    cache_key: Key | None = None
+    generation: Generation = (0, 0)
+    if payload[:2] == _METADATA_KEY:  # a question asked before is answered from the cache
+        header = parse_request_header(payload)
+        generation = cache.generation()
+        cache_key = cache.key(header, payload, session)
+        cached = cache.lookup(cache_key, generation, header.correlation_id)
+        if cached is not None:
+            _admit(session, METADATA)
+            return METADATA, cached
     try:
         request = decode_request(payload, supported)
     except UnsupportedRequest as unsupported:
@@ -95,10 +110,7 @@ async def _handle_frame(
             "%s sent unsupported api %d v%d", peer, unsupported.api_key, unsupported.api_version
         )
         return unsupported.api_key, [encode_unsupported(unsupported, supported)]
-    if session.sasl is not None:  # the one check security adds to a plain listener's path
-        refusal = session.sasl.admits(request.api_key, time.time_ns() // 1_000_000)
-        if refusal is not None:
-            raise PeerProtocolError(refusal)
+    _admit(session, request.api_key)
     handler = broker.handlers.get(request.api_key)
     assert handler is not None  # decode_request only accepts registered keys
     context = RequestContext(
@@ -114,4 +126,14 @@ async def _handle_frame(
         response = await response
     if response is None:
         return None
-    return request.api_key, encode_response_chunks(request.codec, request.header.correlation_id, response)
+    chunks = encode_response_chunks(request.codec, request.header.correlation_id, response)
+    if cache_key is not None:
+        cache.store(cache_key, generation, request.codec, response, chunks)
+    return request.api_key, chunks
+
+
+def _admit(session: ConnectionSession, api_key: int) -> None:
+    if session.sasl is not None:  # the one check security adds to a plain listener's path
+        refusal = session.sasl.admits(api_key, time.time_ns() // 1_000_000)
+        if refusal is not None:
+            raise PeerProtocolError(refusal)

@@ -81,6 +81,8 @@ class TopicRegistry:
         self.broker_overrides: dict[str, str] = {}
         self.cluster_defaults: dict[str, str] = {}
         self.client_quotas: list[dict[str, Any]] = []
+        self.generation = 0
+        """Bumped whenever a topic is created, deleted or grown (what Metadata answers depends on)."""
         if self._path.exists():
             self._load()
         else:
@@ -114,6 +116,7 @@ class TopicRegistry:
         info = TopicInfo(name=name, topic_id=uuid.uuid4(), partitions=partitions, configs=dict(configs or {}))
         self._by_name[name] = info
         self._by_id[info.topic_id] = info
+        self.generation += 1
         self._save()
         return info
 
@@ -122,6 +125,7 @@ class TopicRegistry:
         if info is None:
             raise UnknownTopicError(name)
         del self._by_id[info.topic_id]
+        self.generation += 1
         self._save()
         return info
 
@@ -131,6 +135,7 @@ class TopicRegistry:
         if partitions < info.partitions:
             raise ValueError(f"topic {name} has {info.partitions} partitions, cannot shrink to {partitions}")
         info.partitions = partitions
+        self.generation += 1
         self._save()
         return info
 

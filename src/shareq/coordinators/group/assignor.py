@@ -96,18 +96,19 @@ def assign(
             give(m, (t, p))
             heapq.heappush(heap, (load[m], m))
     # 4. Members still idle share a subscribed partition: the least shared, previously held first.
+    # Members with the same subscription share one heap of their candidates, so a group with far
+    # more members than partitions costs a heap operation per idle member, not a scan.
+    shares: dict[frozenset[uuid.UUID], _Sharing | None] = {}
     for m in member_ids:
         if load[m]:
             continue
-        candidates = [tp for tp in order if tp[0] in members[m]]
-        if not candidates:
-            continue
-        had = set(owners_of(previous, m))
-        best = min(
-            range(len(candidates)),
-            key=lambda i: (holders.get(candidates[i], 0), candidates[i] not in had, i),
-        )
-        give(m, candidates[best])
+        subscription = members[m]
+        if subscription not in shares:
+            candidates = [tp for tp in order if tp[0] in subscription]
+            shares[subscription] = _Sharing(candidates, holders) if candidates else None
+        sharing = shares[subscription]
+        if sharing is not None:
+            give(m, sharing.pick(owners_of(previous, m), holders))
 
     out: dict[str, MemberAssignment] = {}
     for m, tps in result.items():
@@ -125,3 +126,29 @@ def owners_of(
     if not previous or member_id not in previous:
         return []
     return [(t, p) for t, parts in previous[member_id].items() for p in parts]
+
+
+class _Sharing:
+    """The candidates of one subscription, least shared first: ``pick`` returns what step 4 of
+    ``assign`` wants, the candidate with the fewest holders, one the member held before if any
+    such ties, else the first in order. Entries are refreshed lazily: holders only grow, so an
+    entry whose count is stale sorts too early and is corrected when it reaches the top."""
+
+    __slots__ = ("candidates", "heap", "index")
+
+    def __init__(self, candidates: list[TopicPartition], holders: Mapping[TopicPartition, int]) -> None:
+        self.candidates = candidates
+        self.index = {tp: i for i, tp in enumerate(candidates)}
+        self.heap = [(holders.get(tp, 0), i) for i, tp in enumerate(candidates)]
+        heapq.heapify(self.heap)
+
+    def pick(self, had: list[TopicPartition], holders: Mapping[TopicPartition, int]) -> TopicPartition:
+        heap = self.heap
+        while True:
+            fewest, first = heap[0]
+            current = holders.get(self.candidates[first], 0)
+            if current == fewest:
+                break
+            heapq.heapreplace(heap, (current, first))
+        held = [self.index[tp] for tp in had if tp in self.index and holders.get(tp, 0) == fewest]
+        return self.candidates[min(held) if held else first]
