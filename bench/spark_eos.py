@@ -10,9 +10,12 @@ topic sink, availableNow with ``maxRecordsPerTrigger``:
 * ``exactly once``: ``exactlyOnce`` on both sides; the tasks encode rows, the driver's commit claims
   the batch (TxnShareAcknowledge), produces the rows and commits one transaction.
 
-Rates are steady state (rows over trigger time after the first non-empty micro-batch). Also the
-time in the exactly-once sink's commit per micro-batch (from its commit reports) and the load
-average, since the machine is shared. Usage: ``python bench/spark_eos.py [--records N] [--batch N]``.
+Rates are steady state (rows over trigger time after the first non-empty micro-batch). The modes
+alternate over ``--rounds`` rounds (at least once first in odd rounds, exactly once first in even
+ones; each round on fresh topics and groups), so neither gains from running second on warm Python
+workers. Also the time in the exactly-once sink's commit per micro-batch (from its commit reports)
+and the load average, since the machine is shared.
+Usage: ``python bench/spark_eos.py [--records N] [--batch N] [--rounds N]``.
 """
 
 from __future__ import annotations
@@ -70,7 +73,7 @@ def steady_rate(progress: list[dict[str, Any]]) -> tuple[float, int, int]:
 
 
 def run(
-    spark: Any, bootstrap: str, mode: str, batch: int, tasks: int, checkpoint: Path
+    spark: Any, bootstrap: str, mode: str, tag: str, batch: int, tasks: int, checkpoint: Path
 ) -> list[dict[str, Any]]:
     from pyspark.sql import functions as F
 
@@ -78,8 +81,8 @@ def run(
     df = (
         spark.readStream.format("shareq")
         .option("kafka.bootstrap.servers", bootstrap)
-        .option("subscribe", f"in-{mode}")
-        .option("group.id", f"g-{mode}")
+        .option("subscribe", f"in-{tag}")
+        .option("group.id", f"g-{tag}")
         .option("startingOffsets", "earliest")
         .option("maxRecordsPerTrigger", str(batch))
         .option("minPartitions", str(tasks))
@@ -90,7 +93,7 @@ def run(
     query = (
         out.writeStream.format("shareq")
         .option("kafka.bootstrap.servers", bootstrap)
-        .option("topic", f"out-{mode}")
+        .option("topic", f"out-{tag}")
         .option("exactlyOnce", eos)
         .option("checkpointLocation", str(checkpoint))
         .trigger(availableNow=True)
@@ -107,6 +110,7 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=200_000)
     parser.add_argument("--batch", type=int, default=50_000, help="maxRecordsPerTrigger")
     parser.add_argument("--tasks", type=int, default=4, help="minPartitions")
+    parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args()
 
     from shareq.client import Admin, Producer
@@ -114,59 +118,64 @@ def main() -> None:
     from shareq.spark.local import local_spark
 
     spark = local_spark("shareq-bench-eos")
+    rates: dict[str, list[float]] = {"alo": [], "eos": []}
+    commits: list[float] = []
+    dropped = written = 0
     with (
         tempfile.TemporaryDirectory(prefix="shareq-bench-") as tmp,
         broker_process(Path(tmp) / "b") as bootstrap,
     ):
+        tags = [f"{mode}{r}" for r in range(args.rounds) for mode in ("alo", "eos")]
         with Admin(bootstrap) as admin:
-            for mode in ("alo", "eos"):
-                admin.create_topic(f"in-{mode}", PARTITIONS)
-                admin.create_topic(f"out-{mode}", PARTITIONS)
+            for tag in tags:
+                admin.create_topic(f"in-{tag}", PARTITIONS)
+                admin.create_topic(f"out-{tag}", PARTITIONS)
         with Producer(bootstrap) as producer:
             for i in range(args.records):
                 value = (b"%d:" % i).ljust(VALUE_BYTES, b"x")
-                for mode in ("alo", "eos"):
-                    producer.send(f"in-{mode}", value, key=b"%d" % i, partition=i % PARTITIONS)
+                for tag in tags:
+                    producer.send(f"in-{tag}", value, key=b"%d" % i, partition=i % PARTITIONS)
             producer.flush()
         print(f"load average before: {os.getloadavg()}")
-        results = {}
-        for mode in ("alo", "eos"):
-            started = time.monotonic()
-            progress = run(spark, bootstrap, mode, args.batch, args.tasks, Path(tmp) / f"ckpt-{mode}")
-            wall = time.monotonic() - started
-            results[mode] = (steady_rate(progress), wall)
-        with Admin(bootstrap) as admin:
-            written = {
-                m: sum(o.offset for o in admin.list_offsets(f"out-{m}").values()) for m in ("alo", "eos")
-            }
-        reports = [r for r in eos_reports(str(Path(tmp) / "ckpt-eos")) if r["claimed"] or r["dropped"]]
+        print(
+            f"{args.records:,} records of {VALUE_BYTES} B, {PARTITIONS} partitions, "
+            f"maxRecordsPerTrigger {args.batch:,}, {args.tasks} tasks"
+        )
+        for r in range(args.rounds):
+            for mode in ("alo", "eos") if r % 2 == 0 else ("eos", "alo"):
+                tag = f"{mode}{r}"
+                started = time.monotonic()
+                progress = run(spark, bootstrap, mode, tag, args.batch, args.tasks, Path(tmp) / f"ckpt-{tag}")
+                wall = time.monotonic() - started
+                rate, rows, batches = steady_rate(progress)
+                rates[mode].append(rate)
+                with Admin(bootstrap) as admin:
+                    end = sum(o.offset for o in admin.list_offsets(f"out-{tag}").values())
+                name = "exactly once " if mode == "eos" else "at least once"
+                print(
+                    f"round {r + 1}  {name}  {rate:>10,.0f} rec/s steady ({rows:,} rows in {batches} "
+                    f"batches), {wall:.1f} s wall, output log end {end:,}"
+                )
+                if mode == "eos":
+                    reports = [
+                        x for x in eos_reports(str(Path(tmp) / f"ckpt-{tag}")) if x["claimed"] or x["dropped"]
+                    ]
+                    commits += [float(x["commitMs"]) for x in reports]
+                    dropped += sum(1 for x in reports if x["dropped"])
+                    written += sum(int(x["written"]) for x in reports)
         load = os.getloadavg()
     spark.stop()
 
-    (alo_rate, alo_rows, alo_batches), alo_wall = results["alo"]
-    (eos_rate, eos_rows, eos_batches), eos_wall = results["eos"]
-    print(
-        f"{args.records:,} records of {VALUE_BYTES} B, {PARTITIONS} partitions, "
-        f"maxRecordsPerTrigger {args.batch:,}"
-    )
-    print(
-        f"at least once   {alo_rate:>10,.0f} rec/s steady ({alo_rows:,} rows in {alo_batches} batches), "
-        f"{alo_wall:.1f} s wall, output log end {written['alo']:,}"
-    )
-    print(
-        f"exactly once    {eos_rate:>10,.0f} rec/s steady ({eos_rows:,} rows in {eos_batches} batches), "
-        f"{eos_wall:.1f} s wall, output log end {written['eos']:,} (incl. one commit marker per partition "
-        "per batch)"
-    )
-    print(f"ratio           {eos_rate / alo_rate if alo_rate else 0:.2f}x (target >= 0.5x)")
-    if reports:
-        commits = [float(r["commitMs"]) for r in reports]
-        dropped = sum(1 for r in reports if r["dropped"])
+    alo, eos = statistics.mean(rates["alo"]), statistics.mean(rates["eos"])
+    print(f"mean: at least once {alo:,.0f} rec/s, exactly once {eos:,.0f} rec/s")
+    print(f"ratio           {eos / alo if alo else 0:.2f}x (target >= 0.5x)")
+    if commits:
         print(
             f"sink commit per micro-batch: mean {statistics.mean(commits):,.0f} ms, "
             f"median {statistics.median(commits):,.0f} ms, max {max(commits):,.0f} ms over {len(commits)} "
-            f"batches ({dropped} dropped); {sum(r['written'] for r in reports):,} rows written"
+            f"batches ({dropped} dropped); {written:,} rows written"
         )
+    print("(exactly once: the output log end counts one commit marker per partition per batch)")
     print(f"load average after: {load}")
 
 
