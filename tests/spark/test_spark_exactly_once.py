@@ -59,7 +59,7 @@ _QUERY = textwrap.dedent(
     from shareq.spark.local import local_spark
 
     bootstrap, source, sink, group, ckpt, mode, renew = sys.argv[1:8]
-    spark = local_spark("shareq-eos-test")
+    spark = local_spark("shareq-eos-test", master="local[2,3]")  # a failed task is retried
     df = (
         spark.readStream.format("shareq")
         .option("kafka.bootstrap.servers", bootstrap)
@@ -335,6 +335,23 @@ def test_broker_killed_after_the_decision(
     if first:  # the commit survived the restart: its retry found the decided claim
         assert first[0]["written"] == 0 and "claim refused" in first[0]["reason"], first
     pipeline.drain()
+    pipeline.check()
+
+
+@pytest.mark.timeout(300)
+def test_a_task_failure_is_retried_without_side_effects(broker: BrokerProcess, tmp_path: Path) -> None:
+    """An executor's Python worker dies in the sink's write on the first attempt: Spark retries the
+    task; the dead attempt had sent nothing, so the output is exact."""
+    pipeline = Pipeline(broker, tmp_path)
+    child = pipeline.start("drain", fault="sink.write@1")
+    try:
+        code = child.wait(QUERY_DEADLINE_S)
+    finally:
+        _kill(child)
+    assert code == 0, pipeline.log_tail()
+    log = (tmp_path / "query-1.log").read_text(errors="replace")
+    assert "SHAREQ_FAULT=sink.write@1: the task's Python worker exits" in log
+    assert [r["batchId"] for r in pipeline.reports() if r["dropped"]] == []
     pipeline.check()
 
 

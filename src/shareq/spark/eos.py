@@ -35,7 +35,8 @@ of the commit (the process group of the session's leader, the driver when it was
 ``setsid``): ``sink.commit.start``, ``sink.after_claim``, ``sink.after_produce`` (the output sent,
 the transaction not ended), ``sink.after_endtxn``, ``sink.after_return`` (the commit done, Spark
 not yet told). A suffix ``:stop`` stops the commit process instead (SIGSTOP, for a test to kill
-the broker meanwhile), ``:sleep=S`` delays it.
+the broker meanwhile), ``:sleep=S`` delays it. ``sink.write@N`` makes the first attempt of task 0
+of batch N exit, as an executor failure.
 """
 
 from __future__ import annotations
@@ -104,6 +105,22 @@ def _fault(point: str, batch_id: int) -> None:
         # Python workers run in process groups of their own; the query's driver leads the session.
         os.killpg(os.getsid(0), signal.SIGKILL)
         os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _task_fault() -> None:
+    """``SHAREQ_FAULT=sink.write@N``: the first attempt of task 0 of micro-batch N dies (its Python
+    worker exits), as an executor failure; Spark retries the task when its master allows retries."""
+    wanted = os.environ.get(FAULT_ENV, "")
+    if not wanted.startswith("sink.write@"):
+        return
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    if context is None or context.partitionId() != 0 or context.attemptNumber() != 0:
+        return
+    if wanted == f"sink.write@{context.getLocalProperty('streaming.sql.batchId')}":
+        log.warning("%s=%s: the task's Python worker exits", FAULT_ENV, wanted)
+        os._exit(1)
 
 
 # -- the executors' side -------------------------------------------------------------------------
@@ -576,6 +593,7 @@ class ExactlyOnceStreamWriter(DataSourceStreamArrowWriter):
         self.options = options
 
     def write(self, iterator: Iterator[Any]) -> EosMessage:
+        _task_fault()
         return encode_rows(self.options, iterator)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
