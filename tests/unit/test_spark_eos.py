@@ -47,6 +47,9 @@ def test_manifests_are_read_from_the_offset_log(tmp_path: Path) -> None:
     # The share source did not move since the previous batch (the other source did): nothing to claim.
     _offsets(tmp_path, 1, {"logOffset": 9}, MANIFEST.to_json())
     assert batch_manifests(checkpoint, 1) == []
+    # The first, empty micro-batch at the initial offset: nothing to claim, not refused.
+    _offsets(tmp_path, 5, ShareBatchOffset(seq=0, exactly_once=True, group="g").to_json())
+    assert batch_manifests(checkpoint, 5) == []
     # No exactly-once share source at all: refused.
     _offsets(tmp_path, 2, other, ShareBatchOffset(seq=4, session="s").to_json())
     with pytest.raises(OptionError, match="no shareq source with"):
