@@ -4,6 +4,11 @@ An embedded broker, an ``orders`` topic with 3 partitions, a producer streaming 
 (a few of them malformed), and a streaming query that consumes the share group with more tasks than
 partitions, parses and enriches the orders, writes good ones to a Parquet table and an output topic,
 and rejects the malformed ones. It prints a live progress line and a summary, then exits.
+
+With ``--exactly-once`` the query is the exactly-once pipeline instead: the share group → parse and
+enrich (stateless) → the output topic, one transaction per micro-batch holding the output and the
+batch's acknowledgements (malformed orders REJECTed in it). The progress line shows, per the sink's
+commit reports, records claimed, written, rejected and dropped (a batch whose claim was refused).
 """
 
 from __future__ import annotations
@@ -178,6 +183,150 @@ def _pipeline(spark: Any, bootstrap: str, table: Path, tally: Tally) -> Any:
     )
 
 
+def _eos_pipeline(spark: Any, bootstrap: str, checkpoint: Path) -> Any:
+    """Share group → parse, enrich → output topic, exactly once; malformed orders are REJECTed in the
+    batch's transaction (the reject* columns name their source record)."""
+    from pyspark.sql import functions as F
+
+    products = spark.createDataFrame(
+        [(name, cat, price) for name, (cat, price) in PRODUCTS.items()],
+        "product string, category string, price double",
+    )
+    parsed = (
+        spark.readStream.format("shareq")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", SOURCE_TOPIC)
+        .option("group.id", GROUP)
+        .option("startingOffsets", "earliest")
+        .option("minPartitions", "6")
+        .option("maxRecordsPerTrigger", str(BATCH_RECORDS))
+        .option("exactlyOnce", "true")
+        .load()
+        .withColumn("order", F.from_json(F.col("value").cast("string"), ORDER_SCHEMA))
+    )
+    valid = F.col("order.customer").isNotNull() & F.col("order.product").isin(*PRODUCTS)
+    bad = ~F.coalesce(valid, F.lit(False))
+    out = (
+        parsed.join(F.broadcast(products), F.col("order.product") == products.product, "left")
+        .withColumn("amount", F.round(F.col("order.quantity") * F.col("price"), 2))
+        .select(
+            F.col("order.customer").cast("binary").alias("key"),
+            F.to_json(
+                F.struct(
+                    "order.order_id",
+                    "order.customer",
+                    "order.product",
+                    "category",
+                    "amount",
+                    F.when(F.col("amount") >= 100, "gold").otherwise("standard").alias("tier"),
+                )
+            ).alias("value"),
+            F.when(bad, F.col("topic")).alias("rejectTopic"),
+            F.when(bad, F.col("partition")).alias("rejectPartition"),
+            F.when(bad, F.col("offset")).alias("rejectOffset"),
+        )
+    )
+    return (
+        out.writeStream.format("shareq")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("topic", OUTPUT_TOPIC)
+        .option("exactlyOnce", "true")
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(processingTime="500 milliseconds")
+        .start()
+    )
+
+
+@dataclass
+class EosTally:
+    """The exactly-once sink's commit reports, summed."""
+
+    batches: int = 0
+    claimed: int = 0
+    written: int = 0
+    rejected: int = 0
+    dropped_batches: int = 0
+    dropped_records: int = 0
+    last_drop: str = ""
+    commit_ms: list[float] = field(default_factory=list)
+
+    @classmethod
+    def read(cls, checkpoint: Path) -> EosTally:
+        from shareq.spark.eos import eos_reports
+
+        tally = cls()
+        for r in eos_reports(str(checkpoint)) if checkpoint.exists() else []:
+            if not (r["claimed"] or r["dropped"]):
+                continue  # a micro-batch with nothing to claim
+            tally.batches += 1
+            tally.claimed += r["claimed"]
+            tally.written += r["written"]
+            tally.rejected += r["rejected"]
+            tally.commit_ms.append(float(r["commitMs"]))
+            if r["dropped"]:
+                tally.dropped_batches += 1
+                tally.dropped_records += r["dropped"]
+                tally.last_drop = f"batch {r['batchId']}: {r['reason']}"
+        return tally
+
+    def line(self, records: int) -> str:
+        return (
+            f"  batches {self.batches:4d}  claimed {self.claimed:7d}/{records}  written {self.written:7d}  "
+            f"rejected {self.rejected:4d}  dropped {self.dropped_records:5d} "
+            f"in {self.dropped_batches} batches"
+        )
+
+
+def _eos_summary(tally: EosTally, produced: int, malformed: int, elapsed: float) -> str:
+    commit = statistics.median(tally.commit_ms) if tally.commit_ms else 0.0
+    lines = [
+        "",
+        "summary (exactly once)",
+        f"  records in       {produced} ({malformed} malformed)",
+        f"  written          {tally.written}  (to {OUTPUT_TOPIC}, in committed transactions)",
+        f"  rejected         {tally.rejected}  (archived in the same transactions)",
+        f"  dropped          {tally.dropped_records} records in {tally.dropped_batches} batches "
+        "(delivered again)",
+        f"  micro-batches    {tally.batches}  (sink commit median {commit:,.0f} ms)",
+        f"  wall time        {elapsed:.1f} s",
+    ]
+    if tally.last_drop:
+        lines.insert(6, f"  last drop        {tally.last_drop}")
+    return "\n".join(lines)
+
+
+def _run_eos(spark: Any, bootstrap: str, root: Path, records: int, timeout: float, events: Any) -> EosTally:
+    """The exactly-once pipeline with its progress line; returns the final tally."""
+    checkpoint = root / "checkpoint"
+    query = _eos_pipeline(spark, bootstrap, checkpoint)
+    _wait_for_first_batch(query, deadline=time.monotonic() + timeout)
+    events()
+    deadline = time.monotonic() + timeout
+    tty = sys.stdout.isatty()
+    shown = ""
+    try:
+        while True:
+            tally = EosTally.read(checkpoint)
+            line = tally.line(records)
+            if line != shown:
+                click.echo("\r" + line if tty else line, nl=not tty)
+                if tally.last_drop and not tty:
+                    click.echo(f"    dropped {tally.last_drop}")
+                shown = line
+            if tally.written + tally.rejected >= records:
+                break
+            if query.exception() is not None:
+                raise click.ClickException(f"the streaming query failed: {query.exception()}")
+            if time.monotonic() > deadline:
+                raise click.ClickException(f"timed out with {tally.claimed}/{records} records claimed")
+            time.sleep(0.25)  # the refresh rate of a progress line, not a synchronisation
+    finally:
+        if tty:
+            click.echo("")
+        query.stop()
+    return tally
+
+
 def _wait_for_first_batch(query: Any, deadline: float) -> None:
     """Wait until the query has run its first (empty) micro-batch: the source is in the group."""
     while time.monotonic() < deadline and query.exception() is None and query.lastProgress is None:
@@ -214,8 +363,18 @@ def _summary(tally: Tally, produced: int, malformed: int, table_rows: int, elaps
     "--data-dir", type=click.Path(path_type=Path), default=None, help="Keep broker data and output here."
 )
 @click.option("--timeout", default=600.0, show_default=True, help="Give up after this many seconds.")
+@click.option(
+    "--exactly-once",
+    is_flag=True,
+    help="Run the exactly-once pipeline (share group → enrich → topic in one transaction per micro-batch).",
+)
 def demo(
-    records: int, malformed_every: int, produce_seconds: float, data_dir: Path | None, timeout: float
+    records: int,
+    malformed_every: int,
+    produce_seconds: float,
+    data_dir: Path | None,
+    timeout: float,
+    exactly_once: bool,
 ) -> None:
     """Run a Spark streaming pipeline on a share group against an embedded broker, then exit."""
     missing = java_missing()
@@ -233,13 +392,27 @@ def demo(
     tally = Tally()
     stop = threading.Event()
     try:
-        with EmbeddedBroker(root / "broker", config=BROKER_CONFIG) as broker:
+        config = {**BROKER_CONFIG, "share.transactional.acks.enable": True} if exactly_once else BROKER_CONFIG
+        with EmbeddedBroker(root / "broker", config=config) as broker:
             click.echo(f"broker on {broker.bootstrap}; data in {root}")
             with Admin(broker.bootstrap) as admin:
                 admin.create_topic(SOURCE_TOPIC, 3)
                 admin.create_topic(OUTPUT_TOPIC, 3)
             click.echo("starting Spark (local[2]) ...")
             spark = local_spark("shareq-demo")
+            if exactly_once:
+                try:
+
+                    def start_producing() -> None:
+                        args = (broker.bootstrap, events, produce_seconds, stop)
+                        threading.Thread(target=_produce, args=args, daemon=True).start()
+
+                    eos = _run_eos(spark, broker.bootstrap, root, records, timeout, start_producing)
+                finally:
+                    stop.set()
+                    spark.stop()
+                click.echo(_eos_summary(eos, records, malformed, time.monotonic() - started))
+                return
             try:
                 table = root / "orders_table"
                 query = _pipeline(spark, broker.bootstrap, table, tally)

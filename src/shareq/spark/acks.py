@@ -113,13 +113,15 @@ class DecisionLog:
 
     RETAIN_SECONDS = 3600.0
 
-    def __init__(self, cluster: Cluster, *, topic: str, group_id: str) -> None:
+    def __init__(self, cluster: Cluster, *, topic: str, group_id: str, from_earliest: bool = False) -> None:
         self._cluster = cluster
         self._topic = topic
         self._group = group_id.encode()
         cluster.ensure_topic(topic, partitions=1)
-        # Decisions older than this process cannot concern batches it acquired.
-        self._position = cluster.list_offsets([(topic, 0)], -1)[(topic, 0)]
+        # Decisions older than this process cannot concern batches it acquired. (An exactly-once
+        # sink's commit process does not acquire, so it reads from the start: a decision names one
+        # delivery, so an old one matches nothing.)
+        self._position = cluster.list_offsets([(topic, 0)], -2 if from_earliest else -1)[(topic, 0)]
         self._decisions: dict[DeliveryKey, tuple[AckType, float]] = {}
 
     def poll(self) -> None:

@@ -28,6 +28,10 @@ class ShareBatchOffset:
     seq: int
     session: str = ""
     acquired: Mapping[TopicPartition, tuple[Run, ...]] = field(default_factory=dict)
+    # Exactly-once mode: the sink's commit claims the batch in the acquiring member's name.
+    exactly_once: bool = False
+    group: str = ""
+    member: str = ""
 
     @property
     def record_count(self) -> int:
@@ -38,7 +42,10 @@ class ShareBatchOffset:
         topics: dict[str, dict[str, list[list[int]]]] = {}
         for (topic, partition), runs in sorted(self.acquired.items()):
             topics.setdefault(topic, {})[str(partition)] = [list(run) for run in runs]
-        return {"seq": self.seq, "session": self.session, "acquired": topics}
+        out: dict[str, Any] = {"seq": self.seq, "session": self.session, "acquired": topics}
+        if self.exactly_once:
+            out.update(eos=True, group=self.group, member=self.member)
+        return out
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ShareBatchOffset:
@@ -48,7 +55,14 @@ class ShareBatchOffset:
                 acquired[(str(topic), int(partition))] = tuple(
                     (int(first), int(last), int(count)) for first, last, count in runs
                 )
-        return cls(seq=int(data.get("seq", 0)), session=str(data.get("session", "")), acquired=acquired)
+        return cls(
+            seq=int(data.get("seq", 0)),
+            session=str(data.get("session", "")),
+            acquired=acquired,
+            exactly_once=bool(data.get("eos", False)),
+            group=str(data.get("group", "")),
+            member=str(data.get("member", "")),
+        )
 
 
 def coalesce(records: Iterable[tuple[int, int]]) -> tuple[Run, ...]:

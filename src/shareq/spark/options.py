@@ -121,6 +121,7 @@ class ShareSourceOptions:
     renew_locks: bool = True
     trigger_interval_ms: int = 0
     group_configs: tuple[tuple[str, str], ...] = ()
+    exactly_once: bool = False
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> ShareSourceOptions:
@@ -141,6 +142,7 @@ class ShareSourceOptions:
             renew_locks=_bool(options, "renewLocks", True),
             trigger_interval_ms=_int(options, "triggerIntervalMs", None) or 0,
             group_configs=group_configs(options),
+            exactly_once=_bool(options, "exactlyOnce", False),
         )
 
 
@@ -175,10 +177,16 @@ class SinkOptions:
 
     connect: ConnectOptions
     topic: str | None = None
+    exactly_once: bool = False
+    checkpoint_location: str | None = None
+    ack_topic: str = DEFAULT_ACK_TOPIC
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> SinkOptions:
         return cls(
             connect=ConnectOptions.parse(options),
             topic=_get(options, "topic"),
+            exactly_once=_bool(options, "exactlyOnce", False),
+            checkpoint_location=_get(options, "checkpointLocation"),
+            ack_topic=_get(options, "ackTopic") or DEFAULT_ACK_TOPIC,
         )

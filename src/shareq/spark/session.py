@@ -33,6 +33,11 @@ class ShareSession:
         self.supports_renew = True  # until the broker says otherwise
 
     @property
+    def member_id(self) -> str:
+        """This member's id in the share group (an exactly-once sink claims in its name)."""
+        return self._consumer.member_id
+
+    @property
     def lock_duration_ms(self) -> int | None:
         """The acquisition lock timeout the broker last reported (None before the first fetch)."""
         value = self._consumer.acquisition_lock_timeout_ms

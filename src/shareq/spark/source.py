@@ -45,4 +45,8 @@ class ShareqDataSource(DataSource):
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         options = SinkOptions.parse(self.options)
         check_schema(schema, options)
+        if options.exactly_once:
+            from .eos import ExactlyOnceStreamWriter
+
+            return ExactlyOnceStreamWriter(options)
         return TopicStreamWriter(options)

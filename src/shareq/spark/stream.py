@@ -23,6 +23,11 @@ may hold records until their locks lapse).
 While a batch is in flight its acquisition locks are renewed (RENEW) when the broker supports it;
 otherwise a warning says when the group's lock duration looks too short. A killed driver or
 executor loses nothing: leases lapse and the broker redelivers. Delivery is at least once.
+
+With ``exactlyOnce`` the source never acknowledges: each end offset also names the share group and
+this member, and the exactly-once sink's commit claims the batch in a transaction (see
+:mod:`shareq.spark.eos`); ``latestOffset`` only forgets committed batches (ending their renewals)
+and, once per run, checks with a RENEW that the sink did claim the first one.
 """
 
 from __future__ import annotations
@@ -84,6 +89,7 @@ class ShareDriver:
         self._closed = threading.Event()
         self.lock_duration_ms = self._lock_duration()
         self._check_lock_duration()
+        self._claim_seen = False  # exactly once: the sink claimed a batch of this run
         self._renewer: threading.Thread | None = None
         if options.renew_locks and self.session.supports_renew:
             self._renewer = threading.Thread(target=self._renew_loop, name="shareq-renew", daemon=True)
@@ -175,7 +181,13 @@ class ShareDriver:
     # -- acknowledgement -----------------------------------------------------------------------
 
     def acknowledge_through(self, done: ShareBatchOffset) -> None:
-        """Acknowledge every pending batch up to ``done`` (the sink has committed them)."""
+        """Acknowledge every pending batch up to ``done`` (the sink has committed them).
+
+        In exactly-once mode the sink's commit acknowledged them in its transaction (or dropped
+        them): the batches are only forgotten, which also ends their lock renewals."""
+        if self.options.exactly_once:
+            self._forget_through(done)
+            return
         if done.session and done.session != self.session_id and done.acquired:
             log.info(
                 "batch %d was acquired by an earlier run of the query (%d records); its records are "
@@ -193,6 +205,40 @@ class ShareDriver:
         for error in errors:
             log.warning("acknowledgement failed (records will be redelivered): %s", error)
 
+    def _forget_through(self, done: ShareBatchOffset) -> None:
+        with self._lock:
+            batches = [self.pending.pop(seq) for seq in sorted(self.pending) if seq <= done.seq]
+            probe = None if self._claim_seen or not batches else batches[-1]
+        if probe is not None and probe.acquired:
+            self._check_claimed(probe)
+
+    def _check_claimed(self, batch: ShareBatchOffset) -> None:
+        """Refuse to go on when the sink did not claim the first committed batch: its records are
+        still acquired by this member, so no exactly-once shareq sink acknowledged them.
+
+        A RENEW of the whole batch is the probe: it succeeds only on records still ACQUIRED by us;
+        a claimed batch is ACKNOWLEDGED (or TX_PENDING), a dropped one was lost to its lease."""
+        if not self.session.supports_renew:
+            self._claim_seen = True
+            return
+        ranges = [
+            (topic, partition, first, last, AckType.RENEW)
+            for (topic, partition), runs in batch.acquired.items()
+            for first, last, _ in runs
+        ]
+        with self._lock:
+            errors = self.session.acknowledge(ranges)
+        if errors:
+            self._claim_seen = True
+            return
+        from .options import OptionError
+
+        raise OptionError(
+            f"the shareq source of group {self.options.group_id} has exactlyOnce set, but micro-batch "
+            f"{batch.seq} was committed without its records being claimed: the query's sink must be a "
+            "shareq sink with .option('exactlyOnce', 'true') too (the batch's records are redelivered)"
+        )
+
     def _renew_interval(self) -> float:
         # The lock timeout the broker reports on ShareFetch beats the configured one.
         lock_ms = self.session.lock_duration_ms or self.lock_duration_ms
@@ -209,7 +255,12 @@ class ShareDriver:
                 ]
                 errors = self.session.acknowledge(ranges) if ranges else []
             for error in errors:
-                log.warning("lock renewal failed: %s", error)
+                # Exactly once: the batch the sink just claimed is no longer ours to renew.
+                log.log(
+                    logging.INFO if self.options.exactly_once else logging.WARNING,
+                    "lock renewal failed: %s",
+                    error,
+                )
 
     # -- acquisition ---------------------------------------------------------------------------
 
@@ -323,6 +374,9 @@ class ShareDriver:
             seq=start.seq + 1,
             session=self.session_id,
             acquired={tp: merge_runs(runs) for tp, runs in got.items()},
+            exactly_once=self.options.exactly_once,
+            group=self.options.group_id if self.options.exactly_once else "",
+            member=self.session.member_id if self.options.exactly_once else "",
         )
         with self._lock:
             self.pending[end.seq] = end
@@ -358,7 +412,10 @@ class ShareStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return self._driver
 
     def initialOffset(self) -> dict[str, Any]:
-        return ShareBatchOffset(seq=0).to_json()
+        # Spark may run a first, empty micro-batch at the initial offset: in exactly-once mode it
+        # still says so, and the sink finds nothing to claim.
+        eos = self.options.exactly_once
+        return ShareBatchOffset(seq=0, exactly_once=eos, group=self.options.group_id if eos else "").to_json()
 
     def getDefaultReadLimit(self) -> ReadLimit:
         if self.options.max_records_per_trigger is not None:
