@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 from compat_support import Server, create_topic, produce
@@ -154,3 +155,48 @@ def test_transaction_offsets_lso_and_fencing(server: Server, names: tuple[str, s
         "committed [(0, 'c0'), (1, 'c1'), (2, 'c2')]",
         "uncommitted [0, 1, 2, 4, 5, 7, 8]",
     ], result.stdout
+
+
+def test_our_consumer_drops_aborted_transactions_when_read_committed(
+    server: Server, names: tuple[str, str]
+) -> None:
+    """Two transactions interleave in one partition; one aborts. shareq's own Consumer at
+    read_committed returns only the committed records (the broker sends the aborted-transaction
+    list, the client filters), at read_uncommitted every data record."""
+    from confluent_kafka import Producer
+
+    from shareq.client import Consumer as OurConsumer
+
+    topic = names[0]
+    create_topic(server, topic)
+
+    def producer(tid: str) -> Producer:
+        p = Producer({"bootstrap.servers": server.bootstrap, "transactional.id": tid, "linger.ms": 0})
+        p.init_transactions(30)
+        p.begin_transaction()
+        return p
+
+    doomed, kept = producer(f"{topic}-a"), producer(f"{topic}-b")
+    for i in range(3):
+        for p, tag in ((doomed, "a"), (kept, "b")):
+            p.produce(topic, f"{tag}{i}".encode(), partition=0)
+            assert p.flush(15) == 0  # one batch per record: the two transactions interleave
+    kept.commit_transaction(30)
+    doomed.abort_transaction(30)
+    later = producer(f"{topic}-c")
+    later.produce(topic, b"c0", partition=0)
+    later.commit_transaction(30)
+
+    def read(isolation: int) -> list[str]:
+        with OurConsumer(server.bootstrap, isolation_level=isolation) as consumer:
+            end = consumer.offsets(topic)[0].offset
+            consumer.assign({(topic, 0): 0})
+            values: list[str] = []
+            deadline = time.monotonic() + 30
+            while consumer.position(topic, 0) < end and time.monotonic() < deadline:
+                records = consumer.poll(1.0)
+                values += [r.value.decode() for r in records if r.value is not None]
+            return values
+
+    assert read(1) == ["b0", "b1", "b2", "c0"]
+    assert read(0) == ["a0", "b0", "a1", "b1", "a2", "b2", "c0"]

@@ -7,12 +7,15 @@ offset ranges and reads them with ``fetch``).
 from __future__ import annotations
 
 import datetime
+import struct
 import uuid
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from kio.schema.errors import ErrorCode
+
+from shareq.log.records import Record
 
 from . import _offsets
 from .admin_types import OffsetInfo, OffsetSpec
@@ -45,17 +48,37 @@ class FetchResult:
 
 
 def records_from_blob(
-    blob: bytes | None, *, topic: str, partition: int, topic_id: uuid.UUID | None, from_offset: int
+    blob: bytes | None,
+    *,
+    topic: str,
+    partition: int,
+    topic_id: uuid.UUID | None,
+    from_offset: int,
+    aborted: Iterable[tuple[int, int]] | None = None,
 ) -> tuple[list[ConsumerRecord], int]:
     """Decode a fetched ``records`` blob into records at offsets >= ``from_offset`` (control batches skipped);
-    return them with the offset after the last whole batch seen."""
+    return them with the offset after the last whole batch seen.
+
+    ``aborted`` is a read_committed Fetch's aborted transactions, ``(producer id, first offset)``:
+    a transactional batch of a producer whose aborted transaction has begun at or before it is
+    dropped, until that producer's ABORT marker, as Kafka's consumer does (the broker sends the
+    list; filtering is the client's job)."""
     out: list[ConsumerRecord] = []
     next_offset = from_offset
     if not blob:
         return out, next_offset
+    pending = sorted(aborted or (), key=lambda entry: entry[1])
+    aborting: set[int] = set()
     for batch in iter_record_batches(bytes(blob)):
-        next_offset = max(next_offset, batch.header.next_offset)
-        if batch.header.is_control:
+        header = batch.header
+        next_offset = max(next_offset, header.next_offset)
+        while pending and pending[0][1] <= header.last_offset:
+            aborting.add(pending.pop(0)[0])
+        if header.is_control:
+            if header.producer_id in aborting and _is_abort_marker(batch.records):
+                aborting.discard(header.producer_id)
+            continue
+        if header.is_transactional and header.producer_id in aborting:
             continue
         for r in batch.records:
             if r.offset < from_offset:
@@ -74,6 +97,14 @@ def records_from_blob(
                 )
             )
     return out, next_offset
+
+
+def _is_abort_marker(records: Iterable[Record]) -> bool:
+    """A control batch's record key is (version int16, type int16): type 0 is ABORT, 1 COMMIT."""
+    for record in records:
+        key = record.key
+        return key is not None and len(key) >= 4 and struct.unpack_from(">h", key, 2)[0] == 0
+    return False
 
 
 class Consumer:
@@ -156,6 +187,9 @@ class Consumer:
                     self._buffer.append(rec)
                 if r.error != ErrorCode.none:
                     raise KafkaError(r.error, context=f"Fetch({r.topic}-{r.partition})")
+                if not r.records and r.next_offset > wanted[(r.topic, r.partition)]:
+                    # only control or aborted batches: step over them, as Kafka's consumer does
+                    self._positions[(r.topic, r.partition)] = r.next_offset
         out, self._buffer = self._buffer[:max_records], self._buffer[max_records:]
         for rec in out:
             self._positions[(rec.topic, rec.partition)] = rec.offset + 1
@@ -249,6 +283,7 @@ class Consumer:
                     partition=int(p.partition_index),
                     topic_id=t.topic_id,
                     from_offset=start,
+                    aborted=[(int(a.producer_id), int(a.first_offset)) for a in p.aborted_transactions or ()],
                 )
                 out.append(
                     FetchResult(
