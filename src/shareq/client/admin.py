@@ -46,7 +46,7 @@ from .admin_types import (
 )
 from .cluster import Cluster, TopicInfo
 from .connection import API_VERSIONS, BrokerConnection
-from .errors import KafkaError, raise_for
+from .errors import BrokerConnectionError, KafkaError, raise_for
 from .security import ClientSecurity
 
 MATCH_ALL_ACLS = AclFilter(
@@ -643,9 +643,18 @@ class Admin:
         code: ErrorCode | None = None
         for attempt in range(_COORDINATOR_ATTEMPTS):
             # a coordinator that moved or is unavailable is looked up again; one loading is waited on
-            conn = self.cluster.coordinator(group_id, refresh=code is not None and code is not _LOADING)
-            _v, m = conn.module(api_key)
-            response = conn.send(build(m))
+            try:
+                conn = self.cluster.coordinator(group_id, refresh=code is not None and code is not _LOADING)
+                _v, m = conn.module(api_key)
+                response = conn.send(build(m))
+            except BrokerConnectionError:
+                # the coordinator went away (restarting, or moved with its broker): look it up again
+                if attempt == _COORDINATOR_ATTEMPTS - 1:
+                    raise
+                code = ErrorCode.not_coordinator
+                time.sleep(backoff)
+                backoff = min(backoff * 2, 1.0)
+                continue
             code = _retriable(response)
             if code is None or attempt == _COORDINATOR_ATTEMPTS - 1:
                 return response
