@@ -22,7 +22,7 @@ from shareq.log.records import Record, encode_batch
 from . import _transactions as _txn
 from ._share_state import AcknowledgeType, AckRange
 from ._transactions import ShareGroupMetadata
-from .cluster import Cluster
+from .cluster import Cluster, TopicInfo
 from .errors import BrokerConnectionError, ClientError, KafkaError, raise_for
 from .partitioner import StickyPartitioner, partition_for_key
 from .records import ConsumerRecord
@@ -135,6 +135,7 @@ class Producer:
         security: ClientSecurity | None = None,
         retries: int = 2_147_483_647,
         delivery_timeout_ms: int = 120_000,
+        max_block_ms: int = 60_000,
         client_id: str = "shareq-producer",
         transactional_id: str | None = None,
         transaction_timeout_ms: int = 60_000,
@@ -155,6 +156,7 @@ class Producer:
         self.idempotent = idempotent
         self.retries = retries
         self.delivery_timeout_ms = delivery_timeout_ms
+        self.max_block_ms = max_block_ms
         self.cluster = Cluster(
             bootstrap, client_id=client_id, request_timeout=request_timeout, security=security
         )
@@ -193,7 +195,7 @@ class Producer:
     ) -> SendFuture:
         if self._closed:
             raise ClientError("producer is closed")
-        info = self.cluster.topic(topic)
+        info = self._topic_info(topic)
         n = len(info.partitions)
         if partition is None:
             partition = partition_for_key(key, n) if key is not None else self._sticky.partition(topic, n)
@@ -217,6 +219,21 @@ class Producer:
         elif self.linger_ms is not None:
             self._send_lingered(self.linger_ms)
         return future
+
+    def _topic_info(self, topic: str) -> TopicInfo:
+        """The topic's metadata, waiting up to ``max_block_ms`` while no broker answers (restarting),
+        as Kafka's producer blocks in ``send`` for metadata. A topic the cluster does not have is an
+        error at once."""
+        deadline = time.monotonic() + self.max_block_ms / 1000.0
+        attempt = 0
+        while True:
+            try:
+                return self.cluster.topic(topic)
+            except BrokerConnectionError:
+                attempt += 1
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(_backoff(attempt, deadline))
 
     # -- transactions (KIP-98; KIP-1289 share acknowledgements) ------------------------------------
 
