@@ -7,6 +7,7 @@ session (driver). Keeping it in one module keeps the Spark code independent of c
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import logging
 import re
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
-from shareq.client import Admin, ConfigResource, Consumer, KafkaError, Producer, ResourceType
+from shareq.client import Admin, ClientError, ConfigResource, Consumer, KafkaError, Producer, ResourceType
 from shareq.client.security import ClientSecurity
 
 from .offsets import EARLIEST, TopicPartition
@@ -189,6 +190,12 @@ class Cluster:
         ]
         return records, result.next_offset
 
+    def forget_leaders(self, topic: str) -> None:
+        """Look the topic's leaders up again (after a failed fetch); a cluster still electing a leader
+        or a broker still down is left for the next attempt."""
+        with contextlib.suppress(ClientError):
+            self.consumer.cluster.topic(topic, refresh=True)
+
     def fetch_raw(self, topic: str, partition: int, offset: int, *, max_bytes: int) -> bytes:
         """The records blob of one Fetch from ``offset`` (whole batches; possibly a truncated tail)."""
         cluster = self.consumer.cluster
@@ -243,8 +250,10 @@ class Cluster:
     def ensure_topic(self, name: str, *, partitions: int, configs: dict[str, str] | None = None) -> None:
         """Create ``name`` unless it exists, and wait until metadata shows it with leaders (Kafka
         answers CreateTopics before every broker's metadata has the topic)."""
+        brokers = len(self.admin.cluster.refresh_metadata([]).brokers)
         try:
-            self.admin.create_topic(name, partitions, configs=configs)
+            # Replicated like Kafka's internal topics, so a query outlives one broker of a cluster.
+            self.admin.create_topic(name, partitions, min(3, max(1, brokers)), configs=configs)
         except KafkaError as exc:
             if int(exc.code) != TOPIC_ALREADY_EXISTS:
                 raise

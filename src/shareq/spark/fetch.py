@@ -8,13 +8,14 @@ compacted-away records) are skipped, as a share consumer skips them.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterator
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 from pyspark.sql.types import StructType
 
-from shareq.client import ClientError, KafkaError
+from shareq.client import BrokerConnectionError, ClientError, KafkaError
 
 from .cluster import Cluster
 from .decode import RunCursor, decode_into
@@ -27,6 +28,14 @@ log = logging.getLogger(__name__)
 MIN_FETCH_BYTES = 64 * 1024
 MAX_FETCH_BYTES = 8 * 1024 * 1024
 FIRST_GUESS_RECORD_BYTES = 256
+STALL_S = 60.0  # how long a task retries a partition without a leader before it fails
+RETRIABLE_FETCH = {
+    ErrorCode.not_leader_or_follower,
+    ErrorCode.leader_not_available,
+    ErrorCode.fenced_leader_epoch,
+    ErrorCode.unknown_leader_epoch,
+    ErrorCode.request_timed_out,
+}
 
 
 _WORKER_CLUSTERS: dict[ConnectOptions, Cluster] = {}
@@ -93,12 +102,23 @@ def read_task(
     position = task.first_offset
     last = task.last_offset
     record_bytes = FIRST_GUESS_RECORD_BYTES
+    retries = 0
+    stalled_until = time.monotonic() + STALL_S
     while position <= last and not cursor.done:
         remaining = last - position + 1
         want = min(MAX_FETCH_BYTES, max(MIN_FETCH_BYTES, int(remaining * record_bytes * 1.1)))
         try:
             blob = cluster.fetch_raw(task.topic, task.partition, position, max_bytes=want)
-        except KafkaError as exc:
+        except (KafkaError, BrokerConnectionError) as exc:
+            if isinstance(exc, BrokerConnectionError) or exc.code in RETRIABLE_FETCH or exc.retriable:
+                # A leader moved or went away (a broker of a cluster killed): retry where the task
+                # stands, with fresh metadata, while the cluster elects a new leader.
+                retries += 1
+                if time.monotonic() >= stalled_until:
+                    raise
+                time.sleep(min(0.1 * 2**retries, 1.0))
+                cluster.forget_leaders(task.topic)
+                continue
             if exc.code != ErrorCode.offset_out_of_range:
                 raise
             log_start = cluster.list_offsets([(task.topic, task.partition)], EARLIEST)[
@@ -117,6 +137,7 @@ def read_task(
             _lost(task, position, last, f"the log ends at {position}", fail_on_data_loss)
             break
         record_bytes = max(16, len(blob) // max(1, next_offset - position))
+        retries, stalled_until = 0, time.monotonic() + STALL_S
         position = next_offset
         if builder.full:
             yield builder.flush()
