@@ -8,6 +8,10 @@ STAMP := $(VENV)/.installed
 # are skipped locally; in CI (CI=true) that is an error.
 KAFKA_REF := tests/kafka-reference
 KAFKA_STAMP := $(KAFKA_REF)/lib/.resolved
+# Spark's own Kafka connector for the tests that run format("kafka") against shareq: the jars of
+# tests/spark-kafka/pom.xml in their own lib directory, apart from Kafka 4.4's.
+SPARK_KAFKA := tests/spark-kafka
+SPARK_KAFKA_STAMP := $(SPARK_KAFKA)/lib/.resolved
 
 # The web view's tests drive Debian's headless Chromium through its chromedriver (apt packages
 # chromium and chromium-driver), installed here when missing and we are root or have sudo. Without
@@ -34,7 +38,19 @@ $(KAFKA_STAMP): $(KAFKA_REF)/pom.xml
 		echo "Java or Maven not found: the Kafka compatibility tests will be skipped" >&2; \
 	fi
 
-kafka: $(KAFKA_STAMP)
+$(SPARK_KAFKA_STAMP): $(SPARK_KAFKA)/pom.xml
+	@if command -v java >/dev/null 2>&1 && command -v mvn >/dev/null 2>&1; then \
+		rm -rf $(SPARK_KAFKA)/lib && \
+		mvn -q -B -f $(SPARK_KAFKA)/pom.xml dependency:copy-dependencies \
+			-DoutputDirectory=lib -DincludeScope=runtime && \
+		touch $@; \
+	elif [ "$$CI" = "true" ]; then \
+		echo "Java 17 and Maven are required in CI for the Spark Kafka connector tests" >&2; exit 1; \
+	else \
+		echo "Java or Maven not found: the Spark Kafka connector tests will be skipped" >&2; \
+	fi
+
+kafka: $(KAFKA_STAMP) $(SPARK_KAFKA_STAMP)
 
 browser:
 	@if command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1; then \

@@ -7,7 +7,14 @@ Per size, on one topic (N records of 100 B on 4 partitions, one broker subproces
 * ``batch``: ``spark.read.format("shareq")`` reading the same records by offset ranges into ``noop``
   (run twice, the second run timed: warm, like the steady-state figures);
 * ``memory``: a plain Python streaming data source yielding the same rows as Arrow batches from
-  memory, same schema, micro-batch size and task count: what the Python data source API allows.
+  memory, same schema, micro-batch size and task count: what the Python data source API allows;
+* ``kafka`` and ``kafka stream``: Spark's own Kafka connector (``format("kafka")``, the jars
+  ``make kafka`` resolves into tests/spark-kafka/lib) reading the same topic on the same broker, as a
+  batch (warm second run, ``minPartitions`` = tasks) and as a stream (availableNow,
+  ``maxOffsetsPerTrigger`` = the batch size); skipped, with a note, without those jars.
+
+The ratios to Spark's connector (batch/kafka, share/kafka stream) are the figures to compare across
+runs; the machine's load average is printed beside them.
 
 Streaming rates are steady state: rows over trigger time of every micro-batch after the first
 non-empty one (start-up excluded). Also printed: records per micro-batch, the fixed cost per
@@ -284,6 +291,28 @@ def run_batch(spark: Any, bootstrap: str, tasks: int, records: int) -> float:
     return rate
 
 
+SPARK_KAFKA_JARS = sorted(
+    (Path(__file__).resolve().parents[1] / "tests" / "spark-kafka" / "lib").glob("*.jar")
+)
+
+
+def run_kafka_batch(spark: Any, bootstrap: str, tasks: int, records: int) -> float:
+    """Records/s of Spark's own Kafka connector reading the topic into noop (second, warm run)."""
+    rate = 0.0
+    for _ in range(2):
+        df = (
+            spark.read.format("kafka")
+            .option("kafka.bootstrap.servers", bootstrap)
+            .option("subscribe", "bench")
+            .option("minPartitions", str(tasks))
+            .load()
+        )
+        started = time.monotonic()
+        df.write.format("noop").mode("overwrite").save()
+        rate = records / (time.monotonic() - started)
+    return rate
+
+
 def one_size(spark: Any, records: int, batch: int, tasks: int, memory: MemoryWatch) -> dict[str, Any]:
     from shareq.client import Admin, Producer
 
@@ -327,6 +356,21 @@ def one_size(spark: Any, records: int, batch: int, tasks: int, memory: MemoryWat
             Path(tmp) / "ckpt-memory",
             memory,
         )
+        kafka_rate = kafka_stream_rate = 0.0
+        if SPARK_KAFKA_JARS:
+            kafka_rate = run_kafka_batch(spark, bootstrap, tasks, records)
+            kafka_query, _ = run_stream(
+                spark.readStream.format("kafka")
+                .option("kafka.bootstrap.servers", bootstrap)
+                .option("subscribe", "bench")
+                .option("startingOffsets", "earliest")
+                .option("maxOffsetsPerTrigger", str(batch))
+                .option("minPartitions", str(tasks))
+                .load(),
+                Path(tmp) / "ckpt-kafka",
+                memory,
+            )
+            kafka_stream_rate, _, _ = steady_rate(kafka_query)
     for name, query in (("share", share), ("memory", mem_query)):
         phases = [p["durationMs"] for p in query.recentProgress if p["numInputRows"]][1:]
         keys = ("latestOffset", "queryPlanning", "addBatch", "walCommit", "commitOffsets", "triggerExecution")
@@ -339,6 +383,8 @@ def one_size(spark: Any, records: int, batch: int, tasks: int, memory: MemoryWat
         "share": share_rate,
         "batch": batch_rate,
         "memory": ceiling,
+        "kafka": kafka_rate,
+        "kafka_stream": kafka_stream_rate,
         "per_batch": rows / batches if batches else 0.0,
         "batches": len(sizes),
         "fixed_share": fixed_cost_ms(share),
@@ -360,6 +406,12 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=4, help="read tasks per micro-batch")
     args = parser.parse_args()
 
+    if SPARK_KAFKA_JARS:  # on the driver's classpath only when its JVM starts
+        os.environ.setdefault(
+            "PYSPARK_SUBMIT_ARGS", f"--jars {','.join(map(str, SPARK_KAFKA_JARS))} pyspark-shell"
+        )
+    else:
+        print("Spark's Kafka connector is not resolved (make kafka): its columns are 0")
     from shareq.spark.local import local_spark
 
     spark = local_spark("shareq-bench")
@@ -387,7 +439,21 @@ def main() -> None:
             f"{r['jvm_peak_mb']:>7.0f} {r['py_peak_mb']:>6.0f} {r['py_sum_mb']:>7.0f} "
             f"{r['py_first_mb']:>6.0f}->{r['py_last_mb']:<6.0f}"
         )
-    print("target: share/batch >= 0.5; RSS flat in the number of micro-batches (2 shared cores: noisy)")
+    print(
+        f"\n{'records':>9} {'kafka/s':>10} {'batch/s':>10} {'batch/kafka':>11} "
+        f"{'kafka str/s':>11} {'share/s':>10} {'share/kafka str':>15}"
+    )
+    for r in results:
+        print(
+            f"{r['records']:>9} {r['kafka']:>10,.0f} {r['batch']:>10,.0f} "
+            f"{r['batch'] / r['kafka'] if r['kafka'] else 0:>11.2f} {r['kafka_stream']:>11,.0f} "
+            f"{r['share']:>10,.0f} {r['share'] / r['kafka_stream'] if r['kafka_stream'] else 0:>15.2f}"
+        )
+    print(f"load average (1, 5, 15 min): {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(
+        "target: share/batch >= 0.5; batch/kafka >= 1 and share/kafka stream >= 0.8; RSS flat in the "
+        "number of micro-batches (2 shared cores: noisy)"
+    )
 
 
 if __name__ == "__main__":

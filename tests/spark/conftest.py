@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,23 @@ import pytest
 pytest.importorskip("pyspark")
 
 WINDOW_BOUND = 20_000
+
+# Spark's own Kafka connector (tests/spark-kafka/pom.xml, resolved by `make setup`). Jars reach the
+# driver's classpath only when its JVM starts, so every Spark session of these tests gets them: the
+# first session in a process starts the JVM for all that follow.
+SPARK_KAFKA_JARS = sorted((Path(__file__).resolve().parents[1] / "spark-kafka" / "lib").glob("*.jar"))
+if SPARK_KAFKA_JARS and "PYSPARK_SUBMIT_ARGS" not in os.environ:
+    os.environ["PYSPARK_SUBMIT_ARGS"] = f"--jars {','.join(map(str, SPARK_KAFKA_JARS))} pyspark-shell"
+
+
+@pytest.fixture(scope="module")
+def spark_kafka_connector() -> None:
+    """Skip (fail in CI) without Spark's Kafka connector."""
+    if not any(jar.name.startswith("spark-sql-kafka") for jar in SPARK_KAFKA_JARS):
+        reason = "Spark's Kafka connector is not resolved (make setup needs Java and Maven)"
+        if os.environ.get("CI") == "true":
+            pytest.fail(reason)
+        pytest.skip(reason)
 
 
 @pytest.fixture(scope="module")

@@ -21,7 +21,8 @@ from shareq.spark.offsets import (
     parse_offset_spec,
     plan_tasks,
 )
-from shareq.spark.options import OptionError, ShareSourceOptions
+from shareq.spark.options import BatchSourceOptions, OptionError, ShareSourceOptions, SinkOptions
+from shareq.spark.stream import ShareDriver
 
 
 def test_offset_json_round_trips_through_spark_json() -> None:
@@ -122,3 +123,56 @@ def test_source_options_follow_the_kafka_source_names() -> None:
     assert opts.connect.client_params == (("client.id", "x"),)
     with pytest.raises(OptionError):
         ShareSourceOptions.parse({"kafka.bootstrap.servers": "h:1", "subscribe": "a"})
+
+
+def test_options_a_source_or_sink_would_not_honour_are_refused_by_name() -> None:
+    base = {"kafka.bootstrap.servers": "h:1", "subscribe": "t"}
+    batch = BatchSourceOptions.parse(
+        {
+            **base,
+            "startingTimestamp": "5",
+            "startingOffsetsByTimestampStrategy": "Latest",
+            "failOnDataLoss": "false",
+        }
+    )
+    assert batch.starting_timestamp == 5 and batch.starting_timestamp_strategy == "latest"
+    assert not batch.fail_on_data_loss and batch.topics == ("t",)
+    refused = {
+        "startingOffsetz": "unknown option",
+        "kafka.auto.offset.reset": "startingOffsets",
+        "kafka.max.poll.records": "not supported by the batch source",
+        "group.id": "uses no group",
+        "startingOffsetsByTimestampStrategy": "'error' or 'latest'",
+        "startingTimestamp": "timestamp in milliseconds",
+    }
+    for name, why in refused.items():
+        with pytest.raises(OptionError, match=why):
+            BatchSourceOptions.parse({**base, name: "x"})
+    with pytest.raises(OptionError, match="exactly one of"):
+        BatchSourceOptions.parse({**base, "subscribePattern": "t.*"})
+    assert BatchSourceOptions.parse(
+        {"kafka.bootstrap.servers": "h:1", "assign": '{"a": [1, 0], "b": [2]}'}
+    ).subscription.assign == (("a", 0), ("a", 1), ("b", 2))
+
+    share = {**base, "group.id": "g"}
+    for name, why in {
+        "endingOffsets": "has no end",
+        "assign": "subscribes to topics",
+        "maxOffsetsPerTrigger": "maxRecordsPerTrigger",
+        "startingOffsetsByTimestamp": "earliest",
+    }.items():
+        with pytest.raises(OptionError, match=why):
+            ShareSourceOptions.parse({**share, name: "1"})
+    assert ShareSourceOptions.parse({**share, "share.record.lock.duration.ms": "20000"}).group_configs
+
+    sink = {"kafka.bootstrap.servers": "h:1", "topic": "t"}
+    assert dict(SinkOptions.parse({**sink, "kafka.acks": "all"}).connect.client_params) == {"acks": "all"}
+    with pytest.raises(OptionError, match=r"compression\.type"):
+        SinkOptions.parse({**sink, "kafka.compression.type": "lz4"})
+
+
+def test_the_share_source_caps_acquired_runs_and_keeps_the_rest() -> None:
+    runs = [("t", 0, 0, 9, 1), ("t", 1, 5, 7, 2)]
+    assert ShareDriver._cap(runs, 11) == ([("t", 0, 0, 9, 1), ("t", 1, 5, 5, 2)], [("t", 1, 6, 7, 2)])
+    assert ShareDriver._cap(runs, 0) == ([], runs)
+    assert ShareDriver._cap(runs, None) == (runs, [])

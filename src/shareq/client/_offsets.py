@@ -3,15 +3,27 @@
 from __future__ import annotations
 
 import datetime
+import time
 from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
+from kio.schema.errors import ErrorCode
+
 from .admin_types import OffsetInfo, OffsetSpec
 from .cluster import Cluster
-from .errors import raise_for
+from .errors import BrokerConnectionError, KafkaError, raise_for
 
 LIST_OFFSETS = 2
+
+
+_RETRIABLE = {
+    ErrorCode.not_leader_or_follower,
+    ErrorCode.leader_not_available,
+    ErrorCode.request_timed_out,
+    ErrorCode.offset_not_available,
+    ErrorCode.unknown_leader_epoch,
+}
 
 
 def list_offsets(
@@ -21,6 +33,28 @@ def list_offsets(
     spec: OffsetSpec | int = OffsetSpec.LATEST,
     *,
     isolation_level: int = 0,
+) -> dict[int, OffsetInfo]:
+    """ListOffsets, retried as Kafka's clients retry it (a leader moved or not yet elected, a
+    timeout, a dropped connection) with fresh metadata and backoff, for up to the request timeout."""
+    deadline = time.monotonic() + cluster.request_timeout
+    backoff = 0.1
+    while True:
+        try:
+            return _list_offsets_once(cluster, topic, partitions, spec, isolation_level)
+        except (KafkaError, BrokerConnectionError) as exc:
+            retriable = isinstance(exc, BrokerConnectionError) or exc.code in _RETRIABLE
+            if not retriable or time.monotonic() + backoff >= deadline:
+                raise
+        time.sleep(backoff)
+        backoff = min(backoff * 2, 1.0)
+
+
+def _list_offsets_once(
+    cluster: Cluster,
+    topic: str,
+    partitions: Sequence[int] | None,
+    spec: OffsetSpec | int,
+    isolation_level: int,
 ) -> dict[int, OffsetInfo]:
     info = cluster.topic(topic, refresh=True)
     wanted = [p.partition for p in info.partitions] if partitions is None else list(partitions)

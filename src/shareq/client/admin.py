@@ -46,7 +46,7 @@ from .admin_types import (
 )
 from .cluster import Cluster, TopicInfo
 from .connection import API_VERSIONS, BrokerConnection
-from .errors import KafkaError, raise_for
+from .errors import BrokerConnectionError, KafkaError, raise_for
 from .security import ClientSecurity
 
 MATCH_ALL_ACLS = AclFilter(
@@ -637,21 +637,31 @@ class Admin:
         return security.describe_scram_credentials(self.cluster.any_connection(), users)
 
     def _coordinator_call(self, group_id: str, api_key: int, build: Any) -> Any:
-        """Send to the group coordinator, as Kafka's clients do: look it up again when it moved or
-        is not available, wait while it loads, with a growing backoff (about 5 s in all)."""
+        """Send to the group coordinator, as Kafka's clients do: look it up again when it moved, is not
+        available or its connection dropped (a restarting broker), wait while it loads, with a growing
+        backoff, for at least ten attempts and up to the request timeout."""
         backoff = 0.05
         code: ErrorCode | None = None
-        for attempt in range(_COORDINATOR_ATTEMPTS):
-            # a coordinator that moved or is unavailable is looked up again; one loading is waited on
-            conn = self.cluster.coordinator(group_id, refresh=code is not None and code is not _LOADING)
-            _v, m = conn.module(api_key)
-            response = conn.send(build(m))
-            code = _retriable(response)
-            if code is None or attempt == _COORDINATOR_ATTEMPTS - 1:
-                return response
+        deadline = time.monotonic() + self.cluster.request_timeout
+        attempt = 0
+        while True:
+            attempt += 1
+            last = attempt >= _COORDINATOR_ATTEMPTS and time.monotonic() + backoff >= deadline
+            try:
+                # a coordinator that moved or is unavailable is looked up again; one loading is waited on
+                conn = self.cluster.coordinator(group_id, refresh=code is not None and code is not _LOADING)
+                _v, m = conn.module(api_key)
+                response = conn.send(build(m))
+            except BrokerConnectionError:
+                if last:
+                    raise
+                code = ErrorCode.not_coordinator
+            else:
+                code = _retriable(response)
+                if code is None or last:
+                    return response
             time.sleep(backoff)
             backoff = min(backoff * 2, 1.0)
-        raise AssertionError("unreachable")
 
 
 _COORDINATOR_ATTEMPTS = 10

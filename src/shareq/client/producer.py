@@ -7,6 +7,7 @@ asks InitProducerId once and numbers each partition's batches, so a retried batc
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import threading
 import time
@@ -21,8 +22,8 @@ from shareq.log.records import Record, encode_batch
 from . import _transactions as _txn
 from ._share_state import AcknowledgeType, AckRange
 from ._transactions import ShareGroupMetadata
-from .cluster import Cluster
-from .errors import BrokerConnectionError, ClientError, KafkaError
+from .cluster import Cluster, TopicInfo
+from .errors import BrokerConnectionError, ClientError, KafkaError, raise_for
 from .partitioner import StickyPartitioner, partition_for_key
 from .records import ConsumerRecord
 from .security import ClientSecurity
@@ -35,7 +36,23 @@ _RETRIABLE_REFRESH = {
     ErrorCode.unknown_topic_or_partition,
     ErrorCode.not_enough_replicas,
     ErrorCode.request_timed_out,
+    ErrorCode.coordinator_load_in_progress,
+    ErrorCode.not_coordinator,
+    ErrorCode.coordinator_not_available,
 }
+
+
+def _retriable(exc: BaseException) -> bool:
+    """What Kafka's producer retries: a dropped connection, a moved or missing leader, a coordinator
+    loading or moved, a timeout, and the other errors Kafka marks retriable."""
+    if isinstance(exc, BrokerConnectionError):
+        return True
+    return isinstance(exc, KafkaError) and (exc.code in _RETRIABLE_REFRESH or exc.retriable)
+
+
+def _backoff(attempt: int, deadline: float) -> float:
+    """Kafka's retry backoff: from 100 ms doubling to 1 s, never past the deadline."""
+    return float(max(0.0, min(0.05 * 2**attempt, 1.0, deadline - time.monotonic())))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -116,7 +133,9 @@ class Producer:
         idempotent: bool = True,
         request_timeout: float = 30.0,
         security: ClientSecurity | None = None,
-        retries: int = 5,
+        retries: int = 2_147_483_647,
+        delivery_timeout_ms: int = 120_000,
+        max_block_ms: int = 60_000,
         client_id: str = "shareq-producer",
         transactional_id: str | None = None,
         transaction_timeout_ms: int = 60_000,
@@ -136,6 +155,8 @@ class Producer:
         self.max_batch_records = max_batch_records
         self.idempotent = idempotent
         self.retries = retries
+        self.delivery_timeout_ms = delivery_timeout_ms
+        self.max_block_ms = max_block_ms
         self.cluster = Cluster(
             bootstrap, client_id=client_id, request_timeout=request_timeout, security=security
         )
@@ -174,7 +195,7 @@ class Producer:
     ) -> SendFuture:
         if self._closed:
             raise ClientError("producer is closed")
-        info = self.cluster.topic(topic)
+        info = self._topic_info(topic)
         n = len(info.partitions)
         if partition is None:
             partition = partition_for_key(key, n) if key is not None else self._sticky.partition(topic, n)
@@ -198,6 +219,21 @@ class Producer:
         elif self.linger_ms is not None:
             self._send_lingered(self.linger_ms)
         return future
+
+    def _topic_info(self, topic: str) -> TopicInfo:
+        """The topic's metadata, waiting up to ``max_block_ms`` while no broker answers (restarting),
+        as Kafka's producer blocks in ``send`` for metadata. A topic the cluster does not have is an
+        error at once."""
+        deadline = time.monotonic() + self.max_block_ms / 1000.0
+        attempt = 0
+        while True:
+            try:
+                return self.cluster.topic(topic)
+            except BrokerConnectionError:
+                attempt += 1
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(_backoff(attempt, deadline))
 
     # -- transactions (KIP-98; KIP-1289 share acknowledgements) ------------------------------------
 
@@ -336,23 +372,34 @@ class Producer:
             for topic, _ in due:
                 self._sticky.batch_sent(topic)
 
-    def _ensure_producer_id(self) -> None:
+    def _ensure_producer_id(self, deadline: float) -> None:
+        """InitProducerId, retried as Kafka's producer retries it (a coordinator still loading or
+        moved, a timeout, a dropped connection) with backoff until ``deadline``."""
         if not self.idempotent or self._producer_id >= 0:
             return
         if self.transactional_id is not None:
             raise ClientError("call init_transactions() first")
-        conn = self.cluster.any_connection()
-        _v, m = conn.module(INIT_PRODUCER_ID)
-        response = conn.send(
-            m.InitProducerIdRequest(
-                transactional_id=None, transaction_timeout=datetime.timedelta(seconds=60)
-            ),
-            idempotent=True,
-        )
-        if response.error_code != ErrorCode.none:
-            raise KafkaError(response.error_code, context="InitProducerId")
-        self._producer_id = int(response.producer_id)
-        self._producer_epoch = int(response.producer_epoch)
+        attempt = 0
+        while True:
+            try:
+                conn = self.cluster.any_connection()
+                _v, m = conn.module(INIT_PRODUCER_ID)
+                response = conn.send(
+                    m.InitProducerIdRequest(
+                        transactional_id=None, transaction_timeout=datetime.timedelta(seconds=60)
+                    ),
+                    idempotent=True,
+                )
+                raise_for(response.error_code, context="InitProducerId")
+            except (KafkaError, BrokerConnectionError) as exc:
+                attempt += 1
+                if not _retriable(exc) or attempt > self.retries or time.monotonic() >= deadline:
+                    raise
+                time.sleep(_backoff(attempt, deadline))
+                continue
+            self._producer_id = int(response.producer_id)
+            self._producer_epoch = int(response.producer_epoch)
+            return
 
     def _encode(self, batch: _PendingBatch) -> bytes:
         slot = (batch.topic, batch.partition)
@@ -369,9 +416,23 @@ class Producer:
         )
 
     def _send_batches(self, batches: list[_PendingBatch]) -> None:
+        """Send ``batches``, retrying what Kafka's producer retries until the delivery timeout. Every
+        future is resolved on return: an error that escapes fails the batches' records with it, so
+        the first real error is what their callers see."""
         if not batches:
             return
-        self._ensure_producer_id()
+        try:
+            self._send_with_retries(batches)
+        except BaseException as exc:
+            for b in batches:
+                for f in b.futures:
+                    if not f.done():
+                        f.set_exception(exc)
+            raise
+
+    def _send_with_retries(self, batches: list[_PendingBatch]) -> None:
+        deadline = time.monotonic() + self.delivery_timeout_ms / 1000.0
+        self._ensure_producer_id(deadline)
         if self.transactional_id is not None:
             self._add_to_transaction(batches)
         # Encode once: a retried batch keeps its sequence numbers.
@@ -384,28 +445,22 @@ class Producer:
                 try:
                     leader = self.cluster.topic(b.topic).partition(b.partition).leader
                     by_leader[leader].append((b, data))
-                except KafkaError as exc:
+                except (KafkaError, BrokerConnectionError) as exc:
                     failed.append((b, data, exc))
             for leader, items in by_leader.items():
                 failed.extend(self._produce_to(leader, items))
             attempts += 1
-            retry = [
-                (b, data, exc)
-                for b, data, exc in failed
-                if attempts <= self.retries
-                and (
-                    isinstance(exc, BrokerConnectionError)
-                    or (isinstance(exc, KafkaError) and (exc.code in _RETRIABLE_REFRESH or exc.retriable))
-                )
-            ]
+            in_time = attempts <= self.retries and time.monotonic() < deadline
+            retry = [(b, data, exc) for b, data, exc in failed if in_time and _retriable(exc)]
             for b, _data, error in failed:
                 if all(b is not r[0] for r in retry):
                     for f in b.futures:
                         f.set_exception(error)
             if not retry:
                 return
-            time.sleep(min(0.05 * 2**attempts, 1.0))
-            self.cluster.refresh_metadata(sorted({b.topic for b, _, _ in retry}))
+            time.sleep(_backoff(attempts, deadline))
+            with contextlib.suppress(KafkaError, BrokerConnectionError):  # the next round says why
+                self.cluster.refresh_metadata(sorted({b.topic for b, _, _ in retry}))
             encoded = [(b, data) for b, data, _ in retry]
 
     def _produce_to(

@@ -42,6 +42,7 @@ from .security import ClientSecurity
 SHARE_FETCH = 78
 SHARE_ACKNOWLEDGE = 79
 _SESSION_ERRORS = {ErrorCode.share_session_not_found, ErrorCode.invalid_share_session_epoch}
+_MEMBERSHIP_LOST = {ErrorCode.unknown_member_id, ErrorCode.fenced_member_epoch}
 _REFRESH = {
     ErrorCode.not_leader_or_follower,
     ErrorCode.unknown_topic_or_partition,
@@ -218,7 +219,8 @@ class ShareConsumer:
                 ranges += self._share_fetch(leader, wanted, max_records, wait_ms)
             except BrokerConnectionError:
                 self._sessions[leader].reset()
-                self.cluster.refresh_metadata(list(self.topics))
+                with contextlib.suppress(ClientError):  # the broker may be restarting: retried next poll
+                    self.cluster.refresh_metadata(list(self.topics))
         return ranges
 
     def _share_fetch(
@@ -248,7 +250,9 @@ class ShareConsumer:
         except BrokerConnectionError:
             self._fail_acks(acks, ErrorCode.network_exception)
             raise
-        if response.error_code in _SESSION_ERRORS:
+        if response.error_code in _SESSION_ERRORS or response.error_code in _MEMBERSHIP_LOST:
+            # A membership lost (a restarted broker forgot it) is renewed by the heartbeat, which
+            # rejoins and publishes the new assignment; the next fetch opens a new session.
             session.reset()
             self._fail_acks(acks, response.error_code)
             return []

@@ -1,10 +1,13 @@
 """The batch source: ``spark.read.format("shareq")`` reads topics by offset ranges, like Spark's
-Kafka source (``startingOffsets``/``endingOffsets``). It has no side effects: no group, no commits.
+Kafka source: ``subscribe``/``assign``/``subscribePattern``, and a start and an end given as offsets
+(``startingOffsets``/``endingOffsets``) or as timestamps resolved with ListOffsets
+(``startingTimestamp``, ``startingOffsetsByTimestamp``, and their ``ending`` twins). It has no side
+effects: no group, no commits.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,7 +17,7 @@ from pyspark.sql.types import StructType
 from .cluster import Cluster
 from .fetch import read_with_worker_cluster
 from .offsets import EARLIEST, LATEST, ReadTask, TopicPartition, batch_ranges, parse_offset_spec, plan_tasks
-from .options import BatchSourceOptions
+from .options import BatchSourceOptions, OptionError, Subscription
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +39,57 @@ def resolve_offsets(cluster: Cluster, wanted: dict[TopicPartition, int]) -> dict
     return out
 
 
+def selected_partitions(cluster: Cluster, subscription: Subscription) -> list[TopicPartition]:
+    """The partitions a batch query reads: every partition of the subscribed or matching topics,
+    or exactly the assigned ones (each of which must exist)."""
+    if subscription.assign:
+        counts = cluster.partition_counts(sorted({t for t, _ in subscription.assign}))
+        missing = [f"{t}-{p}" for t, p in subscription.assign if p >= counts[t]]
+        if missing:
+            raise OptionError(f"option 'assign' names partitions that do not exist: {', '.join(missing)}")
+        return list(subscription.assign)
+    topics = subscription.topics
+    if subscription.pattern is not None:
+        topics = tuple(cluster.topics_matching(subscription.pattern))
+    counts = cluster.partition_counts(topics)
+    return [(t, p) for t in topics for p in range(counts[t])]
+
+
+def _by_timestamp(
+    tps: Sequence[TopicPartition],
+    every: int | None,
+    each: tuple[tuple[str, int, int], ...] | None,
+    name: str,
+) -> dict[TopicPartition, int] | None:
+    """The timestamp per partition of ``*Timestamp`` (all partitions) or ``*OffsetsByTimestamp``
+    (which, as in Spark, names every partition the query reads), or None when neither is set."""
+    if every is not None:
+        return dict.fromkeys(tps, every)
+    if each is None:
+        return None
+    given = {(t, p): ts for t, p, ts in each}
+    if set(given) != set(tps):
+        raise OptionError(
+            f"option {name!r} must name every partition the query reads: "
+            f"named {sorted(given)}, reading {sorted(tps)}"
+        )
+    return given
+
+
+def _offset_spec(
+    spec: str, tps: Sequence[TopicPartition], *, default: int, name: str
+) -> dict[TopicPartition, int]:
+    topics: dict[str, int] = {}
+    for topic, partition in tps:
+        topics[topic] = max(topics.get(topic, 0), partition + 1)
+    wanted = set(tps)
+    parsed = parse_offset_spec(spec, topics, default=default)
+    extra = sorted(tp for tp in parsed if tp not in wanted and parsed[tp] != default)
+    if extra:
+        raise OptionError(f"option {name!r} names partitions the query does not read: {extra}")
+    return {tp: off for tp, off in parsed.items() if tp in wanted}
+
+
 class BatchReader(DataSourceReader):
     """Plans offset ranges on the driver, fetches them on executors."""
 
@@ -43,15 +97,66 @@ class BatchReader(DataSourceReader):
         self.options = options
         self.schema = schema
 
+    def _start(self, cluster: Cluster, tps: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
+        o = self.options
+        stamps = _by_timestamp(
+            tps, o.starting_timestamp, o.starting_by_timestamp, "startingOffsetsByTimestamp"
+        )
+        if stamps is None:
+            start = _offset_spec(o.starting_offsets, tps, default=EARLIEST, name="startingOffsets")
+            if any(off == LATEST for off in start.values()):
+                raise OptionError("startingOffsets may not name -1 (latest) for a partition in a batch query")
+            return resolve_offsets(cluster, start)
+        found = cluster.offsets_for_times(stamps)
+        missing = sorted(tp for tp, off in found.items() if off is None)
+        if missing and o.starting_timestamp_strategy == "error":
+            raise ValueError(
+                "no record at or after the starting timestamp in "
+                + ", ".join(f"{t}-{p} (timestamp {stamps[(t, p)]})" for t, p in missing)
+                + "; startingOffsetsByTimestampStrategy 'latest' starts such partitions at the log end"
+            )
+        return resolve_offsets(cluster, {tp: LATEST if off is None else off for tp, off in found.items()})
+
+    def _end(self, cluster: Cluster, tps: Sequence[TopicPartition]) -> dict[TopicPartition, int]:
+        o = self.options
+        stamps = _by_timestamp(tps, o.ending_timestamp, o.ending_by_timestamp, "endingOffsetsByTimestamp")
+        if stamps is None:
+            end = _offset_spec(o.ending_offsets, tps, default=LATEST, name="endingOffsets")
+            if any(off == EARLIEST for off in end.values()):
+                raise OptionError("endingOffsets may not name -2 (earliest) for a partition in a batch query")
+            return resolve_offsets(cluster, end)
+        # As in Spark, a partition without a record that late is read to its end.
+        found = cluster.offsets_for_times(stamps)
+        return resolve_offsets(cluster, {tp: LATEST if off is None else off for tp, off in found.items()})
+
     def offset_ranges(self) -> tuple[dict[TopicPartition, int], dict[TopicPartition, int]]:
-        """The resolved ``[start, end)`` offsets per partition."""
+        """The resolved ``[start, end)`` offsets per partition.
+
+        A start below the log start offset means records are gone (retention, deleted records):
+        with ``failOnDataLoss`` (the default) the query fails, otherwise it reads from the log start.
+        A start after the end is an error, as in Spark."""
         with Cluster(self.options.connect) as cluster:
-            counts = cluster.partition_counts(self.options.topics)
-            start = parse_offset_spec(self.options.starting_offsets, counts, default=EARLIEST)
-            end = parse_offset_spec(self.options.ending_offsets, counts, default=LATEST)
-            if any(off == LATEST for off in start.values()) and self.options.starting_offsets != "latest":
-                raise ValueError("startingOffsets may not name -1 (latest) for a partition in a batch query")
-            return resolve_offsets(cluster, start), resolve_offsets(cluster, end)
+            tps = selected_partitions(cluster, self.options.subscription)
+            start = self._start(cluster, tps)
+            end = self._end(cluster, tps)
+            log_start = cluster.list_offsets(tps, EARLIEST) if tps else {}
+        lost = sorted(tp for tp in tps if start[tp] < log_start[tp])
+        if lost and self.options.fail_on_data_loss:
+            raise ValueError(
+                "records to read are no longer in the log (deleted by retention or DeleteRecords): "
+                + ", ".join(f"{t}-{p} [{start[(t, p)]}, {log_start[(t, p)]})" for t, p in lost)
+                + ". Set failOnDataLoss to false to read from the log start instead."
+            )
+        for tp in lost:
+            start[tp] = log_start[tp]
+            end[tp] = max(end[tp], start[tp])
+        backwards = sorted(tp for tp in tps if start[tp] > end[tp])
+        if backwards:
+            raise ValueError(
+                "the starting offset is after the ending offset in "
+                + ", ".join(f"{t}-{p} ({start[(t, p)]} > {end[(t, p)]})" for t, p in backwards)
+            )
+        return start, end
 
     def partitions(self) -> list[InputPartition]:
         start, end = self.offset_ranges()
@@ -64,5 +169,11 @@ class BatchReader(DataSourceReader):
         return [TaskPartition(task) for task in tasks]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
-        assert isinstance(partition, TaskPartition)
-        yield from read_with_worker_cluster(self.options.connect, partition.task, self.schema)
+        if not isinstance(partition, TaskPartition):
+            return  # nothing to read: Spark runs one task without a partition of ours
+        yield from read_with_worker_cluster(
+            self.options.connect,
+            partition.task,
+            self.schema,
+            fail_on_data_loss=self.options.fail_on_data_loss,
+        )

@@ -7,15 +7,18 @@ session (driver). Keeping it in one module keeps the Spark code independent of c
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import logging
+import re
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
-from shareq.client import Admin, ConfigResource, Consumer, KafkaError, Producer, ResourceType
+from shareq.client import Admin, ClientError, ConfigResource, Consumer, KafkaError, Producer, ResourceType
+from shareq.client.security import ClientSecurity
 
 from .offsets import EARLIEST, TopicPartition
 from .options import ConnectOptions
@@ -40,16 +43,54 @@ class OutRecord:
     partition: int | None = None
 
 
+_JAAS_FIELD = re.compile(r'\b(username|password)\s*=\s*"((?:[^"\\]|\\.)*)"')
+
+
+def _security_config(params: dict[str, str]) -> dict[str, str]:
+    """The security settings, with a Java client's ``sasl.jaas.config`` read for its username and
+    password (PlainLoginModule and ScramLoginModule take the same two fields)."""
+    config = dict(params)
+    jaas = config.pop("sasl.jaas.config", None)
+    if jaas is not None:
+        found = dict(_JAAS_FIELD.findall(jaas))
+        config.setdefault("sasl.username", found.get("username", ""))
+        config.setdefault("sasl.password", found.get("password", ""))
+    return config
+
+
 def _client_kwargs(connect: ConnectOptions) -> dict[str, Any]:
+    """Keyword arguments shared by the client's consumer, producer and admin (the ``kafka.*``
+    settings were checked against what the client honours when the options were parsed)."""
     params = dict(connect.client_params)
     kwargs: dict[str, Any] = {}
     if "client.id" in params:
         kwargs["client_id"] = params["client.id"]
     if "request.timeout.ms" in params:
         kwargs["request_timeout"] = int(params["request.timeout.ms"]) / 1000.0
-    ignored = sorted(set(params) - {"client.id", "request.timeout.ms"})
-    if ignored:
-        log.info("kafka.* options not used by the shareq client: %s", ", ".join(ignored))
+    security = _security_config(params)
+    if any(name.startswith(("security.", "sasl.", "ssl.")) for name in security):
+        kwargs["security"] = ClientSecurity.from_config(security)
+    return kwargs
+
+
+def _producer_kwargs(connect: ConnectOptions) -> dict[str, Any]:
+    """The sink's producer settings: ``acks`` (all/-1, 1, 0), ``linger.ms``, ``batch.size``, ``retries``."""
+    params = dict(connect.client_params)
+    kwargs: dict[str, Any] = {}
+    try:
+        if "acks" in params:
+            acks = params["acks"].strip().lower()
+            kwargs["acks"] = -1 if acks == "all" else int(acks)
+            if kwargs["acks"] not in (-1, 0, 1):
+                raise ValueError(acks)
+        if "linger.ms" in params:
+            kwargs["linger_ms"] = int(params["linger.ms"])
+        if "batch.size" in params:
+            kwargs["batch_size"] = max(1, int(params["batch.size"]))
+        if "retries" in params:
+            kwargs["retries"] = int(params["retries"])
+    except ValueError as exc:
+        raise ValueError(f"a kafka.* producer setting is malformed: {exc}") from exc
     return kwargs
 
 
@@ -106,6 +147,29 @@ class Cluster:
                 out[(topic, partition)] = info.offset
         return out
 
+    def offsets_for_times(self, wanted: Mapping[TopicPartition, int]) -> dict[TopicPartition, int | None]:
+        """ListOffsets by timestamp: per partition the first offset whose record timestamp is at or
+        after the given one, or None where no record is that late."""
+        by_query: dict[tuple[str, int], list[int]] = {}
+        for (topic, partition), timestamp in wanted.items():
+            by_query.setdefault((topic, timestamp), []).append(partition)
+        out: dict[TopicPartition, int | None] = {}
+        for (topic, timestamp), partitions in sorted(by_query.items()):
+            for partition, info in self.consumer.offsets(topic, timestamp, partitions).items():
+                out[(topic, partition)] = info.offset if info.offset >= 0 else None
+        return out
+
+    def topics_matching(self, pattern: str) -> list[str]:
+        """Topics whose whole name matches ``pattern`` (internal topics excluded, as Kafka's consumer
+        excludes them from a pattern subscription)."""
+        compiled = re.compile(pattern)
+        cache = self.consumer.cluster.refresh_metadata(None)
+        return sorted(
+            name
+            for name, info in cache.topics.items()
+            if not info.is_internal and not name.startswith("__") and compiled.fullmatch(name)
+        )
+
     def fetch(
         self, topic: str, partition: int, offset: int, *, max_bytes: int
     ) -> tuple[list[FetchedRecord], int]:
@@ -125,6 +189,12 @@ class Cluster:
             for r in result.records
         ]
         return records, result.next_offset
+
+    def forget_leaders(self, topic: str) -> None:
+        """Look the topic's leaders up again (after a failed fetch); a cluster still electing a leader
+        or a broker still down is left for the next attempt."""
+        with contextlib.suppress(ClientError):
+            self.consumer.cluster.topic(topic, refresh=True)
 
     def fetch_raw(self, topic: str, partition: int, offset: int, *, max_bytes: int) -> bytes:
         """The records blob of one Fetch from ``offset`` (whole batches; possibly a truncated tail)."""
@@ -167,7 +237,9 @@ class Cluster:
     def produce(self, records: Iterable[OutRecord]) -> int:
         """Produce and wait for the broker's acknowledgement of every record."""
         if self._producer is None:
-            self._producer = Producer(self._connect.bootstrap, idempotent=False, **self._kwargs)
+            self._producer = Producer(
+                self._connect.bootstrap, idempotent=False, **self._kwargs, **_producer_kwargs(self._connect)
+            )
         n = 0
         for r in records:
             self._producer.send(r.topic, r.value, key=r.key, headers=r.headers, partition=r.partition)
@@ -178,8 +250,10 @@ class Cluster:
     def ensure_topic(self, name: str, *, partitions: int, configs: dict[str, str] | None = None) -> None:
         """Create ``name`` unless it exists, and wait until metadata shows it with leaders (Kafka
         answers CreateTopics before every broker's metadata has the topic)."""
+        brokers = len(self.admin.cluster.refresh_metadata([]).brokers)
         try:
-            self.admin.create_topic(name, partitions, configs=configs)
+            # Replicated like Kafka's internal topics, so a query outlives one broker of a cluster.
+            self.admin.create_topic(name, partitions, min(3, max(1, brokers)), configs=configs)
         except KafkaError as exc:
             if int(exc.code) != TOPIC_ALREADY_EXISTS:
                 raise

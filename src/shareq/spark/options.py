@@ -6,6 +6,8 @@ dataclasses so that readers and writers (which are pickled to executors) carry p
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -67,6 +69,183 @@ def kafka_params(options: Mapping[str, str]) -> dict[str, str]:
     }
 
 
+# ``kafka.*`` settings the client honours, by role. Anything else is refused by name rather than
+# dropped: a setting that changes nothing would be a silent difference from Spark's connector.
+CLIENT_SETTINGS = frozenset(
+    {
+        "bootstrap.servers",
+        "client.id",
+        "request.timeout.ms",
+        "security.protocol",
+        "sasl.mechanism",
+        "sasl.mechanisms",
+        "sasl.username",
+        "sasl.password",
+        "sasl.jaas.config",
+        "ssl.ca.location",
+        "ssl.certificate.location",
+        "ssl.key.location",
+        "ssl.key.password",
+        "ssl.endpoint.identification.algorithm",
+    }
+)
+SHARE_SETTINGS = frozenset({"group.id"})
+SINK_SETTINGS = frozenset({"acks", "linger.ms", "batch.size", "retries"})
+
+# Settings Spark's connector refuses too, with its reasons.
+SPARK_REFUSED = {
+    "auto.offset.reset": "set the source option 'startingOffsets' instead",
+    "key.deserializer": "keys are always read as bytes; cast the key column instead",
+    "value.deserializer": "values are always read as bytes; cast the value column instead",
+    "key.serializer": "keys are always written as bytes; cast the key column to binary or string",
+    "value.serializer": "values are always written as bytes; cast the value column to binary or string",
+    "enable.auto.commit": "the source commits nothing to a consumer group",
+    "interceptor.classes": "the client has no interceptors",
+}
+
+# Source options of Spark's Kafka connector that the shareq sources do not take, and why.
+SPARK_UNSUPPORTED = {
+    "maxoffsetspertrigger": "the share source caps micro-batches by records: use 'maxRecordsPerTrigger'",
+    "minoffsetspertrigger": "the share source has no minimum micro-batch size",
+    "maxtriggerdelay": "the share source has no minimum micro-batch size",
+    "groupidprefix": "name the share group with 'group.id'",
+    "kafkaconsumer.polltimeoutms": "use 'pollTimeoutMs'",
+    "fetchoffset.numretries": "offsets are read with the client's own retries",
+    "fetchoffset.retryintervalms": "offsets are read with the client's own retries",
+}
+
+BATCH_READ = "the batch source (spark.read)"
+SHARE_READ = "the share-group source (spark.readStream)"
+SINK = "the sink (write/writeStream)"
+
+BATCH_OPTIONS = frozenset(
+    name.lower()
+    for name in (
+        "subscribe",
+        "assign",
+        "subscribePattern",
+        "startingOffsets",
+        "endingOffsets",
+        "startingTimestamp",
+        "endingTimestamp",
+        "startingOffsetsByTimestamp",
+        "endingOffsetsByTimestamp",
+        "startingOffsetsByTimestampStrategy",
+        "includeHeaders",
+        "minPartitions",
+        "maxRecordsPerPartition",
+        "failOnDataLoss",
+    )
+)
+SHARE_OPTIONS = frozenset(
+    name.lower()
+    for name in (
+        "subscribe",
+        "group.id",
+        "startingOffsets",
+        "includeHeaders",
+        "maxRecordsPerTrigger",
+        "minPartitions",
+        "maxRecordsPerPartition",
+        "failOnDataLoss",
+        "pollTimeoutMs",
+        "acquireTimeBudgetMs",
+        "ackTopic",
+        "renewLocks",
+        "triggerIntervalMs",
+        "exactlyOnce",
+    )
+)
+# A streaming writer is handed the query's own options (checkpointLocation, path) too.
+SINK_OPTIONS = frozenset(
+    name.lower() for name in ("topic", "checkpointLocation", "path", "exactlyOnce", "ackTopic")
+)
+
+_WHY_NOT = {
+    SHARE_READ: {
+        "assign": "a share group subscribes to topics; the broker assigns the partitions",
+        "subscribepattern": "a share group subscribes to named topics: use 'subscribe'",
+        "endingoffsets": "a streaming query has no end (use trigger(availableNow=True) to stop when drained)",
+        "endingtimestamp": "a streaming query has no end",
+        "endingoffsetsbytimestamp": "a streaming query has no end",
+        "startingtimestamp": "a share group starts at 'earliest' or 'latest' (startingOffsets or "
+        "share.auto.offset.reset)",
+        "startingoffsetsbytimestamp": "a share group starts at 'earliest' or 'latest' (startingOffsets or "
+        "share.auto.offset.reset)",
+        "startingoffsetsbytimestampstrategy": "the share source takes no starting timestamps",
+    },
+    BATCH_READ: {
+        "group.id": "the batch source reads by offsets and uses no group",
+        "maxrecordspertrigger": "a batch query has no triggers",
+    },
+}
+
+
+def check_options(options: Mapping[str, str], role: str) -> None:
+    """Refuse, by name, every option ``role`` would not honour (Spark's connector ignores unknown
+    options; here a misspelt or unsupported option is an error rather than a silent difference)."""
+    if role == SINK:
+        known: frozenset[str] = SINK_OPTIONS
+        settings = CLIENT_SETTINGS | SINK_SETTINGS
+    elif role == SHARE_READ:
+        known = SHARE_OPTIONS
+        settings = CLIENT_SETTINGS | SHARE_SETTINGS
+    else:
+        known = BATCH_OPTIONS
+        settings = CLIENT_SETTINGS
+    why_not = _WHY_NOT.get(role, {})
+    for key in options:
+        lowered = key.lower()
+        if lowered.startswith(KAFKA_PREFIX):
+            setting = lowered[len(KAFKA_PREFIX) :]
+            if setting in SPARK_REFUSED:
+                raise OptionError(f"Kafka option {setting!r} is not supported: {SPARK_REFUSED[setting]}")
+            if setting not in settings:
+                raise OptionError(
+                    f"option {key!r} is not supported by {role}; the kafka.* settings it honours are: "
+                    + ", ".join(sorted(settings))
+                )
+            continue
+        if role == SHARE_READ and lowered.startswith(SHARE_PREFIX):
+            continue  # share-group configs, checked by the broker when the query sets them
+        if lowered in known:
+            continue
+        reason = why_not.get(lowered) or SPARK_UNSUPPORTED.get(lowered)
+        if reason is not None:
+            raise OptionError(f"option {key!r} is not supported by {role}: {reason}")
+        raise OptionError(f"unknown option {key!r} for {role}; it takes: " + ", ".join(_spelled(known)))
+
+
+_SPELLING = {
+    name.lower(): name
+    for name in (
+        "subscribePattern",
+        "startingOffsets",
+        "endingOffsets",
+        "startingTimestamp",
+        "endingTimestamp",
+        "startingOffsetsByTimestamp",
+        "endingOffsetsByTimestamp",
+        "startingOffsetsByTimestampStrategy",
+        "includeHeaders",
+        "minPartitions",
+        "maxRecordsPerPartition",
+        "failOnDataLoss",
+        "maxRecordsPerTrigger",
+        "pollTimeoutMs",
+        "acquireTimeBudgetMs",
+        "ackTopic",
+        "renewLocks",
+        "triggerIntervalMs",
+        "checkpointLocation",
+    )
+}
+
+
+def _spelled(names: frozenset[str]) -> list[str]:
+    return [*sorted(_SPELLING.get(name, name) for name in names), "kafka.*"]
+
+
 def group_configs(options: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
     """``share.*`` options are share-group configs (``share.auto.offset.reset``,
     ``share.record.lock.duration.ms``, ...), set on the group when the query starts;
@@ -93,7 +272,48 @@ class ConnectOptions:
         bootstrap = params.pop("bootstrap.servers", None)
         if not bootstrap:
             raise OptionError("option 'kafka.bootstrap.servers' is required")
+        params.pop("group.id", None)  # the share group, not a client setting
         return cls(bootstrap=bootstrap, client_params=tuple(sorted(params.items())))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Subscription:
+    """What a batch query reads: Spark's ``subscribe``, ``assign`` or ``subscribePattern`` (one of)."""
+
+    topics: tuple[str, ...] = ()
+    assign: tuple[tuple[str, int], ...] = ()
+    pattern: str | None = None
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str], *, share: bool) -> Subscription:
+        given = [name for name in ("subscribe", "assign", "subscribePattern") if _get(options, name)]
+        if len(given) != 1:
+            raise OptionError(
+                "exactly one of the options 'subscribe', 'assign' and 'subscribePattern' is required"
+                + (f" (got {', '.join(given)})" if given else "")
+            )
+        if given[0] == "subscribe":
+            return cls(topics=_topics(options))
+        if share:
+            raise OptionError(f"option {given[0]!r} is not supported by {SHARE_READ}: use 'subscribe'")
+        if given[0] == "subscribePattern":
+            raw = _require(options, "subscribePattern")
+            try:
+                re.compile(raw)
+            except re.error as exc:
+                raise OptionError(f"option 'subscribePattern' is not a regular expression: {exc}") from exc
+            return cls(pattern=raw)
+        raw = _require(options, "assign")
+        try:
+            data = json.loads(raw)
+            pairs = sorted({(str(t), int(p)) for t, parts in dict(data).items() for p in parts})
+        except (ValueError, TypeError, AttributeError) as exc:
+            raise OptionError(
+                f'option \'assign\' must be JSON like {{"topicA": [0, 1], "topicB": [2]}}, got {raw!r}'
+            ) from exc
+        if not pairs:
+            raise OptionError("option 'assign' names no partition")
+        return cls(assign=tuple(pairs))
 
 
 def _topics(options: Mapping[str, str]) -> tuple[str, ...]:
@@ -102,6 +322,37 @@ def _topics(options: Mapping[str, str]) -> tuple[str, ...]:
     if not topics:
         raise OptionError("option 'subscribe' names no topic")
     return topics
+
+
+def _timestamp(options: Mapping[str, str], name: str) -> int | None:
+    raw = _get(options, name)
+    if raw is None:
+        return None
+    try:
+        value = int(raw)
+    except ValueError as exc:
+        raise OptionError(f"option {name!r} must be a timestamp in milliseconds, got {raw!r}") from exc
+    if value < 0:
+        raise OptionError(f"option {name!r} must not be negative, got {value}")
+    return value
+
+
+def _timestamps_json(options: Mapping[str, str], name: str) -> tuple[tuple[str, int, int], ...] | None:
+    raw = _get(options, name)
+    if raw is None:
+        return None
+    try:
+        data = json.loads(raw)
+        out = tuple(
+            sorted(
+                (str(t), int(p), int(ts)) for t, parts in dict(data).items() for p, ts in dict(parts).items()
+            )
+        )
+    except (ValueError, TypeError, AttributeError) as exc:
+        raise OptionError(
+            f'option {name!r} must be JSON like {{"topicA": {{"0": 1700000000000}}}}, got {raw!r}'
+        ) from exc
+    return out
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -115,6 +366,7 @@ class ShareSourceOptions:
     max_records_per_trigger: int | None = None
     min_partitions: int | None = None
     max_records_per_partition: int = 100_000
+    fail_on_data_loss: bool = True
     poll_timeout_ms: int = 500
     acquire_time_budget_ms: int = 2_000
     ack_topic: str = DEFAULT_ACK_TOPIC
@@ -125,17 +377,19 @@ class ShareSourceOptions:
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> ShareSourceOptions:
+        check_options(options, SHARE_READ)
         group = _get(options, "group.id") or _get(options, "kafka.group.id")
         if not group:
             raise OptionError("option 'group.id' (the share group) is required")
         return cls(
             connect=ConnectOptions.parse(options),
-            topics=_topics(options),
+            topics=Subscription.parse(options, share=True).topics,
             group_id=group,
             include_headers=_bool(options, "includeHeaders", False),
             max_records_per_trigger=_int(options, "maxRecordsPerTrigger", None),
             min_partitions=_int(options, "minPartitions", None),
             max_records_per_partition=_int(options, "maxRecordsPerPartition", 100_000) or 100_000,
+            fail_on_data_loss=_bool(options, "failOnDataLoss", True),
             poll_timeout_ms=_int(options, "pollTimeoutMs", 500) or 500,
             acquire_time_budget_ms=_int(options, "acquireTimeBudgetMs", 2_000) or 2_000,
             ack_topic=_get(options, "ackTopic") or DEFAULT_ACK_TOPIC,
@@ -146,28 +400,63 @@ class ShareSourceOptions:
         )
 
 
+STRATEGIES = ("error", "latest")
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class BatchSourceOptions:
-    """The batch source: offset ranges of topics, no side effects."""
+    """The batch source: offset ranges of topics, no side effects.
+
+    Where a query's start or end is given several ways, Spark's precedence holds: a timestamp for
+    every partition beats timestamps per partition, which beat offsets."""
 
     connect: ConnectOptions
-    topics: tuple[str, ...]
+    subscription: Subscription
     starting_offsets: str = "earliest"
     ending_offsets: str = "latest"
+    starting_timestamp: int | None = None
+    ending_timestamp: int | None = None
+    starting_by_timestamp: tuple[tuple[str, int, int], ...] | None = None
+    ending_by_timestamp: tuple[tuple[str, int, int], ...] | None = None
+    starting_timestamp_strategy: str = "error"
     include_headers: bool = False
     min_partitions: int | None = None
     max_records_per_partition: int = 100_000
+    fail_on_data_loss: bool = True
+
+    @property
+    def topics(self) -> tuple[str, ...]:
+        return self.subscription.topics
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> BatchSourceOptions:
+        check_options(options, BATCH_READ)
+        starting = (_get(options, "startingOffsets") or "earliest").strip()
+        ending = (_get(options, "endingOffsets") or "latest").strip()
+        # Spark's checks: a batch query neither starts at the log end nor ends at its start.
+        if starting.lower() == "latest":
+            raise OptionError("option 'startingOffsets' can't be 'latest' for a batch query")
+        if ending.lower() == "earliest":
+            raise OptionError("option 'endingOffsets' can't be 'earliest' for a batch query")
+        strategy = (_get(options, "startingOffsetsByTimestampStrategy") or "error").strip().lower()
+        if strategy not in STRATEGIES:
+            raise OptionError(
+                f"option 'startingOffsetsByTimestampStrategy' is 'error' or 'latest', got {strategy!r}"
+            )
         return cls(
             connect=ConnectOptions.parse(options),
-            topics=_topics(options),
-            starting_offsets=_get(options, "startingOffsets") or "earliest",
-            ending_offsets=_get(options, "endingOffsets") or "latest",
+            subscription=Subscription.parse(options, share=False),
+            starting_offsets=starting,
+            ending_offsets=ending,
+            starting_timestamp=_timestamp(options, "startingTimestamp"),
+            ending_timestamp=_timestamp(options, "endingTimestamp"),
+            starting_by_timestamp=_timestamps_json(options, "startingOffsetsByTimestamp"),
+            ending_by_timestamp=_timestamps_json(options, "endingOffsetsByTimestamp"),
+            starting_timestamp_strategy=strategy,
             include_headers=_bool(options, "includeHeaders", False),
             min_partitions=_int(options, "minPartitions", None),
             max_records_per_partition=_int(options, "maxRecordsPerPartition", 100_000) or 100_000,
+            fail_on_data_loss=_bool(options, "failOnDataLoss", True),
         )
 
 
@@ -183,6 +472,7 @@ class SinkOptions:
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> SinkOptions:
+        check_options(options, SINK)
         return cls(
             connect=ConnectOptions.parse(options),
             topic=_get(options, "topic"),

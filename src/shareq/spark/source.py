@@ -3,6 +3,8 @@ stream write."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
@@ -13,10 +15,32 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from .batch import BatchReader
-from .options import BatchSourceOptions, OptionError, ShareSourceOptions, SinkOptions, _bool
+from .options import (
+    BATCH_READ,
+    SHARE_READ,
+    BatchSourceOptions,
+    OptionError,
+    ShareSourceOptions,
+    SinkOptions,
+    _bool,
+    check_options,
+)
 from .schema import source_schema
 from .sink import TopicStreamWriter, TopicWriter, check_schema
 from .stream import ShareStreamReader
+
+
+def _check_read_options(options: Mapping[str, str]) -> None:
+    errors: list[OptionError] = []
+    for role in (SHARE_READ, BATCH_READ):
+        try:
+            check_options(options, role)
+        except OptionError as exc:
+            errors.append(exc)
+        else:
+            return
+    share = any(key.lower() in ("group.id", "kafka.group.id") for key in options)
+    raise errors[0 if share else 1]
 
 
 class ShareqDataSource(DataSource):
@@ -27,6 +51,9 @@ class ShareqDataSource(DataSource):
         return "shareq"
 
     def schema(self) -> StructType:
+        # Called at load(), before Spark says whether a batch or a streaming read follows: options
+        # neither source takes are refused here, the rest when the reader is made.
+        _check_read_options(self.options)
         return source_schema(_bool(self.options, "includeHeaders", False))
 
     def reader(self, schema: StructType) -> DataSourceReader:

@@ -84,6 +84,7 @@ class ShareDriver:
         self.session = ShareSession(options.connect, group_id=options.group_id, topics=options.topics)
         self.decisions = DecisionLog(self.cluster, topic=options.ack_topic, group_id=options.group_id)
         self.pending: dict[int, ShareBatchOffset] = {}
+        self.carry: list[AcquiredRun] = []  # acquired beyond a micro-batch's cap, for the next one
         self.target: dict[TopicPartition, int] | None = None
         self._lock = threading.Lock()
         self._closed = threading.Event()
@@ -252,6 +253,9 @@ class ShareDriver:
                     for batch in self.pending.values()
                     for (topic, partition), runs in batch.acquired.items()
                     for first, last, _ in runs
+                ] + [
+                    (topic, partition, first, last, AckType.RENEW)
+                    for topic, partition, first, last, _ in self.carry
                 ]
                 errors = self.session.acknowledge(ranges) if ranges else []
             for error in errors:
@@ -287,15 +291,53 @@ class ShareDriver:
                 beyond.append((topic, partition, end, last, count))
         return kept, beyond
 
+    @staticmethod
+    def _cap(runs: Sequence[AcquiredRun], room: int | None) -> tuple[list[AcquiredRun], list[AcquiredRun]]:
+        """(the first ``room`` records of ``runs``, the rest); everything when ``room`` is None."""
+        if room is None:
+            return list(runs), []
+        taken: list[AcquiredRun] = []
+        rest: list[AcquiredRun] = []
+        for topic, partition, first, last, count in runs:
+            size = last - first + 1
+            if room >= size:
+                taken.append((topic, partition, first, last, count))
+                room -= size
+            elif room > 0:
+                taken.append((topic, partition, first, first + room - 1, count))
+                rest.append((topic, partition, first + room, last, count))
+                room = 0
+            else:
+                rest.append((topic, partition, first, last, count))
+        return taken, rest
+
     def acquire(self, max_rows: int | None) -> dict[TopicPartition, list[Run]]:
         """ShareFetch until the limit, an empty poll or the time budget; returns runs per partition.
 
-        Only the broker's AcquiredRecords ranges are used: the driver never decodes a record."""
+        Only the broker's AcquiredRecords ranges are used: the driver never decodes a record.
+        ``max_rows`` is a hard cap: a broker acquires whole batches (and each leader up to the
+        ShareFetch's MaxRecords), so records acquired beyond it are held, locks renewed, for the next
+        micro-batch rather than released (a release would count as a delivery attempt)."""
         self.session.wait_for_assignment(ASSIGNMENT_TIMEOUT_S)
         got: dict[TopicPartition, list[Run]] = {}
         count = 0
+
+        def take(runs: Sequence[AcquiredRun]) -> None:
+            nonlocal count
+            room = None if max_rows is None else max_rows - count
+            taken, rest = self._cap(runs, room)
+            self.carry.extend(rest)
+            for topic, partition, first, last, delivery_count in taken:
+                got.setdefault((topic, partition), []).append((first, last, delivery_count))
+                count += last - first + 1
+
+        with self._lock:
+            carried, self.carry = self.carry, []
+            take(carried)
+        if max_rows is not None and count >= max_rows:
+            return got
         deadline = time.monotonic() + self.options.acquire_time_budget_ms / 1000.0
-        wait_ms = self.options.poll_timeout_ms
+        wait_ms = 0 if got else self.options.poll_timeout_ms
         while True:
             remaining = None if max_rows is None else max_rows - count
             with self._lock:
@@ -305,9 +347,7 @@ class ShareDriver:
                     self.session.acknowledge(
                         [(t, p, first, last, AckType.RELEASE) for t, p, first, last, _ in beyond]
                     )
-            for topic, partition, first, last, delivery_count in kept:
-                got.setdefault((topic, partition), []).append((first, last, delivery_count))
-                count += last - first + 1
+                take(kept)
             if not kept:
                 break
             if (max_rows is not None and count >= max_rows) or time.monotonic() >= deadline:
@@ -384,6 +424,12 @@ class ShareDriver:
 
     def close(self) -> None:
         self._closed.set()
+        with self._lock:
+            carried, self.carry = self.carry, []
+            if carried:  # never part of a micro-batch: hand them back at once
+                self.session.acknowledge(
+                    [(t, p, first, last, AckType.RELEASE) for t, p, first, last, _ in carried]
+                )
         self.session.close()
         self.cluster.close()
 
@@ -446,7 +492,12 @@ class ShareStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         assert isinstance(partition, TaskPartition)
-        yield from read_with_worker_cluster(self.options.connect, partition.task, self.schema)
+        yield from read_with_worker_cluster(
+            self.options.connect,
+            partition.task,
+            self.schema,
+            fail_on_data_loss=self.options.fail_on_data_loss,
+        )
 
     def commit(self, end: dict[str, Any]) -> None:
         # Arrives one batch late and never while idle; latestOffset already acknowledged.
