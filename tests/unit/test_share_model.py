@@ -508,7 +508,18 @@ class EngineMachine(RuleBasedStateMachine):
         m.spso = limit
         m.end = max(m.end, limit)
         m.advance()
-        m.persisted()
+        # the write carried the new log start; the SPSO advancing past terminal records above it
+        # is written by a catch-up, at once unless another write is still in flight
+        m.durable_spso = max(m.durable_spso, limit)
+        for o in [o for o in m.durable if o < m.durable_spso]:
+            del m.durable[o]
+        assert len(self.follow_ups) == (1 if self.parked is None and m.spso > m.durable_spso else 0)
+        for catch_up in self.follow_ups:
+            assert catch_up.params.start_offset == m.spso
+            assert catch_up.params.state_batches == ()
+            COUNTER["spso_catch_ups"] += 1
+            if self.drive(catch_up):
+                m.persisted()
 
     @rule(go=st.integers(0, 5))
     def restart(self, go: int) -> None:

@@ -531,6 +531,31 @@ def test_failed_archive_of_vanished_records_leaves_them_available() -> None:
 # -- the log start offset moving past the SPSO (retention, DeleteRecords) --------------------
 
 
+def test_a_log_start_move_writes_the_spso_it_advanced_to() -> None:
+    """The move's write carries the new log start (7); committing it advances the SPSO over the
+    acknowledged 7-8 to 9, which a catch-up makes durable, at once when nothing else is in flight
+    and else after the last write in flight commits."""
+    for in_flight in (False, True):
+        h = Harness(ShareConfig(record_lock_duration_ms=1_000))
+        h.acquire("c1", [(0, 9)], 10)
+        h.ack("c1", 7, 8, A.ACCEPT)
+        parked = h.sp.acknowledge("c1", [ab(9, 9, A.RELEASE)], now=1).write if in_flight else None
+        move = h.sp.update_log_start_offset(7, now=1)
+        assert move is not None and move.params.start_offset == 7
+        h.persister.apply(move.params)
+        done = h.sp.complete(move.handle, True, 1)
+        assert h.sp.spso == 9
+        if parked is not None:
+            assert done.writes == (), "a write is still in flight: it or a catch-up after it carries 9"
+            h.persister.apply(parked.params)
+            done = h.sp.complete(parked.handle, True, 1)
+        (catch_up,) = done.writes
+        assert (catch_up.params.start_offset, catch_up.params.state_batches) == (9, ())
+        h.persist(catch_up, 1)
+        durable = h.persister.state(KEY)
+        assert durable is not None and durable.start_offset == 9
+
+
 def test_move_archives_everything_below_and_persists_the_new_start() -> None:
     h = Harness(ShareConfig(record_lock_duration_ms=1_000))
     h.acquire("c1", [(0, 9)], 10)

@@ -519,7 +519,15 @@ class SharePartition:
                 return CompleteResult(committed=True, spso=self._spso, records_released=False)
             if txn.kind is TransitionKind.LOG_START:
                 _log_start.commit_move(self, txn)
-                return CompleteResult(committed=True, spso=self._spso, records_released=False)
+                # the move wrote the new log start; the SPSO may have advanced past terminal
+                # records above it, and is written like any catch-up once nothing is in flight
+                catch_up = self.start_offset_write()
+                return CompleteResult(
+                    committed=True,
+                    spso=self._spso,
+                    records_released=False,
+                    writes=() if catch_up is None else (catch_up,),
+                )
             archiving = any(target is _ARCHIVING for _, target in txn.pieces)
             released = self._commit(txn, now)
             if txn.start_offset != NO_START_OFFSET:
