@@ -4,13 +4,17 @@ same thing against either server."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+import pytest
 from confluent_kafka import Message, Producer, ShareConsumer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+import kafka_harness
 from shareq.client import Admin, ConfigResource, ResourceType
 
 # Broker configs given to both servers (Kafka: server.properties; shareq: --config).
@@ -178,3 +182,22 @@ def differs_on_shareq(request: Any, server: Server, reason: str) -> None:
 
 # The reason prefix of a difference these tests found that no open issue covers yet.
 NOT_OWNED = "not yet owned by an issue: "
+
+
+def kafka_unavailable(reason: str) -> None:
+    """Without Kafka's jars or Java a test is skipped locally; in CI that is an error."""
+    if kafka_harness.in_ci():
+        pytest.fail(f"Kafka is required in CI: {reason}")
+    pytest.skip(f"Kafka not available: {reason}")
+
+
+@contextmanager
+def kafka_cluster(directory: Path, nodes: int) -> Iterator[kafka_harness.KafkaCluster]:
+    """A Kafka 4.4 cluster of its own (``nodes`` brokers, ``COMMON`` configs) for a test that kills
+    or restarts nodes, which the session's shared node must not suffer."""
+    try:
+        kafka_harness.ensure_kafka_jars()
+    except (kafka_harness.KafkaUnavailable, OSError) as error:
+        kafka_unavailable(str(error))
+    with kafka_harness.kafka_cluster(directory, nodes, COMMON) as cluster:
+        yield cluster

@@ -18,7 +18,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "integration"))
 
 from broker_harness import BrokerProcess
-from compat_support import COMMON, Server
+from compat_support import COMMON, Server, kafka_unavailable
 
 import kafka_harness
 
@@ -41,12 +41,6 @@ def _server_params(metafunc: pytest.Metafunc) -> list[object]:
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "server_kind" in metafunc.fixturenames:
         metafunc.parametrize("server_kind", _server_params(metafunc))
-
-
-def _unavailable(reason: str) -> None:
-    if kafka_harness.in_ci():
-        pytest.fail(f"Kafka is required in CI: {reason}")
-    pytest.skip(f"Kafka not available: {reason}")
 
 
 class _KafkaNode:
@@ -79,7 +73,7 @@ def _kafka_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[_KafkaN
     try:
         kafka_harness.ensure_kafka_jars()
     except (kafka_harness.KafkaUnavailable, OSError) as error:
-        _unavailable(str(error))
+        kafka_unavailable(str(error))
     node = _KafkaNode(tmp_path_factory.mktemp("kafka"))
     try:
         yield node
@@ -145,7 +139,7 @@ def cluster(server_kind: str, tmp_path: Path) -> Iterator[Server]:
     try:
         kafka_harness.ensure_kafka_jars()
     except (kafka_harness.KafkaUnavailable, OSError) as error:
-        _unavailable(str(error))
+        kafka_unavailable(str(error))
     with kafka_harness.kafka_cluster(tmp_path / "kafka", 3, COMMON) as kafka:
         yield Server("kafka", kafka.bootstrap, nodes=3)
 
@@ -166,4 +160,4 @@ def java_tools() -> None:
     try:
         kafka_harness.ensure_kafka_jars()
     except (kafka_harness.KafkaUnavailable, OSError) as error:
-        _unavailable(str(error))
+        kafka_unavailable(str(error))

@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 from broker_harness import BrokerProcess
 from click.testing import CliRunner
-from compat_support import COMMON
+from compat_support import COMMON, Server, earliest_group, kafka_cluster
 
 import kafka_harness
 from shareq.cli.main import main
-from shareq.client import Admin, ConfigResource, Producer, ResourceType, ShareConsumer
+from shareq.client import Admin, Producer, ShareConsumer
 
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("kafka"), pytest.mark.timeout(420)]
 
@@ -61,13 +61,7 @@ def node(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Node]:
             node.done.set()
             broker.kill()
         return
-    try:
-        kafka_harness.ensure_kafka_jars()
-    except (kafka_harness.KafkaUnavailable, OSError) as error:
-        if kafka_harness.in_ci():
-            pytest.fail(f"Kafka is required in CI: {error}")
-        pytest.skip(f"Kafka not available: {error}")
-    with kafka_harness.kafka_cluster(tmp_path / "kafka", 1, COMMON) as cluster:
+    with kafka_cluster(tmp_path / "kafka", 1) as cluster:
         kafka = cluster.nodes[0]
 
         def start() -> None:
@@ -81,27 +75,12 @@ def node(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Node]:
             node.done.set()
 
 
-def _earliest(admin: Admin, group: str) -> None:
-    """share.auto.offset.reset=earliest on the group, waited for (Kafka applies it asynchronously)."""
-    resource = ConfigResource(ResourceType.GROUP, group)
-    admin.alter_configs(resource, {"share.auto.offset.reset": "earliest"})
-    deadline = time.monotonic() + 15
-    while (
-        admin.describe_configs([resource], keys=["share.auto.offset.reset"])[resource][
-            "share.auto.offset.reset"
-        ].value
-        != "earliest"
-    ):
-        assert time.monotonic() < deadline, "group config not applied"
-        time.sleep(0.1)
-
-
 def test_the_client_rides_out_a_node_restart(node: Node) -> None:
     # Right after the node started: the CLI's idempotent producer.
     with Admin(node.bootstrap, request_timeout=30) as admin:
         admin.create_topic("r", 2)
         admin.cluster.wait_for_topic("r", 30)
-        _earliest(admin, "g")
+        earliest_group(Server("node", node.bootstrap), "g")
     result = CliRunner().invoke(
         main,
         ["produce", "--topic", "r", "--bootstrap", node.bootstrap],

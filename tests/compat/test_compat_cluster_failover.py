@@ -12,10 +12,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from compat_support import COMMON
+from compat_support import Server, earliest_group, kafka_cluster
 
 import kafka_harness
-from shareq.client import Admin, ConfigResource, Producer, ResourceType, ShareConsumer
+from shareq.client import Admin, Producer, ShareConsumer
 
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("kafka"), pytest.mark.timeout(600)]
 
@@ -25,28 +25,8 @@ BEFORE, AFTER = 6_000, 3_000
 
 @pytest.fixture
 def three_nodes(tmp_path: Path) -> Iterator[kafka_harness.KafkaCluster]:
-    try:
-        kafka_harness.ensure_kafka_jars()
-    except (kafka_harness.KafkaUnavailable, OSError) as error:
-        if kafka_harness.in_ci():
-            pytest.fail(f"Kafka is required in CI: {error}")
-        pytest.skip(f"Kafka not available: {error}")
-    with kafka_harness.kafka_cluster(tmp_path / "kafka", 3, COMMON) as cluster:
+    with kafka_cluster(tmp_path / "kafka", 3) as cluster:
         yield cluster
-
-
-def _earliest(admin: Admin) -> None:
-    resource = ConfigResource(ResourceType.GROUP, GROUP)
-    admin.alter_configs(resource, {"share.auto.offset.reset": "earliest"})
-    deadline = time.monotonic() + 15
-    while (
-        admin.describe_configs([resource], keys=["share.auto.offset.reset"])[resource][
-            "share.auto.offset.reset"
-        ].value
-        != "earliest"
-    ):
-        assert time.monotonic() < deadline, "group config not applied"
-        time.sleep(0.1)
 
 
 def _produce(bootstrap: str, first: int, n: int) -> None:
@@ -64,7 +44,7 @@ def test_a_share_group_drains_through_a_killed_broker(
     with Admin(bootstrap, request_timeout=30) as admin:
         admin.create_topic(TOPIC, PARTITIONS, replication_factor=3)
         admin.cluster.wait_for_topic(TOPIC, 30)
-        _earliest(admin)
+    earliest_group(Server("kafka", bootstrap, nodes=3), GROUP)
     _produce(bootstrap, 0, BEFORE)
 
     counts: collections.Counter[bytes] = collections.Counter()

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from compat_support import COMMON
+from compat_support import kafka_cluster
 
 import kafka_harness
 from shareq.client import Admin, Producer
@@ -65,13 +65,7 @@ _QUERY = textwrap.dedent(
 
 @pytest.fixture
 def three_nodes(tmp_path: Path) -> Iterator[kafka_harness.KafkaCluster]:
-    try:
-        kafka_harness.ensure_kafka_jars()
-    except (kafka_harness.KafkaUnavailable, OSError) as error:
-        if kafka_harness.in_ci():
-            pytest.fail(f"Kafka is required in CI: {error}")
-        pytest.skip(f"Kafka not available: {error}")
-    with kafka_harness.kafka_cluster(tmp_path / "kafka", 3, COMMON) as cluster:
+    with kafka_cluster(tmp_path / "kafka", 3) as cluster:
         yield cluster
 
 
