@@ -29,6 +29,7 @@ from shareq.log.errors import LogError, OffsetOutOfRangeError, RecordTooLargeErr
 from shareq.log.records import Record, encode_batch
 from shareq.share import RunView, SharePartition
 from shareq.share.dead_letter import (
+    HEADER_OFFSET,
     DeadLetterPlanner,
     DlqRefusal,
     DlqTopicView,
@@ -228,7 +229,7 @@ class DeadLetterWriter:
     ) -> None:
         """Persist ARCHIVED for ``ranges``; more ARCHIVING records mean another round."""
         services = self._services
-        pending = sp.dead_lettered(ranges[0][0], ranges[-1][1])
+        pending = sp.dead_lettered_spans([(first, last) for first, last, _ in ranges])
         if pending is not None:
             code = await services.partitions.write(sp, pending)
             if code != ErrorCode.none:
@@ -255,16 +256,19 @@ class DeadLetterWriter:
         sources = self._read(key, ranges) if copy else {}
         out: list[Record] = []
         for first, last, count in ranges:
-            cause = cause_of(count, limit)
+            # a range's records differ only in their offset header: the others are built once
+            common = dlq_record_headers(
+                topic=topic,
+                partition=key.partition,
+                offset=first,
+                group=key.group_id,
+                delivery_count=count,
+                cause=cause_of(count, limit),
+            )
+            at = next(i for i, (name, _) in enumerate(common) if name == HEADER_OFFSET)
+            before, after = common[:at], common[at + 1 :]
             for offset in range(first, last + 1):
-                headers = dlq_record_headers(
-                    topic=topic,
-                    partition=key.partition,
-                    offset=offset,
-                    group=key.group_id,
-                    delivery_count=count,
-                    cause=cause,
-                )
+                headers = (*before, (HEADER_OFFSET, b"%d" % offset), *after)
                 original = sources.get(offset)
                 if original is None:
                     out.append(Record(headers=headers))
