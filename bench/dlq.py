@@ -47,7 +47,7 @@ def free_port() -> int:
         return port
 
 
-def start_broker(data_dir: Path, port: int) -> subprocess.Popen[str]:
+def start_broker(data_dir: Path, port: int, record_locks: int | None = None) -> subprocess.Popen[str]:
     prof = ["-m", "cProfile", "-o", os.environ["DLQ_PROFILE"]] if os.environ.get("DLQ_PROFILE") else []
     command = [
         sys.executable,
@@ -60,10 +60,16 @@ def start_broker(data_dir: Path, port: int) -> subprocess.Popen[str]:
         "--port",
         str(port),
     ]
-    for pair in (
+    pairs = [
         "group.share.auto.offset.reset=earliest",
         "errors.deadletterqueue.auto.create.topics.enable=true",
-    ):
+    ]
+    if record_locks is not None:
+        pairs += [
+            f"group.share.max.partition.max.record.locks={record_locks}",
+            f"group.share.partition.max.record.locks={record_locks}",
+        ]
+    for pair in pairs:
         command += ["--config", pair]
     command += ["--log-level", "WARNING"]
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=os.environ.copy())
@@ -214,12 +220,18 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=200_000)
     parser.add_argument("--consumers", type=int, default=4)
     parser.add_argument("--control", action="store_true", help="also 10%% rejected without a DLQ")
+    parser.add_argument(
+        "--record-locks",
+        type=int,
+        default=None,
+        help="the share-partitions' in-flight window (group.share.partition.max.record.locks; default 2000)",
+    )
     args = parser.parse_args()
     n = args.records - args.records % (PARTITIONS * 10)
     data = Path(tempfile.mkdtemp(prefix="dlq-bench-"))
     port = free_port()
     bootstrap = f"127.0.0.1:{port}"
-    broker = start_broker(data, port)
+    broker = start_broker(data, port, args.record_locks)
     proc = psutil.Process(broker.pid)
     try:
         from shareq.client import Admin
@@ -245,7 +257,8 @@ def main() -> None:
     rejected = n // 10
     print(
         f"{n} records x 100 B, {PARTITIONS} partitions, "
-        f"{args.consumers} librdkafka ShareConsumers (explicit acks)"
+        f"{args.consumers} librdkafka ShareConsumers (explicit acks), "
+        f"in-flight window {args.record_locks or 2000}"
     )
 
     def cpu(broker_cpu: float, clients_cpu: float) -> str:
