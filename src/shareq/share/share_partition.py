@@ -451,14 +451,13 @@ class SharePartition:
         runs = self._runs
         pieces = txn.pieces
         for first, last in spans:
-            found = runs.overlapping(first, last)
-            if len(found) == 1 and found[0].first == first and found[0].last == last:
-                run = found[0]  # the usual case: the span is one whole run
+            run = runs.get(first)
+            if run is not None and run.last == last:  # the usual case: the span is one whole run
                 if run.state is RecordState.ARCHIVING and run.txn is None:
                     run.txn = txn
                     pieces.append((run, RecordState.ARCHIVED))
                 continue
-            for run in found:
+            for run in runs.overlapping(first, last):
                 if run.state is RecordState.ARCHIVING and run.txn is None:
                     runs.isolate(max(first, run.first), min(last, run.last))
             for run in runs.overlapping(first, last):

@@ -26,7 +26,7 @@ from kio.schema.errors import ErrorCode
 from shareq.client.records import iter_record_batches
 from shareq.log.batch import HEADER_SIZE
 from shareq.log.errors import LogError, OffsetOutOfRangeError, RecordTooLargeError
-from shareq.log.records import Record, encode_batch
+from shareq.log.records import Header, Record, encode_batch
 from shareq.share import RunView, SharePartition
 from shareq.share.dead_letter import (
     HEADER_OFFSET,
@@ -255,18 +255,23 @@ class DeadLetterWriter:
     ) -> list[Record]:
         sources = self._read(key, ranges) if copy else {}
         out: list[Record] = []
+        # a round's dead letters differ only in their offset and delivery count: the other headers
+        # are built once per delivery count
+        around: dict[int, tuple[tuple[Header, ...], tuple[Header, ...]]] = {}
         for first, last, count in ranges:
-            # a range's records differ only in their offset header: the others are built once
-            common = dlq_record_headers(
-                topic=topic,
-                partition=key.partition,
-                offset=first,
-                group=key.group_id,
-                delivery_count=count,
-                cause=cause_of(count, limit),
-            )
-            at = next(i for i, (name, _) in enumerate(common) if name == HEADER_OFFSET)
-            before, after = common[:at], common[at + 1 :]
+            pair = around.get(count)
+            if pair is None:
+                common = dlq_record_headers(
+                    topic=topic,
+                    partition=key.partition,
+                    offset=first,
+                    group=key.group_id,
+                    delivery_count=count,
+                    cause=cause_of(count, limit),
+                )
+                at = next(i for i, (name, _) in enumerate(common) if name == HEADER_OFFSET)
+                pair = around[count] = (common[:at], common[at + 1 :])
+            before, after = pair
             for offset in range(first, last + 1):
                 headers = (*before, (HEADER_OFFSET, b"%d" % offset), *after)
                 original = sources.get(offset)
