@@ -586,8 +586,11 @@ class SharePartition:
             elif target is _AVAILABLE:
                 released = True
             runs.reindex(run)
-        runs.coalesce_spans(touched)
+        # the SPSO first: runs it passes are dropped, so only the touched spans still in flight
+        # are coalesced (REJECTs among ACCEPTs leave thousands of spans, mostly passed at once)
         self._advance_spso()
+        spso = self._spso
+        runs.coalesce_spans([span for span in touched if span[1] >= spso])
         return released
 
     def _rollback(self, txn: StateTransition, now: int) -> tuple[PendingWrite, ...]:
