@@ -13,8 +13,9 @@ acknowledgement, one ShareAcknowledge per poll):
 
 A phase's clock starts when every consumer is connected and stops when the last one has its last
 acknowledgement answered. Printed: consume+ack rec/s of each phase, their ratio (target >= 0.8),
-and DLQ writes per second (dead letters in the DLQ topic over the time from the phase's start to
-the last one landing).
+the broker's CPU per record over each phase's clock and the consumer processes' CPU per record
+(the whole process: connecting too), and DLQ writes per second (dead letters in the DLQ topic
+over the time from the phase's start to the last one landing).
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ import time
 from multiprocessing.sharedctypes import Synchronized
 from pathlib import Path
 
+import psutil
+
 READY = "shareq listening on "
 TOPIC = "bench"
 DLQ = "dlq.bench"
@@ -44,7 +47,7 @@ def free_port() -> int:
         return port
 
 
-def start_broker(data_dir: Path, port: int) -> subprocess.Popen[str]:
+def start_broker(data_dir: Path, port: int, record_locks: int | None = None) -> subprocess.Popen[str]:
     prof = ["-m", "cProfile", "-o", os.environ["DLQ_PROFILE"]] if os.environ.get("DLQ_PROFILE") else []
     command = [
         sys.executable,
@@ -57,10 +60,16 @@ def start_broker(data_dir: Path, port: int) -> subprocess.Popen[str]:
         "--port",
         str(port),
     ]
-    for pair in (
+    pairs = [
         "group.share.auto.offset.reset=earliest",
         "errors.deadletterqueue.auto.create.topics.enable=true",
-    ):
+    ]
+    if record_locks is not None:
+        pairs += [
+            f"group.share.max.partition.max.record.locks={record_locks}",
+            f"group.share.partition.max.record.locks={record_locks}",
+        ]
+    for pair in pairs:
         command += ["--config", pair]
     command += ["--log-level", "WARNING"]
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=os.environ.copy())
@@ -95,7 +104,7 @@ def consumer_process(
     start: Synchronized[int],
     done: Synchronized[int],
     total: int,
-    out: mp.Queue[int],
+    out: mp.Queue[tuple[int, float]],
 ) -> None:
     from confluent_kafka import AcknowledgeType, ShareConsumer
 
@@ -129,7 +138,8 @@ def consumer_process(
             done.value += len(messages)
     consumer.commit_sync()
     consumer.close()
-    out.put(got)
+    times = os.times()
+    out.put((got, times.user + times.system))
 
 
 def dlq_count(bootstrap: str) -> int:
@@ -150,10 +160,22 @@ def dlq_count(bootstrap: str) -> int:
         consumer.close()
 
 
+def cpu_seconds(process: psutil.Process) -> float:
+    times = process.cpu_times()
+    return float(times.user + times.system)
+
+
 def phase(
-    bootstrap: str, group: str, reject_every: int, n: int, consumers: int, dlq: bool = True
-) -> tuple[float, float]:
-    """(consume+ack seconds, seconds until the DLQ holds every rejected record)."""
+    bootstrap: str,
+    broker: psutil.Process,
+    group: str,
+    reject_every: int,
+    n: int,
+    consumers: int,
+    dlq: bool = True,
+) -> tuple[float, float, float, float]:
+    """(consume+ack seconds, seconds until the DLQ holds every rejected record, broker CPU seconds
+    over the consume+ack time, the consumer processes' CPU seconds)."""
     if reject_every and dlq:
         from shareq.client import Admin, ConfigResource, ResourceType
 
@@ -162,7 +184,7 @@ def phase(
                 ConfigResource(ResourceType.GROUP, group), {"errors.deadletterqueue.topic.name": DLQ}
             )
     ready, start, done = mp.Value("i", 0), mp.Value("i", 0), mp.Value("i", 0)
-    out: mp.Queue[int] = mp.Queue()
+    out: mp.Queue[tuple[int, float]] = mp.Queue()
     procs = [
         mp.Process(target=consumer_process, args=(bootstrap, group, reject_every, ready, start, done, n, out))
         for _ in range(consumers)
@@ -171,12 +193,16 @@ def phase(
         p.start()
     while ready.value < consumers:
         time.sleep(0.01)
+    broker_cpu = cpu_seconds(broker)
     began = time.monotonic()
     start.value = 1
     for p in procs:
         p.join(300)
     elapsed = time.monotonic() - began
-    consumed = sum(out.get() for _ in procs)
+    broker_cpu = cpu_seconds(broker) - broker_cpu
+    results = [out.get() for _ in procs]
+    consumed = sum(got for got, _ in results)
+    client_cpu = sum(cpu for _, cpu in results)
     assert consumed >= n, f"{group}: consumed {consumed} of {n}"
     dlq_elapsed = 0.0
     if reject_every and dlq:
@@ -186,7 +212,7 @@ def phase(
             assert time.monotonic() < deadline, "the DLQ did not receive every rejected record"
             time.sleep(0.05)
         dlq_elapsed = time.monotonic() - began
-    return elapsed, dlq_elapsed
+    return elapsed, dlq_elapsed, broker_cpu, client_cpu
 
 
 def main() -> None:
@@ -194,22 +220,31 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=200_000)
     parser.add_argument("--consumers", type=int, default=4)
     parser.add_argument("--control", action="store_true", help="also 10%% rejected without a DLQ")
+    parser.add_argument(
+        "--record-locks",
+        type=int,
+        default=None,
+        help="the share-partitions' in-flight window (group.share.partition.max.record.locks; default 2000)",
+    )
     args = parser.parse_args()
     n = args.records - args.records % (PARTITIONS * 10)
     data = Path(tempfile.mkdtemp(prefix="dlq-bench-"))
     port = free_port()
     bootstrap = f"127.0.0.1:{port}"
-    broker = start_broker(data, port)
+    broker = start_broker(data, port, args.record_locks)
+    proc = psutil.Process(broker.pid)
     try:
         from shareq.client import Admin
 
         with Admin(bootstrap) as admin:
             admin.create_topic(TOPIC, PARTITIONS)
         produce(bootstrap, n)
-        base, _ = phase(bootstrap, "bench-0", 0, n, args.consumers)
-        with_dlq, until_dlq = phase(bootstrap, "bench-10", 10, n, args.consumers)
-        no_dlq = (
-            phase(bootstrap, "bench-10-archive", 10, n, args.consumers, dlq=False)[0] if args.control else 0.0
+        base, _, base_cpu, base_clients = phase(bootstrap, proc, "bench-0", 0, n, args.consumers)
+        with_dlq, until_dlq, dlq_cpu, dlq_clients = phase(bootstrap, proc, "bench-10", 10, n, args.consumers)
+        no_dlq, _, no_dlq_cpu, no_dlq_clients = (
+            phase(bootstrap, proc, "bench-10-archive", 10, n, args.consumers, dlq=False)
+            if args.control
+            else (0.0, 0.0, 0.0, 0.0)
         )
     finally:
         broker.terminate()
@@ -222,15 +257,26 @@ def main() -> None:
     rejected = n // 10
     print(
         f"{n} records x 100 B, {PARTITIONS} partitions, "
-        f"{args.consumers} librdkafka ShareConsumers (explicit acks)"
+        f"{args.consumers} librdkafka ShareConsumers (explicit acks), "
+        f"in-flight window {args.record_locks or 2000}"
     )
-    print(f"  0% rejected:  {n / base:10.0f} rec/s consume+ack")
+
+    def cpu(broker_cpu: float, clients_cpu: float) -> str:
+        return (
+            f"broker CPU {broker_cpu / n * 1e6:5.1f} us/rec, "
+            f"consumers' CPU {clients_cpu / n * 1e6:5.1f} us/rec"
+        )
+
+    print(f"  0% rejected:  {n / base:10.0f} rec/s consume+ack  {cpu(base_cpu, base_clients)}")
     print(
         f"  10% rejected: {n / with_dlq:10.0f} rec/s consume+ack  "
-        f"({base / with_dlq:.2f}x of 0%, target >= 0.8)"
+        f"({base / with_dlq:.2f}x of 0%, target >= 0.8)  {cpu(dlq_cpu, dlq_clients)}"
     )
     if no_dlq:
-        print(f"  10% rejected, no DLQ (archived at once): {n / no_dlq:10.0f} rec/s consume+ack")
+        print(
+            f"  10% rejected, no DLQ (archived at once): {n / no_dlq:10.0f} rec/s consume+ack  "
+            f"{cpu(no_dlq_cpu, no_dlq_clients)}"
+        )
     print(
         f"  DLQ writes:   {rejected / until_dlq:10.0f} rec/s ({rejected} dead letters in {until_dlq:.2f} s)"
     )

@@ -263,6 +263,23 @@ def test_dead_lettered_records_become_archived_and_free_the_spso() -> None:
     assert h.sp.dead_lettered(0, 3) is None
 
 
+def test_dead_lettered_spans_archive_only_the_archiving_records_named() -> None:
+    h = Harness(ShareConfig(dlq_enabled=True))
+    h.acquire("c1", [(0, 9)], 10)
+    kinds = [A.REJECT if o % 3 == 0 else A.ACCEPT for o in range(10)]
+    h.ack("c1", 0, 9, *kinds)  # REJECTs at 0, 3, 6, 9
+    spans = [(v.first_offset, v.last_offset) for v in h.sp.archiving_runs()]
+    assert spans == [(0, 0), (3, 3), (6, 6), (9, 9)]
+    # a span may also cover acknowledged records or part of a run: only ARCHIVING ones move
+    h.persist(h.sp.dead_lettered_spans([(0, 0), (2, 4)]), 0)
+    assert [(v.first_offset, v.last_offset) for v in h.sp.archiving_runs()] == [(6, 6), (9, 9)]
+    assert h.sp.spso == 6
+    assert h.sp.dead_lettered_spans([(0, 5)]) is None, "nothing ARCHIVING left there"
+    h.persist(h.sp.dead_lettered_spans([(6, 6), (9, 9)]), 0)
+    assert (h.sp.spso, h.runs(), h.sp.archiving_count()) == (10, [], 0)
+    assert h.rebuilt().runs() == (), "ARCHIVED is what was persisted"
+
+
 def test_reject_goes_archiving_with_a_dlq_and_archived_without() -> None:
     for dlq, state in ((False, None), (True, "ARCHIVING")):
         h = Harness(ShareConfig(dlq_enabled=dlq))

@@ -124,17 +124,58 @@ def _read_bytes(buf: bytes | bytearray | memoryview, pos: int, limit: int) -> tu
     return bytes(buf[pos : pos + n]), pos + n
 
 
+_ONE_BYTE = [bytes((z,)) for z in range(0x80)]
+_NULL = _ONE_BYTE[1]  # zigzag(-1): a null key, value or header value
+_NAMES: dict[str, bytes] = {}
+_NAMES_MAX = 1024
+
+
+def _varint(n: int) -> bytes:
+    """The zigzag varint of ``n`` as bytes; small values (lengths, deltas) from a table."""
+    z = ((n << 1) ^ (n >> 63)) & 0xFFFFFFFFFFFFFFFF
+    if z < 0x80:
+        return _ONE_BYTE[z]
+    out = bytearray()
+    while z >= 0x80:
+        out.append((z & 0x7F) | 0x80)
+        z >>= 7
+    out.append(z)
+    return bytes(out)
+
+
+def _header_name(name: str) -> bytes:
+    """A header name with its length prefix, cached: producers and the dead-letter writer repeat
+    the same few names on every record."""
+    encoded = _NAMES.get(name)
+    if encoded is None:
+        raw = name.encode()
+        encoded = _varint(len(raw)) + raw
+        if len(_NAMES) < _NAMES_MAX:
+            _NAMES[name] = encoded
+    return encoded
+
+
 def _encode_record(out: bytearray, record: Record, offset_delta: int, timestamp_delta: int) -> None:
-    body = bytearray(b"\x00")  # record attributes: unused
-    write_varint(body, timestamp_delta)
-    write_varint(body, offset_delta)
-    _write_bytes(body, record.key)
-    _write_bytes(body, record.value)
-    write_varint(body, len(record.headers))
-    for name, value in record.headers:
-        _write_bytes(body, name.encode())
-        _write_bytes(body, value)
-    write_varint(out, len(body))
+    # one join per record: a list of ready parts rather than a varint loop per field
+    parts = [b"\x00", _varint(timestamp_delta), _varint(offset_delta)]  # attributes: unused
+    key, value, headers = record.key, record.value, record.headers
+    if key is None:
+        parts.append(_NULL)
+    else:
+        parts += (_varint(len(key)), key)
+    if value is None:
+        parts.append(_NULL)
+    else:
+        parts += (_varint(len(value)), value)
+    parts.append(_varint(len(headers)))
+    for name, data in headers:
+        parts.append(_header_name(name))
+        if data is None:
+            parts.append(_NULL)
+        else:
+            parts += (_varint(len(data)), data)
+    body = b"".join(parts)
+    out += _varint(len(body))
     out += body
 
 

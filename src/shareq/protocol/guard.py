@@ -92,22 +92,27 @@ def entity_check(cls: type[Any], nullable: bool = False) -> Check:
     return check
 
 
+def reference_check(cls: type[Any]) -> Check:
+    """The walk of ``cls`` without the fast paths (uncached): what the tests hold them against."""
+    return _compile_entity(cls, False, fast=False)
+
+
 def _need(pos: int, size: int, end: int) -> int:
     if size < 0 or pos + size > end:
         raise MalformedRequestError(f"a field of {size} bytes at {pos} overruns the frame ({end} bytes)")
     return pos + size
 
 
-def _compile_entity(cls: type[Any], nullable: bool) -> Check:
+def _compile_entity(cls: type[Any], nullable: bool, *, fast: bool = True) -> Check:
     flexible = bool(cls.__flexible__)
     steps: list[Check] = []
     tagged: dict[int, Check] = {}
     for field in dataclasses.fields(cls):
         tag = field.metadata.get("tag")
         if tag is None:
-            steps.append(_compile_field(field, flexible, is_tag=False))
+            steps.append(_compile_field(field, flexible, is_tag=False, fast=fast))
         else:
-            tagged[int(tag)] = _compile_field(field, flexible, is_tag=True)
+            tagged[int(tag)] = _compile_field(field, flexible, is_tag=True, fast=fast)
 
     def check(buf: bytes, pos: int, end: int, edits: Edits) -> int:
         if nullable:
@@ -142,7 +147,7 @@ def _compile_entity(cls: type[Any], nullable: bool) -> Check:
     return check
 
 
-def _compile_field(field: dataclasses.Field[Any], flexible: bool, *, is_tag: bool) -> Check:
+def _compile_field(field: dataclasses.Field[Any], flexible: bool, *, is_tag: bool, fast: bool) -> Check:
     field_class = classify_field(field)
     optional = False if is_tag else is_optional(field)
     element: Check
@@ -156,11 +161,24 @@ def _compile_field(field: dataclasses.Field[Any], flexible: bool, *, is_tag: boo
                 get_schema_field_type(field), flexible, nullable=False, name=field.name
             )
         case EntityField(entity_type):
-            element = entity_check(entity_type, nullable=optional)
+            element = (
+                entity_check(entity_type, nullable=optional)
+                if fast
+                else _compile_entity(entity_type, optional, fast=False)
+            )
         case EntityTupleField(entity_type):
-            element = entity_check(entity_type)
+            element = entity_check(entity_type) if fast else _compile_entity(entity_type, False, fast=False)
     if not field_class.is_array:
         return element
+    generic = _compile_array(field, field_class, element, flexible, optional)
+    if fast and flexible and isinstance(field_class, EntityTupleField) and _is_ack_batch(field_class.type_):
+        return _ack_batches_check(generic)
+    return generic
+
+
+def _compile_array(
+    field: dataclasses.Field[Any], field_class: Any, element: Check, flexible: bool, optional: bool
+) -> Check:
     fixed = (
         _FIXED_SIZES.get(get_schema_field_type(field), 1)
         if isinstance(field_class, PrimitiveTupleField)
@@ -185,6 +203,46 @@ def _compile_field(field: dataclasses.Field[Any], flexible: bool, *, is_tag: boo
         return pos
 
     return check_array
+
+
+def _is_ack_batch(cls: type[Any]) -> bool:
+    """ShareFetch's and ShareAcknowledge's AcknowledgementBatch: first and last offset, a compact
+    int8 array of types, tagged fields."""
+    names = [f.name for f in dataclasses.fields(cls)]
+    return cls.__name__ == "AcknowledgementBatch" and names == [
+        "first_offset",
+        "last_offset",
+        "acknowledge_types",
+    ]
+
+
+def _ack_batches_check(generic: Check) -> Check:
+    """The AcknowledgementBatches array, walked without a call per field.
+
+    Clients split a poll's acknowledgements where the type changes, so a request may carry
+    hundreds of batches. The usual batch (under 127 types, no tagged fields) is stepped over in
+    one loop; anything else (a null or long array, tagged fields, a short frame) goes to the
+    generic check from the array's start, which decides exactly as it would have alone."""
+
+    def check_ack_batches(buf: bytes, pos: int, end: int, edits: Edits) -> int:
+        count, p = read_uvarint(buf, pos)
+        count -= 1
+        if count < 0:
+            return generic(buf, pos, end, edits)
+        for _ in range(count):
+            p += 16  # first_offset, last_offset
+            if p >= end:
+                return generic(buf, pos, end, edits)
+            n = buf[p]  # the types' compact length, one byte: n - 1 types follow
+            if n == 0 or n >= 0x80:
+                return generic(buf, pos, end, edits)
+            p += n
+            if p >= end or buf[p]:  # no tagged fields
+                return generic(buf, pos, end, edits)
+            p += 1
+        return p
+
+    return check_ack_batches
 
 
 def _compile_primitive(kafka_type: str, flexible: bool, *, nullable: bool = True, name: str = "") -> Check:

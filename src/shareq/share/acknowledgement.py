@@ -113,13 +113,18 @@ def segments(batch: AcknowledgementBatch) -> list[tuple[int, int, AcknowledgeTyp
 
 
 _BY_VALUE: dict[int, AcknowledgeType] = {t.value: t for t in AcknowledgeType}
+_SINGLE: dict[tuple[int, ...], tuple[AcknowledgeType, ...]] = {(t.value,): (t,) for t in AcknowledgeType}
 
 
 def parse_acknowledge_types(values: Iterable[int]) -> tuple[AcknowledgeType, ...]:
     """Wire acknowledge-type bytes to ``AcknowledgeType``; unknown values are a peer fault.
 
-    A batch may carry a type per record: the check and the lookups run in C (``set``, ``map``)."""
+    A batch may carry a type per record: the check and the lookups run in C (``set``, ``map``).
+    Most batches carry one type (clients split where the type changes): those are one lookup."""
     raw = tuple(values)
+    single = _SINGLE.get(raw)
+    if single is not None:
+        return single
     if not raw:
         raise InvalidRequest("acknowledgement batch without types")
     distinct = set(raw)

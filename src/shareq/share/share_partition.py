@@ -441,16 +441,30 @@ class SharePartition:
 
     def dead_lettered(self, first: int, last: int) -> PendingWrite | None:
         """The DLQ writer produced ``first..last``: their ARCHIVING records become ARCHIVED."""
+        return self.dead_lettered_spans(((first, last),))
+
+    def dead_lettered_spans(self, spans: Sequence[tuple[int, int]]) -> PendingWrite | None:
+        """The DLQ writer produced the records of ascending ``spans`` (what ``archiving_runs``
+        named): their ARCHIVING records become ARCHIVED. The cost follows the spans: a REJECT
+        every tenth record leaves acknowledged runs between them, which are not visited."""
         txn = StateTransition(next(self._handles), TransitionKind.DEAD_LETTER)
         runs = self._runs
-        for run in list(runs.overlapping(first, last)):
-            if run.state is RecordState.ARCHIVING and run.txn is None:
-                runs.isolate(max(first, run.first), min(last, run.last))
-        for run in list(runs.overlapping(first, last)):
-            if run.state is RecordState.ARCHIVING and run.txn is None:
-                run.txn = txn
-                txn.pieces.append((run, RecordState.ARCHIVED))
-        return self._start_write(txn) if txn.pieces else None
+        pieces = txn.pieces
+        for first, last in spans:
+            run = runs.get(first)
+            if run is not None and run.last == last:  # the usual case: the span is one whole run
+                if run.state is RecordState.ARCHIVING and run.txn is None:
+                    run.txn = txn
+                    pieces.append((run, RecordState.ARCHIVED))
+                continue
+            for run in runs.overlapping(first, last):
+                if run.state is RecordState.ARCHIVING and run.txn is None:
+                    runs.isolate(max(first, run.first), min(last, run.last))
+            for run in runs.overlapping(first, last):
+                if run.state is RecordState.ARCHIVING and run.txn is None:
+                    run.txn = txn
+                    pieces.append((run, RecordState.ARCHIVED))
+        return self._start_write(txn) if pieces else None
 
     def archiving_count(self) -> int:
         """Records ARCHIVING (waiting for, or being written to, the dead-letter queue)."""
@@ -580,8 +594,11 @@ class SharePartition:
             elif target is _AVAILABLE:
                 released = True
             runs.reindex(run)
-        runs.coalesce_spans(touched)
+        # the SPSO first: runs it passes are dropped, so only the touched spans still in flight
+        # are coalesced (REJECTs among ACCEPTs leave thousands of spans, mostly passed at once)
         self._advance_spso()
+        spso = self._spso
+        runs.coalesce_spans([span for span in touched if span[1] >= spso])
         return released
 
     def _rollback(self, txn: StateTransition, now: int) -> tuple[PendingWrite, ...]:

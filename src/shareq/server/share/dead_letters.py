@@ -26,9 +26,10 @@ from kio.schema.errors import ErrorCode
 from shareq.client.records import iter_record_batches
 from shareq.log.batch import HEADER_SIZE
 from shareq.log.errors import LogError, OffsetOutOfRangeError, RecordTooLargeError
-from shareq.log.records import Record, encode_batch
+from shareq.log.records import Header, Record, encode_batch
 from shareq.share import RunView, SharePartition
 from shareq.share.dead_letter import (
+    HEADER_OFFSET,
     DeadLetterPlanner,
     DlqRefusal,
     DlqTopicView,
@@ -228,7 +229,7 @@ class DeadLetterWriter:
     ) -> None:
         """Persist ARCHIVED for ``ranges``; more ARCHIVING records mean another round."""
         services = self._services
-        pending = sp.dead_lettered(ranges[0][0], ranges[-1][1])
+        pending = sp.dead_lettered_spans([(first, last) for first, last, _ in ranges])
         if pending is not None:
             code = await services.partitions.write(sp, pending)
             if code != ErrorCode.none:
@@ -254,17 +255,25 @@ class DeadLetterWriter:
     ) -> list[Record]:
         sources = self._read(key, ranges) if copy else {}
         out: list[Record] = []
+        # a round's dead letters differ only in their offset and delivery count: the other headers
+        # are built once per delivery count
+        around: dict[int, tuple[tuple[Header, ...], tuple[Header, ...]]] = {}
         for first, last, count in ranges:
-            cause = cause_of(count, limit)
-            for offset in range(first, last + 1):
-                headers = dlq_record_headers(
+            pair = around.get(count)
+            if pair is None:
+                common = dlq_record_headers(
                     topic=topic,
                     partition=key.partition,
-                    offset=offset,
+                    offset=first,
                     group=key.group_id,
                     delivery_count=count,
-                    cause=cause,
+                    cause=cause_of(count, limit),
                 )
+                at = next(i for i, (name, _) in enumerate(common) if name == HEADER_OFFSET)
+                pair = around[count] = (common[:at], common[at + 1 :])
+            before, after = pair
+            for offset in range(first, last + 1):
+                headers = (*before, (HEADER_OFFSET, b"%d" % offset), *after)
                 original = sources.get(offset)
                 if original is None:
                     out.append(Record(headers=headers))
