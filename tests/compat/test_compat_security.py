@@ -6,7 +6,7 @@ credentials and an authorizer; that fixture is not built, so those are tested ag
 from __future__ import annotations
 
 import pytest
-from compat_support import FAST, Server
+from compat_support import FAST, Server, wait_for
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import (
     AclBinding,
@@ -31,6 +31,16 @@ pytestmark = pytest.mark.timeout(60)
 
 def _admin(server: Server) -> AdminClient:
     return AdminClient({"bootstrap.servers": server.bootstrap, **FAST})
+
+
+def _described(admin: AdminClient, user: str) -> object | None:
+    """The user's credential description, or None while the broker answers RESOURCE_NOT_FOUND."""
+    try:
+        return admin.describe_user_scram_credentials([user])[user].result(timeout=15)
+    except KafkaException as error:
+        if error.args[0].code() == KafkaError.RESOURCE_NOT_FOUND:
+            return None
+        raise
 
 
 def _code(call: object, message: str | None = None) -> int:
@@ -74,7 +84,9 @@ def test_scram_credentials_round_trip(server: Server, names: tuple[str, str]) ->
         [UserScramCredentialUpsertion(user, info, b"pw")]
     ).values():
         future.result(timeout=15)
-    described = admin.describe_user_scram_credentials([user])[user].result(timeout=15)
+    # Kafka applies a credential through its metadata log: a describe right after the alter can
+    # still miss it, so wait for it to be described (shareq answers at once)
+    described = wait_for(lambda: _described(admin, user), timeout=15)
     infos = [(i.mechanism, i.iterations) for i in described.scram_credential_infos]
     assert infos == [(ScramMechanism.SCRAM_SHA_512, 8192)]
 
@@ -97,6 +109,7 @@ def test_scram_credentials_round_trip(server: Server, names: tuple[str, str]) ->
     )
     gone = UserScramCredentialDeletion(user, ScramMechanism.SCRAM_SHA_512)
     admin.alter_user_scram_credentials([gone])[user].result(timeout=15)
+    wait_for(lambda: _described(admin, user) is None, timeout=15)
     assert (
         _code(lambda: admin.describe_user_scram_credentials([user])[user].result(timeout=15))
         == KafkaError.RESOURCE_NOT_FOUND
