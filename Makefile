@@ -81,7 +81,7 @@ lint: $(STAMP)
 	$(VENV)/bin/mypy
 
 test: lint kafka browser
-	$(VENV)/bin/pytest -n 2 --dist loadgroup
+	$(VENV)/bin/pytest -n 2 --dist loadgroup --durations=25
 
 # The slow tier too: full-scale runs whose short forms are in `make test`.
 test-slow: lint kafka
