@@ -3,8 +3,9 @@
 A query runs in its own process group (driver, JVM, Python workers), reading a share group with
 ``exactlyOnce`` and writing a topic with ``exactlyOnce``; a few input records are flagged rejected by
 the transform. In each test something dies at a chosen point (the driver, at a point of the sink's
-commit; the broker, after the claim or after the decision), or a lease is lost to lock expiry;
-then the query is restarted from its checkpoint with availableNow until the group is drained.
+commit, once or again during the replay; the broker, before the claim, after it or after the
+decision), or a lease is lost to lock expiry; then the query is restarted from its checkpoint with
+availableNow until the group is drained.
 
 The checker: a read_committed consumer of the output finds every accepted input record's output
 exactly once and no rejected record's; the input group's start offsets reached the log ends (every
@@ -245,8 +246,11 @@ def broker(tmp_path: Path) -> Iterator[BrokerProcess]:
     ("point", "drops"),
     [
         ("sink.commit.start@2", False),  # before the claim: nothing happened, the batch is replayed
+        ("sink.after_claim@2", False),  # claimed, nothing sent: the restart aborts, pending records return
+        ("sink.after_claim@0", False),  # the same at the first batch (the commit's first transaction)
         ("sink.after_produce@2", False),  # output sent, transaction open: aborted by the restart
         ("sink.after_return@2", True),  # committed, Spark not told: the replay's claim is refused
+        ("sink.after_return@0", True),  # the same at the first batch
     ],
 )
 def test_driver_killed_in_the_sink_commit(
@@ -279,6 +283,68 @@ def test_driver_killed_in_the_sink_commit(
             broker.bootstrap, pipeline.sink, OUT_PARTITIONS, "read_uncommitted", deadline_s=30
         )
         assert len(uncommitted) > RECORDS - len(POISON)
+    pipeline.check()
+
+
+@pytest.mark.timeout(500)
+def test_driver_killed_again_during_the_replay(broker: BrokerProcess, tmp_path: Path) -> None:
+    """A double kill: the driver dies with batch 2's transaction open and its output sent; the
+    restarted query replays batch 2 (its new producer aborts the open transaction, then it claims
+    and writes, or drops) and dies again once that replay's commit is done, before Spark is told;
+    the third run replays batch 2 once more and its claim is refused."""
+    pipeline = Pipeline(broker, tmp_path)
+    for fault in ("sink.after_produce@2", "sink.after_return@2"):
+        child = pipeline.start("run", fault=fault)
+        try:
+            child.wait(QUERY_DEADLINE_S)
+        finally:
+            _kill(child)
+        assert child.returncode == -signal.SIGKILL, pipeline.log_tail()
+    replays = [r for r in pipeline.reports() if r["batchId"] == 2]
+    assert len(replays) == 1  # the first run died before its report, the second after
+    pipeline.drain()
+    replays = [r for r in pipeline.reports() if r["batchId"] == 2]
+    assert len(replays) == 2 and replays[-1]["written"] == 0 and replays[-1]["dropped"] > 0
+    assert "claim refused" in replays[-1]["reason"], replays
+    # The first run's output of batch 2 reached the log and was aborted.
+    uncommitted = read_all(broker.bootstrap, pipeline.sink, OUT_PARTITIONS, "read_uncommitted", deadline_s=30)
+    assert len(uncommitted) > RECORDS - len(POISON)
+    pipeline.check()
+
+
+@pytest.mark.timeout(400)
+def test_broker_killed_before_the_claim(broker: BrokerProcess, tmp_path: Path) -> None:
+    """The commit process stops as its commit of batch 1 starts, before it stages anything; the
+    broker is SIGKILLed and restarted, which loses the batch's acquisitions (they are not durable);
+    the commit goes on through the dead connection and retries with a new producer: its claim is
+    refused and the batch dropped (or it succeeds if the records were acquired again meanwhile by
+    the same member), and the records come back in a later batch."""
+    pipeline = Pipeline(broker, tmp_path)
+    child = pipeline.start("run", fault="sink.commit.start@1:stop")
+    try:
+        _wait_for(
+            lambda: bool(_in_session(child.pid, "T")), QUERY_DEADLINE_S, "the commit to stop before its claim"
+        )
+        assert [r["batchId"] for r in pipeline.reports()] == [0]
+        broker.kill()
+        broker.start()
+        for pid in _in_session(child.pid, "T"):
+            os.kill(pid, signal.SIGCONT)
+        # The commit of batch 1 finishes one way or the other (the query may fail on the restart).
+        _wait_for(
+            lambda: any(r["batchId"] >= 1 for r in pipeline.reports()) or child.poll() is not None,
+            QUERY_DEADLINE_S,
+            "the commit after the broker restart",
+        )
+    finally:
+        _kill(child)
+    first = [r for r in pipeline.reports() if r["batchId"] == 1]
+    if first:  # the commit survived the restart
+        assert first[0]["inDoubt"] == 0, first
+        assert (first[0]["dropped"] > 0 and "claim refused" in first[0]["reason"]) or (
+            first[0]["written"] > 0 and not first[0]["dropped"]
+        ), first
+    pipeline.drain()
     pipeline.check()
 
 
