@@ -247,10 +247,11 @@ def broker(tmp_path: Path) -> Iterator[BrokerProcess]:
     [
         ("sink.commit.start@2", False),  # before the claim: nothing happened, the batch is replayed
         ("sink.after_claim@2", False),  # claimed, nothing sent: the restart aborts, pending records return
-        ("sink.after_claim@0", False),  # the same at the first batch (the commit's first transaction)
+        # the same at the first batch (the commit's first transaction): the slow tier
+        pytest.param("sink.after_claim@0", False, marks=pytest.mark.slow),
         ("sink.after_produce@2", False),  # output sent, transaction open: aborted by the restart
         ("sink.after_return@2", True),  # committed, Spark not told: the replay's claim is refused
-        ("sink.after_return@0", True),  # the same at the first batch
+        pytest.param("sink.after_return@0", True, marks=pytest.mark.slow),  # the same at the first batch
     ],
 )
 def test_driver_killed_in_the_sink_commit(
@@ -286,6 +287,7 @@ def test_driver_killed_in_the_sink_commit(
     pipeline.check()
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(500)
 def test_driver_killed_again_during_the_replay(broker: BrokerProcess, tmp_path: Path) -> None:
     """A double kill: the driver dies with batch 2's transaction open and its output sent; the
