@@ -26,29 +26,25 @@ $(STAMP): pyproject.toml
 	$(VENV)/bin/pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
-$(KAFKA_STAMP): $(KAFKA_REF)/pom.xml
+# $(call resolve_jars,DIR,WHAT): DIR/pom.xml's runtime jars into DIR/lib, once per change of the pom.
+define resolve_jars
 	@if command -v java >/dev/null 2>&1 && command -v mvn >/dev/null 2>&1; then \
-		rm -rf $(KAFKA_REF)/lib && \
-		mvn -q -B -f $(KAFKA_REF)/pom.xml dependency:copy-dependencies \
+		rm -rf $(1)/lib && \
+		mvn -q -B -f $(1)/pom.xml dependency:copy-dependencies \
 			-DoutputDirectory=lib -DincludeScope=runtime && \
-		touch $@; \
+		touch $(1)/lib/.resolved; \
 	elif [ "$$CI" = "true" ]; then \
-		echo "Java 17 and Maven are required in CI for the Kafka compatibility tests" >&2; exit 1; \
+		echo "Java 17 and Maven are required in CI for the $(2) tests" >&2; exit 1; \
 	else \
-		echo "Java or Maven not found: the Kafka compatibility tests will be skipped" >&2; \
+		echo "Java or Maven not found: the $(2) tests will be skipped" >&2; \
 	fi
+endef
+
+$(KAFKA_STAMP): $(KAFKA_REF)/pom.xml
+	$(call resolve_jars,$(KAFKA_REF),Kafka compatibility)
 
 $(SPARK_KAFKA_STAMP): $(SPARK_KAFKA)/pom.xml
-	@if command -v java >/dev/null 2>&1 && command -v mvn >/dev/null 2>&1; then \
-		rm -rf $(SPARK_KAFKA)/lib && \
-		mvn -q -B -f $(SPARK_KAFKA)/pom.xml dependency:copy-dependencies \
-			-DoutputDirectory=lib -DincludeScope=runtime && \
-		touch $@; \
-	elif [ "$$CI" = "true" ]; then \
-		echo "Java 17 and Maven are required in CI for the Spark Kafka connector tests" >&2; exit 1; \
-	else \
-		echo "Java or Maven not found: the Spark Kafka connector tests will be skipped" >&2; \
-	fi
+	$(call resolve_jars,$(SPARK_KAFKA),Spark Kafka connector)
 
 kafka: $(KAFKA_STAMP) $(SPARK_KAFKA_STAMP)
 
