@@ -76,6 +76,9 @@ def node(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Node]:
 
 
 def test_the_client_rides_out_a_node_restart(node: Node) -> None:
+    """shareq's CLI producer right after the node starts, then its producer, ListOffsets, a group
+    coordinator call and a share consumer each through a restart of the node: no error reaches the
+    caller and every record arrives."""
     # Right after the node started: the CLI's idempotent producer.
     with Admin(node.bootstrap, request_timeout=30) as admin:
         admin.create_topic("r", 2)

@@ -40,6 +40,9 @@ def _produce(bootstrap: str, first: int, n: int) -> None:
 def test_a_share_group_drains_through_a_killed_broker(
     three_nodes: kafka_harness.KafkaCluster, victim: str
 ) -> None:
+    """Three Kafka nodes, a topic replicated on all: two shareq.client share consumers drain it while
+    the producer goes on and the group's coordinator (or another broker) is killed; nothing is lost,
+    duplicates are counted."""
     bootstrap = three_nodes.bootstrap
     with Admin(bootstrap, request_timeout=30) as admin:
         admin.create_topic(TOPIC, PARTITIONS, replication_factor=3)

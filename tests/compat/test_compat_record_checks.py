@@ -32,6 +32,7 @@ PRODUCE = sys.modules[ki.load_request_schema(0, 11).__module__]
 CREATE_TOPICS = sys.modules[ki.load_request_schema(19, 7).__module__]
 INVALID_TIMESTAMP = 32
 INVALID_RECORD = 87
+RETRIABLE = (3, 6)  # UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER
 DYNAMIC_DEFAULT_BROKER_CONFIG = 3
 DEFAULT_CONFIG = 5
 TEN_SECONDS = datetime.timedelta(seconds=10)
@@ -47,7 +48,20 @@ def gzip_batch(batch: bytes) -> bytes:
 
 
 def produce_raw(server: Server, topic: str, batch: bytes) -> tuple[int, str | None, list[tuple[int, str]]]:
-    """(error code, error message, record errors) of one Produce v11 of ``batch`` to partition 0."""
+    """(error code, error message, record errors) of one Produce v11 of ``batch`` to partition 0.
+
+    Right after CreateTopics Kafka's metadata can name a leader before that broker serves the new
+    partition: a retriable NOT_LEADER_OR_FOLLOWER or UNKNOWN_TOPIC_OR_PARTITION is sent again, as
+    clients do, until a deadline."""
+    deadline = time.monotonic() + 15
+    while True:
+        answer = _produce_once(server, topic, batch)
+        if answer[0] not in RETRIABLE or time.monotonic() > deadline:
+            return answer
+        time.sleep(0.1)
+
+
+def _produce_once(server: Server, topic: str, batch: bytes) -> tuple[int, str | None, list[tuple[int, str]]]:
     conn = KioConnection(server.bootstrap)
     try:
         response = conn.send(

@@ -76,6 +76,9 @@ def _committed_files(out: Path) -> int:
 def test_the_spark_share_source_drains_through_a_killed_broker(
     three_nodes: kafka_harness.KafkaCluster, tmp_path: Path
 ) -> None:
+    """Three Kafka nodes: the shareq Spark share source drains a replicated topic while a broker that
+    is not the coordinator is killed; every record arrives and micro-batches stay within
+    maxRecordsPerTrigger."""
     bootstrap = three_nodes.bootstrap
     with Admin(bootstrap, request_timeout=30) as admin:
         admin.create_topic(TOPIC, PARTITIONS, replication_factor=3)
