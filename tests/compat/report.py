@@ -43,7 +43,7 @@ def split(nodeid: str) -> tuple[str, str, str]:
     path, _, name = nodeid.partition("::")
     match = re.fullmatch(r"(\w+)(?:\[(.*)\])?", name)
     assert match is not None, nodeid
-    func, params = match.group(1), [p for p in (match.group(2) or "").split("-") if p]
+    func, params = match.group(1), (match.group(2).split("-") if match.group(2) else [])
     # a test of a Kafka cluster of its own (failover) runs against Kafka only
     server = next((p for p in params if p in SERVERS), "kafka")
     rest = [p for p in params if p != server]
