@@ -118,48 +118,46 @@ BATCH_READ = "the batch source (spark.read)"
 SHARE_READ = "the share-group source (spark.readStream)"
 SINK = "the sink (write/writeStream)"
 
-BATCH_OPTIONS = frozenset(
-    name.lower()
-    for name in (
-        "subscribe",
-        "assign",
-        "subscribePattern",
-        "startingOffsets",
-        "endingOffsets",
-        "startingTimestamp",
-        "endingTimestamp",
-        "startingOffsetsByTimestamp",
-        "endingOffsetsByTimestamp",
-        "startingOffsetsByTimestampStrategy",
-        "includeHeaders",
-        "minPartitions",
-        "maxRecordsPerPartition",
-        "failOnDataLoss",
-    )
+
+def _options(*names: str) -> dict[str, str]:
+    """Option names by their lowercase form (Spark lowercases option keys), with their spelling."""
+    return {name.lower(): name for name in names}
+
+
+BATCH_OPTIONS = _options(
+    "subscribe",
+    "assign",
+    "subscribePattern",
+    "startingOffsets",
+    "endingOffsets",
+    "startingTimestamp",
+    "endingTimestamp",
+    "startingOffsetsByTimestamp",
+    "endingOffsetsByTimestamp",
+    "startingOffsetsByTimestampStrategy",
+    "includeHeaders",
+    "minPartitions",
+    "maxRecordsPerPartition",
+    "failOnDataLoss",
 )
-SHARE_OPTIONS = frozenset(
-    name.lower()
-    for name in (
-        "subscribe",
-        "group.id",
-        "startingOffsets",
-        "includeHeaders",
-        "maxRecordsPerTrigger",
-        "minPartitions",
-        "maxRecordsPerPartition",
-        "failOnDataLoss",
-        "pollTimeoutMs",
-        "acquireTimeBudgetMs",
-        "ackTopic",
-        "renewLocks",
-        "triggerIntervalMs",
-        "exactlyOnce",
-    )
+SHARE_OPTIONS = _options(
+    "subscribe",
+    "group.id",
+    "startingOffsets",
+    "includeHeaders",
+    "maxRecordsPerTrigger",
+    "minPartitions",
+    "maxRecordsPerPartition",
+    "failOnDataLoss",
+    "pollTimeoutMs",
+    "acquireTimeBudgetMs",
+    "ackTopic",
+    "renewLocks",
+    "triggerIntervalMs",
+    "exactlyOnce",
 )
 # A streaming writer is handed the query's own options (checkpointLocation, path) too.
-SINK_OPTIONS = frozenset(
-    name.lower() for name in ("topic", "checkpointLocation", "path", "exactlyOnce", "ackTopic")
-)
+SINK_OPTIONS = _options("topic", "checkpointLocation", "path", "exactlyOnce", "ackTopic")
 
 _WHY_NOT = {
     SHARE_READ: {
@@ -185,7 +183,7 @@ def check_options(options: Mapping[str, str], role: str) -> None:
     """Refuse, by name, every option ``role`` would not honour (Spark's connector ignores unknown
     options; here a misspelt or unsupported option is an error rather than a silent difference)."""
     if role == SINK:
-        known: frozenset[str] = SINK_OPTIONS
+        known: Mapping[str, str] = SINK_OPTIONS
         settings = CLIENT_SETTINGS | SINK_SETTINGS
     elif role == SHARE_READ:
         known = SHARE_OPTIONS
@@ -216,34 +214,8 @@ def check_options(options: Mapping[str, str], role: str) -> None:
         raise OptionError(f"unknown option {key!r} for {role}; it takes: " + ", ".join(_spelled(known)))
 
 
-_SPELLING = {
-    name.lower(): name
-    for name in (
-        "subscribePattern",
-        "startingOffsets",
-        "endingOffsets",
-        "startingTimestamp",
-        "endingTimestamp",
-        "startingOffsetsByTimestamp",
-        "endingOffsetsByTimestamp",
-        "startingOffsetsByTimestampStrategy",
-        "includeHeaders",
-        "minPartitions",
-        "maxRecordsPerPartition",
-        "failOnDataLoss",
-        "maxRecordsPerTrigger",
-        "pollTimeoutMs",
-        "acquireTimeBudgetMs",
-        "ackTopic",
-        "renewLocks",
-        "triggerIntervalMs",
-        "checkpointLocation",
-    )
-}
-
-
-def _spelled(names: frozenset[str]) -> list[str]:
-    return [*sorted(_SPELLING.get(name, name) for name in names), "kafka.*"]
+def _spelled(names: Mapping[str, str]) -> list[str]:
+    return [*sorted(names.values()), "kafka.*"]
 
 
 def group_configs(options: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
