@@ -62,7 +62,7 @@ from .cluster import Cluster, _client_kwargs
 from .offsets import Run, ShareBatchOffset, TopicPartition
 from .options import OptionError, SinkOptions
 from .schema import column
-from .sink import _as_bytes
+from .sink import OutputColumns, OutRow
 
 log = logging.getLogger(__name__)
 
@@ -83,8 +83,6 @@ _DROP = {
 }
 # This process is a zombie: a newer commit process of the same query took the transactional id.
 _FENCED = {ErrorCode.producer_fenced, ErrorCode.invalid_producer_epoch}
-
-OutRow = tuple[str, int | None, bytes | None, bytes | None, tuple[tuple[str, bytes | None], ...]]
 
 
 def _fault(point: str, batch_id: int) -> None:
@@ -144,11 +142,7 @@ def encode_rows(options: SinkOptions, batches: Iterator[Any]) -> EosMessage:
     rejects: list[tuple[str, int, int]] = []
     for batch in batches:
         n = batch.num_rows
-        values = column(batch, "value") or [None] * n
-        keys = column(batch, "key") or [None] * n
-        topics = column(batch, "topic") or [None] * n
-        partitions = column(batch, "partition") or [None] * n
-        headers = column(batch, "headers") or [None] * n
+        columns = OutputColumns(batch, options.topic)
         reject_offsets = column(batch, "rejectOffset") or [None] * n
         reject_topics = column(batch, "rejectTopic") or [None] * n
         reject_partitions = column(batch, "rejectPartition") or [None] * n
@@ -158,11 +152,7 @@ def encode_rows(options: SinkOptions, batches: Iterator[Any]) -> EosMessage:
                     raise ValueError("a rejected row needs rejectTopic and rejectPartition too")
                 rejects.append((str(reject_topics[i]), int(reject_partitions[i]), int(reject_offsets[i])))
                 continue
-            topic = topics[i] or options.topic
-            if topic is None:
-                raise ValueError("a row has a null topic and no 'topic' option is set")
-            hdrs = tuple((str(h["key"]), _as_bytes(h["value"])) for h in headers[i] or ())
-            rows.append((topic, partitions[i], _as_bytes(keys[i]), _as_bytes(values[i]), hdrs))
+            rows.append(columns.row(i))
     return EosMessage(tuple(rows), tuple(rejects))
 
 

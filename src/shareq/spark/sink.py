@@ -35,6 +35,30 @@ def _as_bytes(value: Any) -> bytes | None:
     )
 
 
+OutRow = tuple[str, int | None, bytes | None, bytes | None, tuple[tuple[str, bytes | None], ...]]
+"""A row to produce: topic, partition (None: the partitioner's), key, value, headers."""
+
+
+class OutputColumns:
+    """The sink's columns of one Arrow batch, read row by row as records to produce."""
+
+    def __init__(self, batch: Any, default_topic: str | None) -> None:
+        n = batch.num_rows
+        self.values = column(batch, "value") or [None] * n
+        self.keys = column(batch, "key") or [None] * n
+        self.topics = column(batch, "topic") or [None] * n
+        self.partitions = column(batch, "partition") or [None] * n
+        self.headers = column(batch, "headers") or [None] * n
+        self.default_topic = default_topic
+
+    def row(self, i: int) -> OutRow:
+        topic = self.topics[i] or self.default_topic
+        if topic is None:
+            raise ValueError("a row has a null topic and no 'topic' option is set")
+        hdrs = tuple((str(h["key"]), _as_bytes(h["value"])) for h in self.headers[i] or ())
+        return topic, self.partitions[i], _as_bytes(self.keys[i]), _as_bytes(self.values[i]), hdrs
+
+
 def check_schema(schema: StructType, options: SinkOptions) -> None:
     """Fail at planning time, not in a task, when rows cannot become records."""
     names = set(schema.fieldNames())
@@ -56,27 +80,11 @@ def produce_batches(options: SinkOptions, batches: Iterator[Any]) -> SinkCommit:
     counts: dict[str, int] = {}
     with Cluster(options.connect) as cluster:
         for batch in batches:
-            n = batch.num_rows
-            values = column(batch, "value") or [None] * n
-            keys = column(batch, "key") or [None] * n
-            topics = column(batch, "topic") or [None] * n
-            partitions = column(batch, "partition") or [None] * n
-            headers = column(batch, "headers") or [None] * n
+            columns = OutputColumns(batch, options.topic)
             out: list[OutRecord] = []
-            for i in range(n):
-                topic = topics[i] or options.topic
-                if topic is None:
-                    raise ValueError("a row has a null topic and no 'topic' option is set")
-                hdrs = tuple((str(h["key"]), _as_bytes(h["value"])) for h in headers[i] or ())
-                out.append(
-                    OutRecord(
-                        topic=topic,
-                        partition=partitions[i],
-                        key=_as_bytes(keys[i]),
-                        value=_as_bytes(values[i]),
-                        headers=hdrs,
-                    )
-                )
+            for i in range(batch.num_rows):
+                topic, partition, key, value, hdrs = columns.row(i)
+                out.append(OutRecord(topic=topic, partition=partition, key=key, value=value, headers=hdrs))
                 counts[topic] = counts.get(topic, 0) + 1
             cluster.produce(out)
     return SinkCommit(counts)
