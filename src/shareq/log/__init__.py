@@ -27,7 +27,15 @@ from .errors import (
     UnsupportedCompressionError,
 )
 from .partition_log import AppendInfo, FetchData, PartitionLog, TimestampOffset
-from .records import Record, RecordBatch, decode_batch, decode_batches, encode_batch, encode_control_batch
+from .records import (
+    Record,
+    RecordBatch,
+    decode_batch,
+    decode_batches,
+    encode_batch,
+    encode_control_batch,
+    encode_share_control_batch,
+)
 
 __all__ = [
     "HEADER_SIZE",
@@ -54,6 +62,7 @@ __all__ = [
     "decode_batches",
     "encode_batch",
     "encode_control_batch",
+    "encode_share_control_batch",
     "iter_batches",
     "patch_base_offset",
     "read_batch_header",

@@ -46,6 +46,10 @@ _CONTROL_KEY = struct.Struct(">hh")  # version, type
 _CONTROL_VALUE = struct.Struct(">hi")  # version, coordinatorEpoch
 CONTROL_TYPE_ABORT = 0
 CONTROL_TYPE_COMMIT = 1
+# Seed 004's in-log share state: control records that only the share-partition leader reads.
+CONTROL_TYPE_SHARE_CHECKPOINT = 5
+CONTROL_TYPE_SHARE_DELTA = 6
+SHARE_CONTROL_TYPES = frozenset((CONTROL_TYPE_SHARE_CHECKPOINT, CONTROL_TYPE_SHARE_DELTA))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -255,6 +259,15 @@ def encode_control_batch(
         transactional=True,
         control=True,
     )
+
+
+def encode_share_control_batch(control_type: int, value: bytes, *, timestamp: int = 0) -> bytes:
+    """A SHARE_CHECKPOINT or SHARE_DELTA control batch (seed 004): one record, key (version 0,
+    type), ``value`` the persister's payload; not transactional, no producer id."""
+    if control_type not in SHARE_CONTROL_TYPES:
+        raise ValueError(f"{control_type} is not a share-state control record type")
+    record = Record(key=_CONTROL_KEY.pack(0, control_type), value=value, timestamp=timestamp)
+    return encode_batch([record], control=True)
 
 
 def control_record_type(record: Record) -> int:
