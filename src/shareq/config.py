@@ -232,6 +232,15 @@ register(
         validator=_positive,
     ),
     Setting(
+        name="share.persister",
+        type=str,
+        default="coordinator",
+        validator=lambda v: v in ("coordinator", "in-log"),
+        bounds="coordinator | in-log",
+        doc="where share-partition state is kept: the __share_group_state topic (coordinator) or "
+        "control records in each share-partition's own topic-partition (in-log)",
+    ),
+    Setting(
         name="share.coordinator.state.flush.mode",
         type=str,
         default="group",

@@ -29,6 +29,12 @@ def embedded_broker(tmp_path: Path) -> Iterator[EmbeddedBroker]:
         yield broker
 
 
+@pytest.fixture(params=["coordinator", "in-log"])
+def persister(request: pytest.FixtureRequest) -> str:
+    """``share.persister``: the share-group wire, crash and admin tests run on both."""
+    return str(request.param)
+
+
 @pytest.fixture
 def share_broker(tmp_path: Path) -> Iterator[EmbeddedBroker]:
     """An embedded broker with the share-group test settings (``share_consumers.SHARE_BROKER``)."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,13 @@ from share_wire_log import ACQUIRED, AVAILABLE, TERMINAL, ShareWireLog
 from shareq.embedded import EmbeddedBroker
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
+
+
+@pytest.fixture
+def share_broker(tmp_path: Path, persister: str) -> Iterator[EmbeddedBroker]:
+    """The share-group test broker, once per persister."""
+    with EmbeddedBroker(tmp_path / "data", config={**SHARE_BROKER, "share.persister": persister}) as broker:
+        yield broker
 
 
 def _tid(broker: EmbeddedBroker, topic: str) -> object:
@@ -79,8 +87,8 @@ def test_explicit_accept_release_reject(share_broker: EmbeddedBroker) -> None:
     assert set(log.states("g", _tid(share_broker, "exp"), 0).values()) == {TERMINAL}  # type: ignore[arg-type]
 
 
-def test_delivery_count_limit_archives(tmp_path: Path) -> None:
-    config = {**SHARE_BROKER, "group.share.delivery.count.limit": "2"}
+def test_delivery_count_limit_archives(tmp_path: Path, persister: str) -> None:
+    config = {**SHARE_BROKER, "group.share.delivery.count.limit": "2", "share.persister": persister}
     with EmbeddedBroker(tmp_path / "d", config=config) as broker:
         log = ShareWireLog(broker).install()
         create_topic(broker.bootstrap, "poison", 1)
@@ -109,9 +117,10 @@ def test_delivery_count_limit_archives(tmp_path: Path) -> None:
             consumer.close()
 
 
-def test_lock_expiry_redelivers_records_of_a_dead_consumer(tmp_path: Path) -> None:
+def test_lock_expiry_redelivers_records_of_a_dead_consumer(tmp_path: Path, persister: str) -> None:
     config = {
         **SHARE_BROKER,
+        "share.persister": persister,
         "group.share.min.record.lock.duration.ms": "500",
         "group.share.record.lock.duration.ms": "1000",
     }

@@ -521,6 +521,11 @@ class ShareCoordinatorShard:
         ks = self._keys.get(key)
         return None if ks is None else _to_share_state(ks.current)
 
+    def current(self, key: SharePartitionKey) -> ShareSnapshot | None:
+        """The combined state of ``key`` shaped as a snapshot (its epoch included), or None."""
+        ks = self._keys.get(key)
+        return None if ks is None else ks.current
+
     def keys(self) -> list[SharePartitionKey]:
         return list(self._keys)
 

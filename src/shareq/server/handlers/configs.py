@@ -179,6 +179,7 @@ SHAREQ_ONLY_BROKER_KEYS = frozenset(
         "share.coordinator.cold.partition.snapshot.interval.ms",
         "share.coordinator.state.flush.mode",
         "share.coordinator.state.topic.prune.interval.ms",
+        "share.persister",
     }
 )
 

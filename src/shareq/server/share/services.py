@@ -1,10 +1,12 @@
 """``ShareServices`` (``broker.share``): share groups' state on one broker, and its single timer.
 
 Holds the ``ShareGroupCoordinator`` (membership, assignment, group configs), the
-``ShareSessionCache``, the ``BuiltinPersister`` over the internal ``__share_group_state`` topic and
-the ``SharePartitionManager``. Group metadata records go to the internal ``__consumer_offsets``
-topic (one partition) before a heartbeat is answered and are replayed at start, so groups, configs
-and initialized share-partitions survive a restart; members do not (they rejoin).
+``ShareSessionCache``, the persister (``share.persister``: the ``BuiltinPersister`` over the internal
+``__share_group_state`` topic, or the ``InLogPersister`` writing control records into the user
+partitions) and the ``SharePartitionManager``. Group metadata records go to the internal
+``__consumer_offsets`` topic (one partition) before a heartbeat is answered and are replayed at
+start, so groups, configs and initialized share-partitions survive a restart; members do not (they
+rejoin).
 
 One ``loop.call_at`` timer covers the earliest acquisition-lock deadline, the earliest member
 session deadline and the persister's housekeeping deadline; it is re-armed only when a new
@@ -34,17 +36,21 @@ from shareq.coordinators.group import (
     TopicPartitions,
 )
 from shareq.coordinators.share.shard import ShareCoordinatorConfig
+from shareq.log.partition_log import PartitionLog
 from shareq.log.records import Record, encode_batch
 from shareq.log.scan import keyed_records
 from shareq.persister.builtin import STATE_TOPIC, BuiltinPersister, FlushMode, StateLog
+from shareq.persister.in_log import InLogPersister
 from shareq.share import SharePartition
 from shareq.share.persister import PersisterError, SharePartitionKey
 from shareq.share.session import ShareSessionCache, TopicIdPartition
 
 from ..internal_topics import group_metadata_topic_configs
 from ..partitions import Partition
+from ..topics import TopicInfo, is_internal
 from .dead_letters import DeadLetterWriter
 from .manager import SharePartitionManager, share_config
+from .persister_choice import PersisterSwitchError, check_persister
 
 if TYPE_CHECKING:
     from ..broker import Broker
@@ -74,21 +80,31 @@ class ShareServices:
         self.coordinator = ShareGroupCoordinator(self.broker_config)
         self.sessions = ShareSessionCache(self.broker_config.max_share_sessions)
         self.state_partitions: int = config["share.coordinator.state.topic.num.partitions"]
-        self.persister = BuiltinPersister(
-            self._state_log,
-            config=ShareCoordinatorConfig(
-                snapshot_update_records_per_snapshot=config[
-                    "share.coordinator.snapshot.update.records.per.snapshot"
-                ],
-                cold_partition_snapshot_interval_ms=config[
-                    "share.coordinator.cold.partition.snapshot.interval.ms"
-                ],
-                state_topic_prune_interval_ms=config["share.coordinator.state.topic.prune.interval.ms"],
-                state_topic_num_partitions=self.state_partitions,
-            ),
-            flush_mode=FlushMode(config["share.coordinator.state.flush.mode"]),
-            clock_ms=_wall_ms,
+        self.persister_name: str = config["share.persister"]
+        state_config = ShareCoordinatorConfig(
+            snapshot_update_records_per_snapshot=config[
+                "share.coordinator.snapshot.update.records.per.snapshot"
+            ],
+            cold_partition_snapshot_interval_ms=config[
+                "share.coordinator.cold.partition.snapshot.interval.ms"
+            ],
+            state_topic_prune_interval_ms=config["share.coordinator.state.topic.prune.interval.ms"],
+            state_topic_num_partitions=self.state_partitions,
         )
+        flush_mode = FlushMode(config["share.coordinator.state.flush.mode"])
+        self.persister: BuiltinPersister | InLogPersister
+        if self.persister_name == "in-log":
+            self.persister = InLogPersister(
+                self._user_log,
+                self._user_partitions,
+                config=state_config,
+                flush_mode=flush_mode,
+                clock_ms=_wall_ms,
+            )
+        else:
+            self.persister = BuiltinPersister(
+                self._state_log, config=state_config, flush_mode=flush_mode, clock_ms=_wall_ms
+            )
         self.partitions = SharePartitionManager(self)
         self.dead_letters = DeadLetterWriter(self)
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -105,7 +121,10 @@ class ShareServices:
     async def start(self) -> None:
         broker = self.broker
         state = broker.topics.get(STATE_TOPIC)
-        if state is None:
+        self._check_persister(state)
+        if isinstance(self.persister, InLogPersister):
+            pass  # share state lives in the user partitions: no state topic
+        elif state is None:
             broker.create_topic(
                 STATE_TOPIC,
                 self.state_partitions,
@@ -148,6 +167,32 @@ class ShareServices:
         self._tasks.discard(task)
         if not task.cancelled() and task.exception() is not None:
             log.error("share background task failed", exc_info=task.exception())
+
+    def _check_persister(self, state: TopicInfo | None) -> None:
+        """Refuse to start on share state the configured persister cannot read."""
+        from ..broker import BrokerStartError
+
+        broker = self.broker
+        coordinator_state = False
+        for index in range(state.partitions if state is not None else 0):
+            partition = broker.partition(STATE_TOPIC, index)
+            if partition is not None and partition.log.log_end_offset > 0:
+                coordinator_state = True
+                break
+        dirs = [p.directory for p in broker.partitions.values() if not is_internal(p.topic)]
+        try:
+            check_persister(
+                broker.data_dir, self.persister_name, coordinator_state=coordinator_state, partition_dirs=dirs
+            )
+        except PersisterSwitchError as error:
+            raise BrokerStartError(str(error)) from None
+
+    def _user_log(self, topic_id: uuid.UUID, index: int) -> PartitionLog | None:
+        partition = self.log_partition(topic_id, index)
+        return None if partition is None else partition.log
+
+    def _user_partitions(self) -> list[tuple[uuid.UUID, int]]:
+        return [(t.topic_id, i) for t in self.broker.topics if not t.internal for i in range(t.partitions)]
 
     def _state_log(self, index: int) -> StateLog:
         partition = self.broker.partition(STATE_TOPIC, index)

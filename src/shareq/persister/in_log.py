@@ -1,0 +1,693 @@
+"""InLogPersister: share-partition state in the share-partition's own topic-partition (seed 004).
+
+Each user topic-partition carries the state of every share group on it as control batches of two
+types, SHARE_CHECKPOINT (a group's whole state) and SHARE_DELTA (what one write changed), whose
+payload is ``share_control``'s. Per partition a ``ShareCoordinatorShard`` (the state model the
+built-in persister uses, keyed by group) decides what a request writes: a checkpoint on
+initialization, every ``snapshot_update_records_per_snapshot`` deltas, when the combined state is
+no bigger than the delta, when a group's chain of deltas passes ``chain_max_bytes`` or its
+checkpoint lies more than ``checkpoint_max_distance`` offsets behind the log end; otherwise a delta
+chained to the previous record by its offset. ACQUIRED is never written.
+
+**Group commit and flush modes** are the built-in persister's: one flusher drains the queued
+requests in cycles, appends one run of control batches per touched partition (offsets are known
+before the append: every control batch holds one record and nothing else appends between), fsyncs
+the touched partitions' active segments in worker threads and only then answers. ``fsync`` takes
+one request per cycle, ``group`` shares fsyncs and stages the next cycle during one, ``none``
+never fsyncs.
+
+After a cycle is durable each group's **retention hold** (``PartitionLog.set_retention_hold``,
+owner the group id, offset its Share Checkpoint Offset) follows its newest checkpoint, and the
+**share snapshot file** is rewritten when a checkpoint moved; deleting a group's state writes a
+tombstone checkpoint and releases its hold. Recovery (``in_log_recovery``) never scans from the
+log start. Idle groups whose checkpoint falls far behind the log end get a fresh copy of it on the
+periodic tick, so that recovery scans and retention holds stay near the log end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kio.schema.errors import ErrorCode
+
+from shareq.coordinators.share.records import (
+    MARKER_KEY,
+    ShareSnapshot,
+    ShareTxnMarker,
+    ShareTxnStage,
+    ShareUpdate,
+    StateRecord,
+)
+from shareq.coordinators.share.shard import (
+    CoordinatorResult,
+    ReadResult,
+    ReadSummaryResult,
+    ShareCoordinatorConfig,
+    ShareCoordinatorShard,
+    fold_updates,
+)
+from shareq.histogram import Histogram
+from shareq.log.errors import LogError
+from shareq.log.records import encode_share_control_batch
+from shareq.share.persister import (
+    PersisterError,
+    SharePartitionKey,
+    ShareState,
+    ShareStateSummary,
+    WriteStateParams,
+)
+
+from . import share_control as sc
+from .builtin import FlushMode
+from .in_log_recovery import GroupPosition, SnapshotFile, recover, write_snapshot_file
+from .segment_sync import ActiveSegmentSync
+from .share_control import ControlKind, ShareControl, ShareControlError
+from .sync_workers import SyncWorkers
+
+log = logging.getLogger("shareq.share")
+
+CHAIN_MAX_BYTES = 256 * 1024
+CHECKPOINT_MAX_DISTANCE = 100_000
+SCAN_BOUND_BYTES = 64 * 1024 * 1024
+_SYNC_THREADS = 8
+_APPEND_MAX_BYTES = 512 * 1024
+
+PartitionId = tuple[uuid.UUID, int]
+LogFor = Callable[[uuid.UUID, int], Any]
+"""The log of a topic-partition (a ``PartitionLog``), or None when it does not exist."""
+Handler = Callable[[ShareCoordinatorShard, int], CoordinatorResult[Any]]
+
+
+def _wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclass(slots=True)
+class _Request:
+    key: SharePartitionKey | None
+    handle: Handler
+    future: asyncio.Future[Any]
+
+
+class _LogPartition:
+    """One topic-partition's share state: its shard, chains, queue and durability handles."""
+
+    __slots__ = (
+        "chain_bytes",
+        "directory",
+        "failed",
+        "file_dirty",
+        "file_end",
+        "groups",
+        "holds_due",
+        "id",
+        "in_flight",
+        "log",
+        "queue",
+        "released",
+        "shard",
+        "sync",
+    )
+
+    def __init__(self, pid: PartitionId, log_: Any, config: ShareCoordinatorConfig) -> None:
+        self.id = pid
+        self.log = log_
+        directory = getattr(log_, "directory", None)
+        self.directory = Path(directory) if directory is not None else None
+        self.shard = ShareCoordinatorShard(pid[1], config)
+        self.sync = ActiveSegmentSync(log_)
+        self.queue: list[_Request] = []
+        self.failed = False
+        self.groups: dict[str, GroupPosition] = {}
+        self.chain_bytes: dict[str, int] = {}
+        self.holds_due: set[str] = set()
+        self.released: set[str] = set()
+        self.file_dirty = False
+        self.file_end = -1
+        self.in_flight: dict[str, int] = {}
+
+    def key(self, group: str) -> SharePartitionKey:
+        return SharePartitionKey(group_id=group, topic_id=self.id[0], partition=self.id[1])
+
+
+@dataclass(slots=True)
+class _Cycle:
+    staged: list[tuple[_LogPartition, list[tuple[_Request, Any]]]] = field(default_factory=list)
+    touched: list[_LogPartition] = field(default_factory=list)
+
+
+def _error_of(response: object) -> ErrorCode:
+    if isinstance(response, ErrorCode):
+        return response
+    if isinstance(response, ReadResult | ReadSummaryResult):
+        return response.error
+    return ErrorCode.none
+
+
+class InLogPersister:
+    """The ``Persister`` protocol on control records in the user partitions (module docstring)."""
+
+    def __init__(
+        self,
+        log_for: LogFor,
+        list_partitions: Callable[[], Iterable[PartitionId]],
+        *,
+        config: ShareCoordinatorConfig | None = None,
+        flush_mode: FlushMode = FlushMode.GROUP,
+        clock_ms: Callable[[], int] = _wall_clock_ms,
+        chain_max_bytes: int = CHAIN_MAX_BYTES,
+        checkpoint_max_distance: int = CHECKPOINT_MAX_DISTANCE,
+        scan_bound_bytes: int = SCAN_BOUND_BYTES,
+    ) -> None:
+        self.config = config or ShareCoordinatorConfig()
+        self.flush_mode = FlushMode(flush_mode)
+        self._log_for = log_for
+        self._list_partitions = list_partitions
+        self._clock_ms = clock_ms
+        self.chain_max_bytes = chain_max_bytes
+        self.checkpoint_max_distance = checkpoint_max_distance
+        self.scan_bound_bytes = scan_bound_bytes
+        self._parts: dict[PartitionId, _LogPartition] = {}
+        self._wakeup = asyncio.Event()
+        self._flusher: asyncio.Task[None] | None = None
+        self._closed = False
+        self._last_tick_ms: int | None = None
+        self._sync_pool = SyncWorkers(_SYNC_THREADS, "share-state-fsync")
+        # metrics, as the built-in persister's
+        self.writes = 0
+        self.write_latency = Histogram()
+        self.bytes_appended = 0
+        self.records_appended = 0
+        # recovery figures of the last load
+        self.recovered_bytes_read = 0
+        self.rebuilt_snapshot_files = 0
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    async def load(self) -> None:
+        """Recover every existing partition (so that retention holds are set before retention
+        runs); partitions created later start empty when first used."""
+        self._ensure_flusher()
+        for pid in list(self._list_partitions()):
+            if pid not in self._parts:
+                self._open(pid)
+                await asyncio.sleep(0)
+
+    def _open(self, pid: PartitionId) -> _LogPartition:
+        log_ = self._log_for(*pid)
+        if log_ is None:
+            raise PersisterError(ErrorCode.unknown_topic_or_partition, f"no partition {pid[0]}-{pid[1]}")
+        part = _LogPartition(pid, log_, self.config)
+        self._parts[pid] = part
+        try:
+            found, rebuilt, read, lost = recover(log_, part.directory, scan_bound_bytes=self.scan_bound_bytes)
+        except (ShareControlError, LogError) as exc:
+            log.error("share state of partition %s-%d cannot be recovered: %s", pid[0], pid[1], exc)
+            part.failed = True
+            return part
+        self.recovered_bytes_read += read
+        for group in lost:
+            log.warning(
+                "share group %s has share state on %s-%d with no checkpoint within %d bytes of the log "
+                "end: it starts over from its reset policy",
+                group,
+                pid[0],
+                pid[1],
+                self.scan_bound_bytes,
+            )
+        records: list[tuple[int, SharePartitionKey, ShareControl]] = []
+        for group, chain in found.items():
+            if chain.deleted:
+                continue
+            part.groups[group] = chain.position
+            part.chain_bytes[group] = sum(40 + 19 * len(c.states) for _, c in chain.records[1:])
+            key = part.key(group)
+            records.extend((offset, key, c) for offset, c in chain.records)
+        records.sort(key=lambda r: r[0])
+        shard = part.shard
+        for offset, key, c in records:
+            value = sc.to_value(c)
+            shard.replay(MARKER_KEY if c.kind is ControlKind.TXN_END else key, value, offset)
+        shard.restore_next_offset(log_.log_end_offset)
+        shard.complete_load()
+        for group, pos in part.groups.items():
+            _hold(log_, group, pos.checkpoint_offset)
+        if rebuilt:
+            self.rebuilt_snapshot_files += 1
+            self._write_file(part)
+        else:
+            part.file_end = -1  # unknown: rewritten at the next tick or close
+        return part
+
+    async def close(self) -> None:
+        """Finish queued work, stop the flusher, write the snapshot files (logs stay open: they
+        belong to the broker)."""
+        self._closed = True
+        self._wakeup.set()
+        if self._flusher is not None:
+            await self._flusher
+        for part in self._parts.values():
+            if not part.failed and self._log_for(*part.id) is part.log:
+                try:
+                    self._write_file(part)
+                except OSError:
+                    log.warning("cannot write the share snapshot file of %s-%d", *part.id, exc_info=True)
+            part.sync.close()
+        self._sync_pool.shutdown()
+
+    def _ensure_flusher(self) -> None:
+        if self._flusher is None:
+            self._flusher = asyncio.get_running_loop().create_task(self._flush_loop())
+
+    def _write_file(self, part: _LogPartition) -> None:
+        if part.directory is None:
+            return
+        end = part.log.log_end_offset
+        write_snapshot_file(
+            part.directory,
+            SnapshotFile(end_offset=end, groups={g: dataclasses.replace(p) for g, p in part.groups.items()}),
+        )
+        part.file_dirty = False
+        part.file_end = end
+
+    # -- Persister protocol --------------------------------------------------------------------
+
+    async def initialize_state(self, key: SharePartitionKey, *, state_epoch: int, start_offset: int) -> None:
+        def handle(shard: ShareCoordinatorShard, now: int) -> CoordinatorResult[ErrorCode]:
+            return shard.handle_initialize(
+                key, state_epoch=state_epoch, start_offset=start_offset, now_ms=now
+            )
+
+        await self._submit(key, handle)
+
+    async def write_state(self, params: WriteStateParams) -> None:
+        def handle(shard: ShareCoordinatorShard, now: int) -> CoordinatorResult[ErrorCode]:
+            return shard.handle_write(params, now_ms=now)
+
+        started = time.perf_counter()
+        await self._submit(params.key, handle)
+        self.writes += 1
+        self.write_latency.observe(time.perf_counter() - started)
+
+    async def delete_state(self, key: SharePartitionKey) -> None:
+        try:
+            part = self._partition(key)
+        except PersisterError as exc:
+            if exc.error_code == ErrorCode.unknown_topic_or_partition:
+                return  # the topic is gone, and its share state with it
+            raise
+        self._unwrap(await self._enqueue(part, key, lambda shard, _now: shard.handle_delete(key)))
+
+    async def read_state(self, key: SharePartitionKey, *, leader_epoch: int) -> ShareState | None:
+        part = self._partition(key)
+        if not part.in_flight.get(key.group_id):
+            result = part.shard.handle_read(key, leader_epoch=leader_epoch)
+            if not result.records:
+                return self._unwrap(result.response).state  # type: ignore[no-any-return]
+        response = await self._submit(
+            key, lambda shard, _now: shard.handle_read(key, leader_epoch=leader_epoch)
+        )
+        return response.state  # type: ignore[no-any-return]
+
+    async def read_state_summary(self, key: SharePartitionKey) -> ShareStateSummary | None:
+        part = self._partition(key)
+        if not part.in_flight.get(key.group_id):
+            return self._unwrap(part.shard.handle_read_summary(key).response).summary  # type: ignore[no-any-return]
+        response = await self._submit(key, lambda shard, _now: shard.handle_read_summary(key))
+        return response.summary  # type: ignore[no-any-return]
+
+    async def end_transaction(self, producer_id: int, producer_epoch: int, *, commit: bool) -> None:
+        """A SHARE_DELTA settling the transaction on every share-partition holding entries it
+        staged (durable before this returns)."""
+        waits = []
+        for part in list(self._parts.values()):
+            if part.failed:
+                raise PersisterError(ErrorCode.kafka_storage_error, f"share state of {part.id} failed")
+            if producer_id in part.shard.pending_producers():
+                waits.append(
+                    self._enqueue(
+                        part,
+                        None,
+                        lambda shard, _now: shard.handle_marker(producer_id, producer_epoch, commit=commit),
+                    )
+                )
+        for outcome in await asyncio.gather(*waits, return_exceptions=True):
+            if isinstance(outcome, BaseException):
+                raise outcome
+
+    def pending_producers(self) -> dict[int, int]:
+        out: dict[int, int] = {}
+        for part in self._parts.values():
+            for pid, n in part.shard.pending_producers().items():
+                out[pid] = out.get(pid, 0) + n
+        return out
+
+    def state_partition(self, key: SharePartitionKey) -> int:
+        """A transaction's share-state participant label: the share-partition's own partition."""
+        return key.partition
+
+    def checkpoint_offset(self, key: SharePartitionKey) -> int | None:
+        """The group's Share Checkpoint Offset on the key's partition (None without state)."""
+        part = self._parts.get((key.topic_id, key.partition))
+        pos = None if part is None else part.groups.get(key.group_id)
+        return None if pos is None else pos.checkpoint_offset
+
+    # -- housekeeping --------------------------------------------------------------------------
+
+    def next_deadline(self) -> int | None:
+        if self._last_tick_ms is None:
+            return self._clock_ms() if self._parts else None
+        return self._last_tick_ms + self.config.state_topic_prune_interval_ms
+
+    async def tick(self, now_ms: int | None = None) -> None:
+        """Re-checkpoint idle groups far behind the log end; refresh stale snapshot files."""
+        now = self._clock_ms() if now_ms is None else now_ms
+        self._last_tick_ms = now
+        waits = []
+        for part in list(self._parts.values()):
+            if part.failed or self._log_for(*part.id) is not part.log:
+                continue
+            leo = part.log.log_end_offset
+            far = [
+                part.key(g)
+                for g, pos in part.groups.items()
+                if leo - pos.checkpoint_offset > self.checkpoint_max_distance and not part.in_flight.get(g)
+            ]
+            for key in far:
+                waits.append(self._enqueue(part, key, _recheckpoint(key)))
+            if not far and part.file_end != leo:
+                try:
+                    self._write_file(part)
+                except OSError:
+                    log.warning("cannot write the share snapshot file of %s-%d", *part.id, exc_info=True)
+        if waits:
+            await asyncio.gather(*waits, return_exceptions=True)
+
+    # -- requests ------------------------------------------------------------------------------
+
+    def _partition(self, key: SharePartitionKey) -> _LogPartition:
+        pid = (key.topic_id, key.partition)
+        part = self._parts.get(pid)
+        if part is not None and self._log_for(*pid) is not part.log:
+            self._parts.pop(pid, None)  # the topic was deleted (or recreated)
+            part.sync.close()
+            part = None
+        if part is None:
+            if self._log_for(*pid) is None:
+                raise PersisterError(ErrorCode.unknown_topic_or_partition, f"no partition {pid[0]}-{pid[1]}")
+            part = self._open(pid)
+        if part.failed:
+            raise PersisterError(ErrorCode.kafka_storage_error, f"share state of {pid[0]}-{pid[1]} failed")
+        return part
+
+    @staticmethod
+    def _unwrap(response: Any) -> Any:
+        error = _error_of(response)
+        if error != ErrorCode.none:
+            raise PersisterError(error, error.name)
+        return response
+
+    async def _submit(self, key: SharePartitionKey, handle: Handler) -> Any:
+        return self._unwrap(await self._enqueue(self._partition(key), key, handle))
+
+    def _enqueue(
+        self, part: _LogPartition, key: SharePartitionKey | None, handle: Handler
+    ) -> asyncio.Future[Any]:
+        if self._closed:
+            raise PersisterError(ErrorCode.coordinator_not_available, "the persister is closed")
+        self._ensure_flusher()
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        part.queue.append(_Request(key, handle, future))
+        if key is not None:
+            part.in_flight[key.group_id] = part.in_flight.get(key.group_id, 0) + 1
+        self._wakeup.set()
+        return future
+
+    # -- the flusher ---------------------------------------------------------------------------
+
+    async def _flush_loop(self) -> None:
+        previous: tuple[_Cycle, asyncio.Future[None]] | None = None
+        while True:
+            cycle = self._stage_cycle() if any(p.queue for p in self._parts.values()) else None
+            if previous is not None:
+                await previous[1]
+                self._finish_cycle(previous[0])
+                previous = None
+            if cycle is not None:
+                sync = self._start_sync(cycle)
+                if self.flush_mode is FlushMode.GROUP:
+                    previous = (cycle, sync)
+                    await asyncio.sleep(0)
+                    continue
+                await sync
+                self._finish_cycle(cycle)
+                continue
+            if self._closed:
+                return
+            await self._wakeup.wait()
+            self._wakeup.clear()
+
+    def _stage_cycle(self) -> _Cycle:
+        now = self._clock_ms()
+        one_only = self.flush_mode is FlushMode.FSYNC
+        cycle = _Cycle()
+        for part in list(self._parts.values()):
+            if not part.queue:
+                continue
+            if one_only:
+                batch, part.queue = part.queue[:1], part.queue[1:]
+            else:
+                batch, part.queue = part.queue, []
+            done: list[tuple[_Request, Any]] = []
+            cycle.staged.append((part, done))
+            if part.failed:
+                done += [
+                    (r, PersisterError(ErrorCode.kafka_storage_error, "share state failed")) for r in batch
+                ]
+                continue
+            if self._log_for(*part.id) is not part.log:
+                gone = PersisterError(ErrorCode.unknown_topic_or_partition, "the partition was deleted")
+                done += [(r, gone) for r in batch]
+                continue
+            self._stage_partition(part, batch, done, cycle, now)
+            if one_only:
+                break
+        return cycle
+
+    def _stage_partition(
+        self,
+        part: _LogPartition,
+        batch: list[_Request],
+        done: list[tuple[_Request, Any]],
+        cycle: _Cycle,
+        now: int,
+    ) -> None:
+        log_ = part.log
+        base = log_.log_end_offset
+        encoded: list[bytes] = []
+        for req in batch:
+            try:
+                result = req.handle(part.shard, now)
+            except Exception as exc:  # a bug in a handler must not kill the flusher
+                done.append((req, exc))
+                continue
+            if _error_of(result.response) == ErrorCode.none:
+                for record in result.records:
+                    for key, value, control in self._controls(part, record, now):
+                        offset = base + len(encoded)
+                        payload = sc.encode(control)
+                        encoded.append(
+                            encode_share_control_batch(control.control_type, payload, timestamp=now)
+                        )
+                        self._track(part, control, offset, len(payload))
+                        part.shard.replay(key, value, offset)
+            done.append((req, result.response))
+        if not encoded:
+            return
+        try:
+            chunk: list[bytes] = []
+            size = 0
+            limit = _append_limit(log_)
+            for data in encoded:
+                if chunk and size + len(data) > limit:
+                    log_.append(b"".join(chunk), now_ms=now)
+                    chunk, size = [], 0
+                chunk.append(data)
+                size += len(data)
+            log_.append(b"".join(chunk), now_ms=now)
+            if log_.log_end_offset != base + len(encoded):
+                raise LogError("the partition log assigned unexpected offsets")
+            self.bytes_appended += sum(len(d) for d in encoded)
+            self.records_appended += len(encoded)
+        except (LogError, OSError) as exc:
+            self._fail(part, done, exc)
+            return
+        cycle.touched.append(part)
+
+    def _controls(
+        self, part: _LogPartition, record: StateRecord, now: int
+    ) -> list[tuple[SharePartitionKey, Any, ShareControl]]:
+        """The control records standing for one share coordinator record (a marker becomes one
+        delta per group holding entries of that producer), each with the key and value to replay."""
+        value = record.value
+        if isinstance(value, ShareTxnMarker):
+            out = []
+            for key in part.shard.keys():  # noqa: SIM118 (a method, not a dict)
+                state = part.shard.state(key)
+                pos = part.groups.get(key.group_id)
+                if state is None or pos is None:
+                    continue
+                if any(p.producer_id == value.producer_id for p in state.pending_txn_batches):
+                    out.append(
+                        (
+                            MARKER_KEY,
+                            value,
+                            sc.from_txn_end(key.group_id, pos.checkpoint_epoch, value, pos.last_offset),
+                        )
+                    )
+            return out
+        key = record.key
+        group = key.group_id
+        pos = part.groups.get(group)
+        if value is None:
+            return [(key, None, sc.tombstone(group, 0 if pos is None else pos.checkpoint_epoch + 1))]
+        if isinstance(value, ShareSnapshot):
+            return [(key, value, sc.from_snapshot(group, value))]
+        assert pos is not None  # an update or stage follows a snapshot of the same epoch
+        if isinstance(value, ShareTxnStage):
+            return [(key, value, sc.from_stage(group, value, pos.last_offset))]
+        assert isinstance(value, ShareUpdate)
+        chain = part.chain_bytes.get(group, 0)
+        distance = part.log.log_end_offset - pos.checkpoint_offset
+        if chain >= self.chain_max_bytes or distance > self.checkpoint_max_distance:
+            current = part.shard.current(key)
+            if current is not None:
+                merged = fold_updates(current, [value])
+                snap = dataclasses.replace(
+                    merged, snapshot_epoch=current.snapshot_epoch + 1, write_timestamp=now
+                )
+                return [(key, snap, sc.from_snapshot(group, snap))]
+        return [(key, value, sc.from_update(group, value, pos.last_offset))]
+
+    @staticmethod
+    def _track(part: _LogPartition, control: ShareControl, offset: int, size: int) -> None:
+        group = control.group_id
+        if control.kind is ControlKind.TOMBSTONE:
+            part.groups.pop(group, None)
+            part.chain_bytes.pop(group, None)
+            part.holds_due.discard(group)
+            part.released.add(group)
+            part.file_dirty = True
+        elif control.checkpoint:
+            part.groups[group] = GroupPosition(offset, offset, control.checkpoint_epoch)
+            part.chain_bytes[group] = 0
+            part.holds_due.add(group)
+            part.released.discard(group)
+            part.file_dirty = True
+        else:
+            pos = part.groups[group]
+            pos.last_offset = offset
+            part.chain_bytes[group] = part.chain_bytes.get(group, 0) + size
+
+    def _start_sync(self, cycle: _Cycle) -> asyncio.Future[None]:
+        loop = asyncio.get_running_loop()
+        if not cycle.touched or self.flush_mode is FlushMode.NONE:
+            done: asyncio.Future[None] = loop.create_future()
+            done.set_result(None)
+            return done
+        chunks = [cycle.touched[i::_SYNC_THREADS] for i in range(min(_SYNC_THREADS, len(cycle.touched)))]
+        syncs = [self._sync_pool.submit(i, _sync_parts, chunk) for i, chunk in enumerate(chunks)]
+        if len(syncs) == 1:
+            return syncs[0]
+
+        async def wait() -> None:
+            await asyncio.gather(*syncs)
+
+        return asyncio.ensure_future(wait())
+
+    def _finish_cycle(self, cycle: _Cycle) -> None:
+        """Durable now: move retention holds, rewrite snapshot files, answer the requests."""
+        for part in cycle.touched:
+            if part.failed:
+                continue
+            for group in part.holds_due:
+                pos = part.groups.get(group)
+                if pos is not None:
+                    _hold(part.log, group, pos.checkpoint_offset)
+            for group in part.released:
+                _hold(part.log, group, None)
+            part.holds_due.clear()
+            part.released.clear()
+            if part.file_dirty:
+                try:
+                    self._write_file(part)
+                except OSError:
+                    log.warning("cannot write the share snapshot file of %s-%d", *part.id, exc_info=True)
+        for part, done in cycle.staged:
+            if part.failed:
+                self._fail(part, done, OSError("the partition log failed"))
+            for req, outcome in done:
+                if req.key is not None:
+                    group = req.key.group_id
+                    n = part.in_flight.get(group, 0) - 1
+                    if n > 0:
+                        part.in_flight[group] = n
+                    else:
+                        part.in_flight.pop(group, None)
+                if req.future.done():
+                    continue
+                if isinstance(outcome, BaseException):
+                    req.future.set_exception(outcome)
+                else:
+                    req.future.set_result(outcome)
+
+    @staticmethod
+    def _fail(part: _LogPartition, done: list[tuple[_Request, Any]], exc: BaseException) -> None:
+        part.failed = True
+        error = PersisterError(
+            ErrorCode.kafka_storage_error, f"share state of {part.id[0]}-{part.id[1]}: {exc}"
+        )
+        done[:] = [(req, outcome if isinstance(outcome, PersisterError) else error) for req, outcome in done]
+
+
+def _recheckpoint(key: SharePartitionKey) -> Handler:
+    """A fresh checkpoint of ``key``'s current state at the log end (nothing if it has none)."""
+
+    def handle(shard: ShareCoordinatorShard, now: int) -> CoordinatorResult[ErrorCode]:
+        current = shard.current(key)
+        if current is None:
+            return CoordinatorResult(records=(), response=ErrorCode.none)
+        snap = dataclasses.replace(current, snapshot_epoch=current.snapshot_epoch + 1, write_timestamp=now)
+        return CoordinatorResult(records=(StateRecord(key=key, value=snap),), response=ErrorCode.none)
+
+    return handle
+
+
+def _hold(log_: Any, group: str, offset: int | None) -> None:
+    """Keep retention and DeleteRecords below the group's checkpoint (when the log supports it)."""
+    setter = getattr(log_, "set_retention_hold", None)
+    if setter is not None:
+        setter(group, offset)
+
+
+def _append_limit(log_: Any) -> int:
+    config = getattr(log_, "config", None)
+    if config is None:
+        return _APPEND_MAX_BYTES
+    return min(_APPEND_MAX_BYTES, int(config.segment_bytes), int(config.max_message_bytes))
+
+
+def _sync_parts(parts: list[_LogPartition]) -> None:
+    for part in parts:
+        try:
+            part.sync()
+        except Exception:
+            part.failed = True
