@@ -112,6 +112,7 @@ class PartitionLog:
     __slots__ = (
         "_bases",
         "_closed",
+        "_holds",
         "_loaded",
         "_log_start",
         "_producers",
@@ -135,6 +136,7 @@ class PartitionLog:
         self._recovery = (0, 0, 0)
         self._unflushed_messages = 0
         self._closed = False
+        self._holds: dict[str, int] = {}
 
     # -- opening and recovery ---------------------------------------------------------------------
 
@@ -485,17 +487,50 @@ class PartitionLog:
 
     # -- retention ----------------------------------------------------------------------------------
 
-    def advance_log_start(self, offset: int) -> None:
-        """Move the log start forward (DeleteRecords); whole segments below it are deleted."""
+    def set_retention_hold(self, owner: str, offset: int | None) -> None:
+        """Keep the log start at or below ``offset`` for ``owner``; ``None`` releases its hold.
+
+        The in-log share-state persister holds each partition at its Earliest Share Offset (the
+        lowest Share Checkpoint Offset of the groups on it), so that neither time/size retention
+        nor DeleteRecords removes the checkpoint and deltas that recovery reads. Retention then
+        deletes only segments wholly below the lowest hold; DeleteRecords past it stops at it.
+
+        Holds live in memory only: they are not written to the log's checkpoint, so whoever sets
+        one must set it again after the log is reopened (the persister does so on recovery,
+        before the broker's first retention pass). A hold below the log start changes nothing.
+        """
+        if offset is None:
+            self._holds.pop(owner, None)
+            return
+        if offset < 0:
+            raise ValueError(f"a retention hold needs an offset, not {offset}")
+        self._holds[owner] = offset
+
+    @property
+    def retention_floor(self) -> int | None:
+        """The lowest retention hold (the log start never moves past it), or ``None``."""
+        return min(self._holds.values()) if self._holds else None
+
+    def advance_log_start(self, offset: int) -> int:
+        """Move the log start forward (DeleteRecords); whole segments below it are deleted.
+
+        A retention hold stops the move at the hold: the records below ``offset`` from the hold on
+        stay readable, and the returned log start (DeleteRecords' low watermark) says where the
+        move stopped. Returns the log start after the move.
+        """
         self._check_open()
         leo = self.log_end_offset
         if offset > leo or offset < 0:
             raise OffsetOutOfRangeError(f"cannot move the log start to {offset}: log ends at {leo}")
+        floor = self.retention_floor
+        if floor is not None and offset > floor:
+            offset = floor
         if offset <= self._log_start:
-            return
+            return self._log_start
         self._log_start = offset
         self._delete_oldest(lambda seg: seg.next_offset <= self._log_start)
         self._write_checkpoint()
+        return self._log_start
 
     def enforce_retention(self, now_ms: int) -> int:
         """Delete old whole segments by ``retention_ms`` and ``retention_bytes`` (never the active
@@ -531,9 +566,15 @@ class PartitionLog:
         return seg.largest_timestamp()
 
     def _delete_oldest(self, eligible: Callable[[LogSegment], bool]) -> int:
-        """Delete segments from the oldest while ``eligible(segment)`` holds, keeping the active one."""
+        """Delete segments from the oldest while ``eligible(segment)`` holds, keeping the active one
+        and every segment that reaches the lowest retention hold (or is already below the log
+        start, whatever the holds: deleting it moves nothing)."""
         deleted = 0
+        floor = self.retention_floor
         while len(self._segments) > 1 and eligible(self._segments[0]):
+            first = self._segments[0]
+            if floor is not None and first.next_offset > floor and first.next_offset > self._log_start:
+                break
             seg = self._segments.pop(0)
             self._bases.pop(0)
             if self._reader is seg:
