@@ -105,3 +105,23 @@ def consume_then_die(bootstrap: str, topic: str) -> int:
     )
     assert dying.returncode == -signal.SIGKILL, dying.stderr[-2000:]
     return int(dying.stdout.split()[0])
+
+
+def user_records(log: Any) -> tuple[int, int]:
+    """``(end, count)`` of a partition log's data records: the offset after the last batch that is
+    not a control batch, and how many records such batches hold (share state and transaction
+    markers are control batches)."""
+    from shareq.log.batch import CONTROL_MASK, HEADER, LOG_OVERHEAD
+
+    offset, end, count = log.log_start_offset, log.log_start_offset, 0
+    while offset < log.log_end_offset:
+        data = log.read(offset, 1024 * 1024)
+        buf, pos = data.records, 0
+        while pos < len(buf):
+            header = HEADER.unpack_from(buf, pos)
+            if not header[5] & CONTROL_MASK:
+                count += header[12]
+                end = header[0] + header[6] + 1
+            pos += LOG_OVERHEAD + header[1]
+        offset = data.batches[-1][1] + 1
+    return end, count

@@ -35,8 +35,8 @@ EARLIEST = {"share.auto.offset.reset": "earliest"}
 
 
 @pytest.fixture
-def broker(tmp_path: Path) -> Iterator[EmbeddedBroker]:
-    with EmbeddedBroker(tmp_path / "data") as b:
+def broker(tmp_path: Path, persister: str) -> Iterator[EmbeddedBroker]:
+    with EmbeddedBroker(tmp_path / "data", {"share.persister": persister}) as b:
         yield b
 
 
@@ -212,9 +212,9 @@ def test_share_group_is_unknown_to_classic_and_consumer_describe(
         conn.close()
 
 
-def test_group_configs_bounds_and_restart(tmp_path: Path) -> None:
+def test_group_configs_bounds_and_restart(tmp_path: Path, persister: str) -> None:
     data = tmp_path / "data"
-    bounds = {"group.share.max.record.lock.duration.ms": 40_000}
+    bounds = {"group.share.max.record.lock.duration.ms": 40_000, "share.persister": persister}
     with EmbeddedBroker(data, bounds) as broker, Admin(broker.bootstrap) as admin:
         resource = group_resource("g5")
         admin.alter_configs(resource, {"share.record.lock.duration.ms": "35000"})
@@ -249,16 +249,17 @@ def test_group_configs_bounds_and_restart(tmp_path: Path) -> None:
         assert cleared["share.record.lock.duration.ms"].source is ConfigSource.DEFAULT_CONFIG
 
 
-def test_offsets_survive_restart(tmp_path: Path) -> None:
+def test_offsets_survive_restart(tmp_path: Path, persister: str) -> None:
     data = tmp_path / "data"
-    with EmbeddedBroker(data) as broker, Admin(broker.bootstrap) as admin:
+    config = {"share.persister": persister}
+    with EmbeddedBroker(data, config) as broker, Admin(broker.bootstrap) as admin:
         admin.create_topic("r", 1)
         produce(broker.bootstrap, "r", {0: 6})
         admin.alter_share_group_offsets("g6", {("r", 0): 2})
         admin.alter_share_group_offsets("gone", {("r", 0): 0})
         admin.alter_configs(group_resource("gone"), {"share.delivery.count.limit": "3"})
         admin.delete_groups(["gone"])
-    with EmbeddedBroker(data) as broker, Admin(broker.bootstrap) as admin:
+    with EmbeddedBroker(data, config) as broker, Admin(broker.bootstrap) as admin:
         offsets = admin.describe_share_group_offsets("g6")
         assert (offsets[("r", 0)].start_offset, offsets[("r", 0)].lag) == (2, 4)
         assert [g.group_id for g in admin.list_groups()] == ["g6"]
