@@ -1,0 +1,105 @@
+"""The in-log persister over the wire: no write feeds on its own control records, and a broker
+refuses to start with the other persister on existing share state."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from share_consumers import SHARE_BROKER, create_topic, poll_values, produce, share_consumer, user_records
+
+from shareq.client import Admin
+from shareq.embedded import EmbeddedBroker
+from shareq.share.persister import SharePartitionKey
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(90)]
+
+IN_LOG = {**SHARE_BROKER, "share.persister": "in-log"}
+# short locks: a control record that was wrongly acquired would be released (a state write, so a
+# new control record) within the observation below
+SHORT_LOCKS = {
+    **IN_LOG,
+    "group.share.min.record.lock.duration.ms": "500",
+    "group.share.record.lock.duration.ms": "500",
+}
+
+
+def _share_state_records(broker: EmbeddedBroker, topic: str) -> tuple[int, int, int]:
+    """(log end, data records, SPSO of group g) of partition 0, read on the broker's loop."""
+    info = broker.broker.topics.get(topic)
+    share = broker.broker.share
+    assert info is not None and share is not None
+    key = SharePartitionKey(group_id="g", topic_id=info.topic_id, partition=0)
+
+    async def read() -> tuple[int, int, int]:
+        partition = broker.broker.partition(topic, 0)
+        assert partition is not None
+        summary = await share.persister.read_state_summary(key)
+        _, count = user_records(partition.log)
+        return partition.log.log_end_offset, count, -1 if summary is None else summary.start_offset
+
+    return broker.run(read())
+
+
+def test_acknowledging_never_feeds_on_its_own_state_records(tmp_path: Path) -> None:
+    """Every acknowledgement appends share state to the partition being consumed; those offsets
+    are passed without being delivered or acknowledged, so once the consumer is done the log end
+    stays put however often it fetches again."""
+    with EmbeddedBroker(tmp_path / "data", config=SHORT_LOCKS) as broker:
+        create_topic(broker.bootstrap, "loop", 1)
+        values = [b"v%d" % i for i in range(60)]
+        produce(broker.bootstrap, "loop", values, 1, per_batch=3)
+        consumer = share_consumer(broker.bootstrap, "g", ["loop"])
+        try:
+            got = poll_values(consumer, lambda out: len(out) >= 60)
+            assert sorted(m.value() for m in got) == sorted(values)
+            # the last acknowledgements ride on the next fetches: poll until the durable SPSO has
+            # passed every data record
+            deadline = time.monotonic() + 20
+            while True:
+                assert poll_values(consumer, lambda out: False, timeout=0.3) == []
+                end, count, spso = _share_state_records(broker, "loop")
+                if spso >= 60:
+                    break
+                assert time.monotonic() < deadline, (end, count, spso)
+            settled = end
+            assert settled > 60  # the state is in the partition itself
+            for _ in range(10):  # more fetch rounds, each reading the trailing state records, over
+                assert poll_values(consumer, lambda out: False, timeout=0.3) == []  # six lock spans
+            assert _share_state_records(broker, "loop")[0] == settled
+        finally:
+            consumer.close()
+
+
+def _serve(data: Path, persister: str) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "shareq", "serve", "--data-dir", str(data), "--port", "0"]
+    command += ["--host", "127.0.0.1", "--config", f"share.persister={persister}"]
+    return subprocess.run(command, capture_output=True, text=True, timeout=30)
+
+
+@pytest.mark.parametrize(("first", "second"), [("coordinator", "in-log"), ("in-log", "coordinator")])
+def test_a_broker_refuses_the_other_persister_on_existing_share_state(
+    tmp_path: Path, first: str, second: str
+) -> None:
+    data = tmp_path / "data"
+    with EmbeddedBroker(data, config={"share.persister": first}) as broker, Admin(broker.bootstrap) as admin:
+        admin.create_topic("t", 1)
+        admin.alter_share_group_offsets("g", {("t", 0): 0})
+    refused = _serve(data, second)
+    assert refused.returncode == 1
+    assert f"share.persister={second}" in refused.stderr and f"share.persister={first}" in refused.stderr
+    # the original persister still starts, and the state is there
+    with EmbeddedBroker(data, config={"share.persister": first}) as broker, Admin(broker.bootstrap) as admin:
+        assert admin.describe_share_group_offsets("g")[("t", 0)].start_offset == 0
+
+
+def test_a_data_directory_without_share_state_may_switch(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    with EmbeddedBroker(data, config={"share.persister": "coordinator"}) as broker:
+        create_topic(broker.bootstrap, "t", 1)
+    with EmbeddedBroker(data, config={"share.persister": "in-log"}) as broker, Admin(broker.bootstrap) as admin:
+        admin.alter_share_group_offsets("g", {("t", 0): 0})
+        assert admin.describe_share_group_offsets("g")[("t", 0)].start_offset == 0
