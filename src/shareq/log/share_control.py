@@ -66,32 +66,42 @@ class Visible(NamedTuple):
     trailing: bool
 
 
-def visible_batches(records: bytes, batches: tuple[tuple[int, int], ...], controls: Sequence[int]) -> Visible:
+def visible_batches(
+    records: bytes,
+    batches: tuple[tuple[int, int], ...],
+    controls: Sequence[int],
+    *,
+    cut: bool = True,
+) -> Visible:
     """``records`` (whole batches, offsets ``batches``) without its share-state control batches.
 
     ``controls`` are the byte positions of the control batches in ``records`` (the log read notes
     them while walking headers), so a read without control batches costs nothing more here and
-    one with some costs a key read per control batch plus one copy of the bytes kept.
+    one with some costs a key read per control batch plus one copy of the bytes kept. With
+    ``cut=False`` the bytes are left whole (a share fetch slices acquired batches out itself).
     """
     if not controls:
         return Visible(records, batches, (), False)
-    cut: list[tuple[int, int, int]] = []  # (position, size, base offset) of each hidden batch
+    shares: list[tuple[int, int, int]] = []  # (position, size, base offset) of each hidden batch
     for pos in controls:
         if is_share_control(records, pos):
             size = _LENGTH.unpack_from(records, pos + 8)[0] + LOG_OVERHEAD
-            cut.append((pos, size, HEADER.unpack_from(records, pos)[0]))
-    if not cut:
+            shares.append((pos, size, HEADER.unpack_from(records, pos)[0]))
+    if not shares:
         return Visible(records, batches, (), False)
-    view = memoryview(records)
-    pieces: list[memoryview] = []
-    start = 0
-    for pos, size, _ in cut:
-        if pos > start:
-            pieces.append(view[start:pos])
-        start = pos + size
-    if start < len(records):
-        pieces.append(view[start:])
-    gone = {base for _, _, base in cut}
+    kept_bytes = records
+    if cut:
+        view = memoryview(records)
+        pieces: list[memoryview] = []
+        start = 0
+        for pos, size, _ in shares:
+            if pos > start:
+                pieces.append(view[start:pos])
+            start = pos + size
+        if start < len(records):
+            pieces.append(view[start:])
+        kept_bytes = b"".join(pieces)
+    gone = {base for _, _, base in shares}
     kept: list[tuple[int, int]] = []
     hidden: list[tuple[int, int]] = []
     trailing = False
@@ -105,7 +115,7 @@ def visible_batches(records: bytes, batches: tuple[tuple[int, int], ...], contro
         else:
             kept.append((first, last))
             trailing = False
-    return Visible(b"".join(pieces), tuple(kept), tuple(hidden), trailing)
+    return Visible(kept_bytes, tuple(kept), tuple(hidden), trailing)
 
 
 def gap_batch(first: int, last: int, timestamp: int = -1) -> bytes:

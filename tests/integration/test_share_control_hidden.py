@@ -1,0 +1,283 @@
+"""Share-state control batches (SHARE_CHECKPOINT, SHARE_DELTA) in a user topic, seen through the wire.
+
+A topic's partitions hold thousands of them, interleaved with user records the way the in-log
+persister leaves them: a run at the start, runs between produced batches longer than one fetch,
+and a run at the end. librdkafka's Consumer (both isolation levels), its ShareConsumer and
+kafka-python's consumer must see exactly the user records, and end with no lag; a client cannot
+produce one; retention keeps what a hold protects and deletes the rest once it is released.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from kafka import KafkaConsumer
+from kafka import TopicPartition as KafkaTopicPartition
+from kio.schema.errors import ErrorCode
+from kio.schema.produce.v9 import request as produce_v9
+from kio_wire import KioConnection
+from share_consumers import FAST, SHARE_BROKER, poll_values, share_consumer
+
+from shareq.client import Admin, ConfigResource, OffsetSpec, ResourceType
+from shareq.embedded import EmbeddedBroker
+from shareq.log.records import (
+    CONTROL_TYPE_SHARE_CHECKPOINT,
+    CONTROL_TYPE_SHARE_DELTA,
+    encode_share_control_batch,
+)
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+
+TOPIC = "mixed"
+PARTITIONS = 2
+LEADING = 40  # share-state batches before the first record of each partition
+CHUNKS = 12  # produced chunks per partition
+PER_CHUNK = 20  # records per chunk
+BETWEEN = 120  # share-state batches after each chunk (the last run ends the partition)
+FETCH_BYTES = 4096  # per-partition fetch size: a run between chunks spans several fetches
+
+
+def _append_share_state(broker: EmbeddedBroker, partition: int, count: int) -> None:
+    """Append ``count`` share-state control batches to ``TOPIC``-``partition`` on the broker's loop,
+    as the in-log persister does (control allowed, fetchers woken)."""
+
+    def append() -> None:
+        target = broker.broker.partition(TOPIC, partition)
+        assert target is not None
+        now = int(time.time() * 1000)
+        for i in range(count):
+            kind = CONTROL_TYPE_SHARE_CHECKPOINT if i % 10 == 0 else CONTROL_TYPE_SHARE_DELTA
+            target.log.append(
+                encode_share_control_batch(kind, b"state-%05d" % i * 4, timestamp=now), now_ms=now
+            )
+        target.notify()
+
+    broker.call(append)
+
+
+def _fill(broker: EmbeddedBroker) -> dict[int, list[bytes]]:
+    """The topic with user records and share state interleaved; the values produced per partition."""
+    with Admin(broker.bootstrap) as admin:
+        admin.create_topic(TOPIC, PARTITIONS)
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5, **FAST})
+    produced: dict[int, list[bytes]] = {p: [] for p in range(PARTITIONS)}
+    for p in range(PARTITIONS):
+        _append_share_state(broker, p, LEADING)
+    for chunk in range(CHUNKS):
+        for p in range(PARTITIONS):
+            for i in range(PER_CHUNK):
+                value = b"p%d-c%02d-r%02d" % (p, chunk, i)
+                producer.produce(TOPIC, value=value, partition=p)
+                produced[p].append(value)
+            assert producer.flush(15) == 0
+            _append_share_state(broker, p, BETWEEN)
+    return produced
+
+
+def _end_offsets(broker: EmbeddedBroker) -> dict[int, int]:
+    return {
+        p: broker.call(lambda p=p: broker.broker.partition(TOPIC, p).log.log_end_offset)
+        for p in range(PARTITIONS)
+    }
+
+
+@pytest.fixture
+def mixed(tmp_path: Path) -> tuple[EmbeddedBroker, dict[int, list[bytes]]]:
+    broker = EmbeddedBroker(tmp_path / "data", SHARE_BROKER).start()
+    try:
+        produced = _fill(broker)
+        hidden = LEADING + CHUNKS * BETWEEN
+        assert all(end == hidden + CHUNKS * PER_CHUNK for end in _end_offsets(broker).values())
+        yield broker, produced
+    finally:
+        broker.stop()
+
+
+@pytest.mark.parametrize("isolation", ["read_uncommitted", "read_committed"])
+def test_librdkafka_consumer_sees_exactly_the_records_and_ends_without_lag(
+    mixed: tuple[EmbeddedBroker, dict[int, list[bytes]]], isolation: str
+) -> None:
+    broker, produced = mixed
+    ends = _end_offsets(broker)
+    consumer = Consumer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "group.id": f"plain-{isolation}",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            "isolation.level": isolation,
+            "max.partition.fetch.bytes": FETCH_BYTES,
+            "fetch.wait.max.ms": 100,
+            **FAST,
+        }
+    )
+    try:
+        consumer.subscribe([TOPIC])
+        seen: dict[int, list[bytes]] = {p: [] for p in range(PARTITIONS)}
+        tps = [TopicPartition(TOPIC, p) for p in range(PARTITIONS)]
+        deadline = time.monotonic() + 60
+        while True:
+            assert time.monotonic() < deadline, (
+                {p: len(v) for p, v in seen.items()},
+                [tp.offset for tp in consumer.position(tps)],
+            )
+            message = consumer.poll(0.1)
+            if message is not None:
+                assert message.error() is None, message.error()
+                seen[message.partition()].append(message.value())
+            positions = {tp.partition: tp.offset for tp in consumer.position(tps)}
+            if positions == ends and sum(map(len, seen.values())) >= CHUNKS * PER_CHUNK * PARTITIONS:
+                break
+        assert seen == produced
+        consumer.commit(asynchronous=False)
+        committed = {tp.partition: tp.offset for tp in consumer.committed(tps, timeout=10)}
+        assert committed == ends  # lag 0: the share state at the tail was passed, not delivered
+    finally:
+        consumer.close()
+
+
+def test_kafka_python_consumer_sees_exactly_the_records_and_ends_without_lag(
+    mixed: tuple[EmbeddedBroker, dict[int, list[bytes]]],
+) -> None:
+    broker, produced = mixed
+    ends = _end_offsets(broker)
+    consumer = KafkaConsumer(
+        bootstrap_servers=broker.bootstrap,
+        group_id="kafka-python",
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        max_partition_fetch_bytes=FETCH_BYTES,
+        fetch_max_wait_ms=100,
+    )
+    try:
+        tps = [KafkaTopicPartition(TOPIC, p) for p in range(PARTITIONS)]
+        consumer.assign(tps)
+        seen: dict[int, list[bytes]] = {p: [] for p in range(PARTITIONS)}
+        deadline = time.monotonic() + 60
+        while {tp.partition: consumer.position(tp) for tp in tps} != ends:
+            assert time.monotonic() < deadline, {p: len(v) for p, v in seen.items()}
+            for tp, records in consumer.poll(100).items():
+                seen[tp.partition] += [r.value for r in records]
+        assert seen == produced
+        assert consumer.end_offsets(tps) == {tp: ends[tp.partition] for tp in tps}
+    finally:
+        consumer.close()
+
+
+def test_share_consumer_gets_each_record_once_and_the_group_ends_without_lag(
+    mixed: tuple[EmbeddedBroker, dict[int, list[bytes]]],
+) -> None:
+    broker, produced = mixed
+    consumer = share_consumer(broker.bootstrap, "share", [TOPIC])
+    total = CHUNKS * PER_CHUNK * PARTITIONS
+    try:
+        messages = poll_values(consumer, lambda got: len(got) >= total, timeout=60)
+        seen: dict[int, list[bytes]] = {p: [] for p in range(PARTITIONS)}
+        for message in sorted(messages, key=lambda m: (m.partition(), m.offset())):
+            seen[message.partition()].append(message.value())
+        assert seen == produced
+        # More share state lands at the tail after everything was consumed (as the persister's
+        # own writes do): the group still owes nothing.
+        for p in range(PARTITIONS):
+            _append_share_state(broker, p, 25)
+        with Admin(broker.bootstrap) as admin:
+            deadline = time.monotonic() + 30
+            while True:
+                consumer.poll(0.2)  # acknowledges the last records and lets the engine read on
+                offsets = admin.describe_share_group_offsets("share")
+                lags = {p: offsets[(TOPIC, p)].lag for p in range(PARTITIONS)}
+                if lags == dict.fromkeys(range(PARTITIONS), 0):
+                    break
+                assert time.monotonic() < deadline, lags
+            assert not poll_values(consumer, lambda got: bool(got), timeout=1.0)  # nothing more
+    finally:
+        consumer.close()
+
+
+def test_a_client_cannot_produce_share_state(tmp_path: Path) -> None:
+    with EmbeddedBroker(tmp_path / "d") as broker:
+        broker.call(broker.broker.create_topic, TOPIC, 1)
+        connection = KioConnection(broker.bootstrap)
+        try:
+            for kind in (CONTROL_TYPE_SHARE_CHECKPOINT, CONTROL_TYPE_SHARE_DELTA):
+                response = connection.send(
+                    produce_v9.ProduceRequest(
+                        transactional_id=None,
+                        acks=-1,
+                        timeout=__import__("datetime").timedelta(seconds=5),
+                        topic_data=(
+                            produce_v9.TopicProduceData(
+                                name=TOPIC,
+                                partition_data=(
+                                    produce_v9.PartitionProduceData(
+                                        index=0, records=encode_share_control_batch(kind, b"forged")
+                                    ),
+                                ),
+                            ),
+                        ),
+                    )
+                )
+                result = response.responses[0].partition_responses[0]
+                assert result.error_code == ErrorCode.corrupt_message
+        finally:
+            connection.close()
+        assert broker.call(lambda: broker.broker.partition(TOPIC, 0).log.log_end_offset) == 0
+
+
+RETENTION = {
+    **SHARE_BROKER,
+    "log.retention.check.interval.ms": "100",
+    "log.segment.bytes": "2048",  # a topic's own segment.bytes is at least 1 MiB, as in Kafka
+}
+
+
+def _earliest(admin: Admin, partition: int) -> int:
+    return admin.list_offsets(TOPIC, [partition], spec=OffsetSpec.EARLIEST)[partition].offset
+
+
+def test_retention_keeps_what_a_hold_protects_and_deletes_the_rest(tmp_path: Path) -> None:
+    with EmbeddedBroker(tmp_path / "d", RETENTION) as broker, Admin(broker.bootstrap) as admin:
+        _fill(broker)
+        end = _end_offsets(broker)[0]
+        hold = end // 2
+        log_of = broker.broker.partition(TOPIC, 0)
+        assert log_of is not None
+        segments = broker.call(lambda: log_of.log.segment_count)
+        assert segments > 10
+        broker.call(log_of.log.set_retention_hold, "test-group", hold)
+        admin.alter_configs(ConfigResource(ResourceType.TOPIC, TOPIC), {"retention.ms": "1"})
+        deadline = time.monotonic() + 20
+        while _earliest(admin, 1) == 0:  # the partition without a hold loses all but the active segment
+            assert time.monotonic() < deadline, "retention never ran"
+            time.sleep(0.05)
+        # Partition 0 lost the segments wholly below the hold, not the one holding it.
+        while (earliest := _earliest(admin, 0)) == 0:
+            assert time.monotonic() < deadline, "retention never ran on the held partition"
+            time.sleep(0.05)
+        assert 0 < earliest <= hold
+        kept = broker.call(lambda: log_of.log.segment_count)
+        assert 1 < kept < segments
+        consumer = KafkaConsumer(bootstrap_servers=broker.bootstrap, enable_auto_commit=False)
+        try:  # the held offset and everything after it are still there for a reader
+            tp = KafkaTopicPartition(TOPIC, 0)
+            consumer.assign([tp])
+            consumer.seek(tp, hold)
+            deadline = time.monotonic() + 20
+            while consumer.position(tp) < end:
+                assert time.monotonic() < deadline
+                consumer.poll(100)
+        finally:
+            consumer.close()
+        # DeleteRecords past the hold stops at it, and says so in its low watermark.
+        assert admin.delete_records(TOPIC, {0: end - 1}) == {0: hold}
+        assert _earliest(admin, 0) == hold
+        # Released, the hold no longer keeps anything: retention takes the rest.
+        broker.call(log_of.log.set_retention_hold, "test-group", None)
+        deadline = time.monotonic() + 20
+        while _earliest(admin, 0) <= hold:
+            assert time.monotonic() < deadline, "retention did not go on after the release"
+            time.sleep(0.05)
+        assert broker.call(lambda: log_of.log.segment_count) == 1
