@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from shareq.embedded import EmbeddedBroker
+from shareq.persister.in_log_recovery import scan_forward
 from shareq.share import RecordState
 from shareq.share.persister import SharePartitionKey
 
@@ -60,7 +61,10 @@ class ShareWireLog:
         return recording
 
     def states(self, group: str, tid: uuid.UUID, part: int) -> dict[int, str]:
-        """Offset -> state for every offset of the log; offsets below the SPSO are ``terminal``."""
+        """Offset -> state for every offset of the log; offsets below the SPSO are ``terminal``.
+
+        The in-log persister's share-state records are not records of the share-partition: above
+        the SPSO they are left out (never acquired, they have no state of their own)."""
 
         def read() -> dict[int, str]:
             share = self.broker.broker.share
@@ -76,6 +80,9 @@ class ShareWireLog:
                 return out
             for off in range(min(sp.spso, end)):
                 out[off] = TERMINAL
+            state_records, _ = scan_forward(plog.log, sp.spso, end)
+            for off, _ in state_records:
+                out.pop(off, None)
             for run in sp.runs():
                 name = (
                     TERMINAL
