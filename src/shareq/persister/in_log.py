@@ -5,9 +5,10 @@ types, SHARE_CHECKPOINT (a group's whole state) and SHARE_DELTA (what one write 
 payload is ``share_control``'s. Per partition a ``ShareCoordinatorShard`` (the state model the
 built-in persister uses, keyed by group) decides what a request writes: a checkpoint on
 initialization, every ``snapshot_update_records_per_snapshot`` deltas, when the combined state is
-no bigger than the delta, when a group's chain of deltas passes ``chain_max_bytes`` or its
-checkpoint lies more than ``checkpoint_max_distance`` offsets behind the log end; otherwise a delta
-chained to the previous record by its offset. ACQUIRED is never written.
+no bigger than the delta, when a group's chain of deltas passes ``chain_max_bytes``, or when its
+checkpoint lies more than ``checkpoint_max_log_bytes`` of log (or ``checkpoint_max_distance``
+offsets) behind the log end, which bounds what recovery reads; otherwise a delta chained to the
+previous record by its offset. ACQUIRED is never written.
 
 **Group commit and flush modes** are the built-in persister's: one flusher drains the queued
 requests in cycles, appends one run of control batches per touched partition (offsets are known
@@ -76,6 +77,7 @@ log = logging.getLogger("shareq.share")
 
 CHAIN_MAX_BYTES = 256 * 1024
 CHECKPOINT_MAX_DISTANCE = 100_000
+CHECKPOINT_MAX_LOG_BYTES = 256 * 1024
 SCAN_BOUND_BYTES = 64 * 1024 * 1024
 _SYNC_THREADS = 8
 _APPEND_MAX_BYTES = 512 * 1024
@@ -102,6 +104,7 @@ class _LogPartition:
 
     __slots__ = (
         "chain_bytes",
+        "checkpoint_size",
         "directory",
         "failed",
         "file_dirty",
@@ -128,6 +131,9 @@ class _LogPartition:
         self.failed = False
         self.groups: dict[str, GroupPosition] = {}
         self.chain_bytes: dict[str, int] = {}
+        # the log's size when the group's checkpoint was written (0 after a restart: the first
+        # write of each group then checkpoints, so the next recovery reads little)
+        self.checkpoint_size: dict[str, int] = {}
         self.holds_due: set[str] = set()
         self.released: set[str] = set()
         self.file_dirty = False
@@ -165,6 +171,7 @@ class InLogPersister:
         clock_ms: Callable[[], int] = _wall_clock_ms,
         chain_max_bytes: int = CHAIN_MAX_BYTES,
         checkpoint_max_distance: int = CHECKPOINT_MAX_DISTANCE,
+        checkpoint_max_log_bytes: int = CHECKPOINT_MAX_LOG_BYTES,
         scan_bound_bytes: int = SCAN_BOUND_BYTES,
     ) -> None:
         self.config = config or ShareCoordinatorConfig()
@@ -174,6 +181,7 @@ class InLogPersister:
         self._clock_ms = clock_ms
         self.chain_max_bytes = chain_max_bytes
         self.checkpoint_max_distance = checkpoint_max_distance
+        self.checkpoint_max_log_bytes = checkpoint_max_log_bytes
         self.scan_bound_bytes = scan_bound_bytes
         self._parts: dict[PartitionId, _LogPartition] = {}
         self._wakeup = asyncio.Event()
@@ -329,6 +337,8 @@ class InLogPersister:
         staged (durable before this returns)."""
         waits = []
         for part in list(self._parts.values()):
+            if self._log_for(*part.id) is not part.log:
+                continue  # the partition was deleted, and what was staged on it with it
             if part.failed:
                 raise PersisterError(ErrorCode.kafka_storage_error, f"share state of {part.id} failed")
             if producer_id in part.shard.pending_producers():
@@ -376,11 +386,7 @@ class InLogPersister:
             if part.failed or self._log_for(*part.id) is not part.log:
                 continue
             leo = part.log.log_end_offset
-            far = [
-                part.key(g)
-                for g, pos in part.groups.items()
-                if leo - pos.checkpoint_offset > self.checkpoint_max_distance and not part.in_flight.get(g)
-            ]
+            far = [part.key(g) for g in part.groups if self._far(part, g) and not part.in_flight.get(g)]
             for key in far:
                 waits.append(self._enqueue(part, key, _recheckpoint(key)))
             if not far and part.file_end != leo:
@@ -565,9 +571,7 @@ class InLogPersister:
         if isinstance(value, ShareTxnStage):
             return [(key, value, sc.from_stage(group, value, pos.last_offset))]
         assert isinstance(value, ShareUpdate)
-        chain = part.chain_bytes.get(group, 0)
-        distance = part.log.log_end_offset - pos.checkpoint_offset
-        if chain >= self.chain_max_bytes or distance > self.checkpoint_max_distance:
+        if part.chain_bytes.get(group, 0) >= self.chain_max_bytes or self._far(part, group):
             current = part.shard.current(key)
             if current is not None:
                 merged = fold_updates(current, [value])
@@ -577,18 +581,29 @@ class InLogPersister:
                 return [(key, snap, sc.from_snapshot(group, snap))]
         return [(key, value, sc.from_update(group, value, pos.last_offset))]
 
+    def _far(self, part: _LogPartition, group: str) -> bool:
+        """The group's checkpoint is far enough behind the log end to write a new one."""
+        pos = part.groups[group]
+        log_ = part.log
+        if log_.log_end_offset - pos.checkpoint_offset > self.checkpoint_max_distance:
+            return True
+        size = getattr(log_, "size_bytes", None)
+        return size is not None and size - part.checkpoint_size.get(group, 0) > self.checkpoint_max_log_bytes
+
     @staticmethod
     def _track(part: _LogPartition, control: ShareControl, offset: int, size: int) -> None:
         group = control.group_id
         if control.kind is ControlKind.TOMBSTONE:
             part.groups.pop(group, None)
             part.chain_bytes.pop(group, None)
+            part.checkpoint_size.pop(group, None)
             part.holds_due.discard(group)
             part.released.add(group)
             part.file_dirty = True
         elif control.checkpoint:
             part.groups[group] = GroupPosition(offset, offset, control.checkpoint_epoch)
             part.chain_bytes[group] = 0
+            part.checkpoint_size[group] = getattr(part.log, "size_bytes", 0)
             part.holds_due.add(group)
             part.released.discard(group)
             part.file_dirty = True
