@@ -31,6 +31,8 @@ PORTS: dict[str, Any] = {
     "memory": lambda: BlockingPersister(MemoryPersister()),
     # The durable state log on disk, replayed from its files for every restart and durable check.
     "builtin": ThrowawayStateLog,
+    # The in-log persister: control records in throwaway partition logs, recovered for every read.
+    "in-log": lambda: ThrowawayStateLog(in_log=True),
 }
 
 

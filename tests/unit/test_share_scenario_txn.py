@@ -15,6 +15,7 @@ from shareq.share.scenario import ScenarioRunner
 PORTS: dict[str, Any] = {
     "memory": lambda: BlockingPersister(MemoryPersister()),
     "builtin": ThrowawayStateLog,
+    "in-log": lambda: ThrowawayStateLog(in_log=True),
 }
 
 SCENARIO: dict[str, Any] = {

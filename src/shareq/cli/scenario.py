@@ -16,18 +16,22 @@ from shareq.share.scenario import ScenarioError, ScenarioMismatch, ScenarioRunne
 @click.argument("file", type=click.Path(exists=True, dir_okay=False))
 @click.option(
     "--persister",
-    type=click.Choice(["builtin", "memory"]),
+    type=click.Choice(["builtin", "in-log", "memory"]),
     default="builtin",
     show_default=True,
     help="builtin: the durable state log on a throwaway directory, replayed from disk for every "
-    "restart and durable check; memory: an in-memory state store (faster, for debugging the engine).",
+    "restart and durable check; in-log: share state as control records in throwaway partition logs, "
+    "recovered for every restart and durable check; memory: an in-memory state store (faster, for "
+    "debugging the engine).",
 )
 def scenario(file: str, persister: str) -> None:
     """Run the scenario in FILE; exit non-zero at the first expectation that does not hold."""
     try:
         doc = load_scenario(file)
         port: ThrowawayStateLog | BlockingPersister = (
-            ThrowawayStateLog() if persister == "builtin" else BlockingPersister(MemoryPersister())
+            BlockingPersister(MemoryPersister())
+            if persister == "memory"
+            else ThrowawayStateLog(in_log=persister == "in-log")
         )
         with port:
             report = ScenarioRunner(doc, port).run()
