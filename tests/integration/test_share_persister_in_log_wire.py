@@ -100,6 +100,9 @@ def test_a_data_directory_without_share_state_may_switch(tmp_path: Path) -> None
     data = tmp_path / "data"
     with EmbeddedBroker(data, config={"share.persister": "coordinator"}) as broker:
         create_topic(broker.bootstrap, "t", 1)
-    with EmbeddedBroker(data, config={"share.persister": "in-log"}) as broker, Admin(broker.bootstrap) as admin:
+    with (
+        EmbeddedBroker(data, config={"share.persister": "in-log"}) as broker,
+        Admin(broker.bootstrap) as admin,
+    ):
         admin.alter_share_group_offsets("g", {("t", 0): 0})
         assert admin.describe_share_group_offsets("g")[("t", 0)].start_offset == 0

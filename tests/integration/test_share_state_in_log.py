@@ -71,7 +71,9 @@ def ack(k: SharePartitionKey, first: int, last: int, *, start: int = -1, state: 
         leader_epoch=0,
         start_offset=start,
         delivery_complete_count=-1,
-        state_batches=(StateBatch(first_offset=first, last_offset=last, delivery_state=state, delivery_count=1),),
+        state_batches=(
+            StateBatch(first_offset=first, last_offset=last, delivery_state=state, delivery_count=1),
+        ),
     )
 
 
@@ -112,14 +114,17 @@ def test_payload_round_trip() -> None:
 @settings(max_examples=60, deadline=None)
 @given(
     st.lists(
-        st.tuples(st.integers(0, 10**6), st.integers(0, 50), st.sampled_from([0, 2, 3, 4]), st.integers(0, 9)),
+        st.tuples(
+            st.integers(0, 10**6), st.integers(0, 50), st.sampled_from([0, 2, 3, 4]), st.integers(0, 9)
+        ),
         max_size=30,
     ),
     st.booleans(),
 )
 def test_checkpoint_round_trip(runs: list[tuple[int, int, int, int]], checkpoint: bool) -> None:
     states = tuple(
-        StateBatch(first_offset=f, last_offset=f + n, delivery_state=s, delivery_count=c) for f, n, s, c in runs
+        StateBatch(first_offset=f, last_offset=f + n, delivery_state=s, delivery_count=c)
+        for f, n, s, c in runs
     )
     control = ShareControl(
         checkpoint=checkpoint,
@@ -209,7 +214,9 @@ def test_recovery_reads_from_the_checkpoint_not_the_log_start(tmp_path: Path) ->
 
 
 @pytest.mark.parametrize("damage", ["missing", "corrupt"])
-def test_a_missing_or_corrupt_snapshot_file_is_rebuilt_by_a_backwards_scan(tmp_path: Path, damage: str) -> None:
+def test_a_missing_or_corrupt_snapshot_file_is_rebuilt_by_a_backwards_scan(
+    tmp_path: Path, damage: str
+) -> None:
     logs = Logs(tmp_path, 1)
     k1, k2 = key("g1"), key("g2")
 
@@ -258,7 +265,9 @@ def test_a_long_chain_is_cut_by_a_checkpoint(tmp_path: Path) -> None:
 
     async def body() -> None:
         p = await opened(
-            logs, config=ShareCoordinatorConfig(snapshot_update_records_per_snapshot=10_000), chain_max_bytes=2000
+            logs,
+            config=ShareCoordinatorConfig(snapshot_update_records_per_snapshot=10_000),
+            chain_max_bytes=2000,
         )
         k = key("g")
         await p.initialize_state(k, state_epoch=1, start_offset=0)

@@ -1,8 +1,9 @@
 """A persister on throwaway logs, as a blocking port for synchronous drivers.
 
 Writes go through a live ``BuiltinPersister`` (or, ``in_log=True``, an ``InLogPersister`` writing
-into throwaway partition logs); every read closes it and loads a fresh one from the files on disk, so what a reader sees is exactly what a broker restarted at that moment would
-replay: nothing held only in memory can leak into a ``durable`` check or a ``restart``.
+into throwaway partition logs); every read closes it and loads a fresh one from the files on disk,
+so what a reader sees is exactly what a broker restarted at that moment would replay: nothing held
+only in memory can leak into a ``durable`` check or a ``restart``.
 """
 
 from __future__ import annotations
