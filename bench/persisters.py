@@ -29,6 +29,7 @@ import asyncio
 import multiprocessing as mp
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -57,7 +58,19 @@ def free_port() -> int:
 
 
 def start_broker(data_dir: Path, port: int, http_port: int, persister: str) -> subprocess.Popen[str]:
-    command = [sys.executable, "-m", "shareq", "serve", "--data-dir", str(data_dir), "--port", str(port)]
+    profile = os.environ.get("PERSISTERS_PROFILE")
+    prof = ["-m", "cProfile", "-o", f"{profile}.{persister}"] if profile else []
+    command = [
+        sys.executable,
+        *prof,
+        "-m",
+        "shareq",
+        "serve",
+        "--data-dir",
+        str(data_dir),
+        "--port",
+        str(port),
+    ]
     command += ["--http-port", str(http_port), "--log-level", "WARNING"]
     for pair in ("group.share.auto.offset.reset=earliest", f"share.persister={persister}"):
         command += ["--config", pair]
@@ -203,8 +216,12 @@ def wire_phase(persister: str, n: int, consumers: int) -> dict[str, float]:
             out[f"fetch_{topic}_cpu_us"] = cpu / (3 * n) * 1e6
         return out
     finally:
-        broker.kill()
-        broker.wait()
+        broker.send_signal(signal.SIGINT)  # a clean stop (and a profile, when asked for)
+        try:
+            broker.wait(30)
+        except subprocess.TimeoutExpired:
+            broker.kill()
+            broker.wait()
         shutil.rmtree(data, ignore_errors=True)
 
 
@@ -369,6 +386,10 @@ def main() -> None:
                 f"{r['writes']:,.0f} writes ({r['acked'] / max(r['writes'], 1):.0f} records per write)"
             )
         a, b = wire["in-log"], wire["coordinator"]
+        print(
+            "in-log/coordinator: Fetch of the consumed topic "
+            f"{a['fetch_bench_rate'] / b['fetch_bench_rate']:.2f}x rec/s at {a['fetch_bench_cpu_us'] / b['fetch_bench_cpu_us']:.2f}x broker CPU per record"
+        )
         print(
             f"in-log/coordinator: writes/s {a['writes_per_s'] / b['writes_per_s']:.2f}x, "
             f"bytes per acked record {a['bytes_per_ack'] / b['bytes_per_ack']:.2f}x, "

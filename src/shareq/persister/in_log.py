@@ -19,7 +19,9 @@ never fsyncs.
 
 After a cycle is durable each group's **retention hold** (``PartitionLog.set_retention_hold``,
 owner the group id, offset its Share Checkpoint Offset) follows its newest checkpoint, and the
-**share snapshot file** is rewritten when a checkpoint moved; deleting a group's state writes a
+**share snapshot file** is rewritten once the log has grown by ``checkpoint_max_log_bytes`` since
+the last time (a stale one only makes recovery scan from older checkpoints); deleting a group's
+state writes a
 tombstone checkpoint and releases its hold. Recovery (``in_log_recovery``) never scans from the
 log start. Idle groups whose checkpoint falls far behind the log end get a fresh copy of it on the
 periodic tick, so that recovery scans and retention holds stay near the log end.
@@ -109,6 +111,7 @@ class _LogPartition:
         "failed",
         "file_dirty",
         "file_end",
+        "file_size",
         "groups",
         "holds_due",
         "id",
@@ -138,6 +141,7 @@ class _LogPartition:
         self.released: set[str] = set()
         self.file_dirty = False
         self.file_end = -1
+        self.file_size = 0  # the log's size when the snapshot file was last written
         self.in_flight: dict[str, int] = {}
 
     def key(self, group: str) -> SharePartitionKey:
@@ -285,6 +289,7 @@ class InLogPersister:
         )
         part.file_dirty = False
         part.file_end = end
+        part.file_size = getattr(part.log, "size_bytes", 0)
 
     # -- Persister protocol --------------------------------------------------------------------
 
@@ -641,7 +646,11 @@ class InLogPersister:
                 _hold(part.log, group, None)
             part.holds_due.clear()
             part.released.clear()
-            if part.file_dirty:
+            # A stale file costs recovery only the scan from its older checkpoints, so it is
+            # rewritten once the log has grown by a checkpoint distance, not after every checkpoint.
+            if part.file_dirty and (
+                getattr(part.log, "size_bytes", 0) - part.file_size > self.checkpoint_max_log_bytes
+            ):
                 try:
                     self._write_file(part)
                 except OSError:

@@ -8,9 +8,10 @@
     | crc32c u32 of everything before it
 
 ``end_offset`` is the log end when the file was written: every control record at or above it was
-written later. It is replaced (temporary file and rename) after a cycle that wrote a checkpoint or a
-tombstone, on the periodic tick and on close; it is never fsynced, because it is only a map: a
-stale one is completed by the scan below, a missing or corrupt one is rebuilt.
+written later. It is replaced (temporary file and rename) when checkpoints moved and the log has
+grown by the persister's checkpoint distance since the last time, on the periodic tick and on
+close; it is never fsynced, because it is only a map: a stale one is completed by the scan below,
+a missing or corrupt one is rebuilt.
 
 **Recovery with the file**: one forward scan from the lowest SCO the file names (or its
 ``end_offset`` when that is lower) to the log end, reading batch headers only and decoding just the
