@@ -388,7 +388,8 @@ def main() -> None:
         a, b = wire["in-log"], wire["coordinator"]
         print(
             "in-log/coordinator: Fetch of the consumed topic "
-            f"{a['fetch_bench_rate'] / b['fetch_bench_rate']:.2f}x rec/s at {a['fetch_bench_cpu_us'] / b['fetch_bench_cpu_us']:.2f}x broker CPU per record"
+            f"{a['fetch_bench_rate'] / b['fetch_bench_rate']:.2f}x rec/s at "
+            f"{a['fetch_bench_cpu_us'] / b['fetch_bench_cpu_us']:.2f}x broker CPU per record"
         )
         print(
             f"in-log/coordinator: writes/s {a['writes_per_s'] / b['writes_per_s']:.2f}x, "
