@@ -106,3 +106,39 @@ def test_a_data_directory_without_share_state_may_switch(tmp_path: Path) -> None
     ):
         admin.alter_share_group_offsets("g", {("t", 0): 0})
         assert admin.describe_share_group_offsets("g")[("t", 0)].start_offset == 0
+
+
+def _checkpoint_offset(broker: EmbeddedBroker, topic: str, group: str) -> int | None:
+    info = broker.broker.topics.get(topic)
+    share = broker.broker.share
+    assert info is not None and share is not None
+    key = SharePartitionKey(group_id=group, topic_id=info.topic_id, partition=0)
+    result: int | None = broker.call(lambda: share.persister.checkpoint_offset(key))  # type: ignore[union-attr]
+    return result
+
+
+def _log_end(broker: EmbeddedBroker, topic: str) -> int:
+    partition = broker.broker.partition(topic, 0)
+    assert partition is not None
+    end: int = broker.call(lambda: partition.log.log_end_offset)
+    return end
+
+
+def test_delete_records_stops_at_the_groups_checkpoint_until_the_group_is_deleted(tmp_path: Path) -> None:
+    """The persister holds each partition at each group's Share Checkpoint Offset, again after a
+    restart (recovery sets the holds before anything else runs), and releases it with the group."""
+    data = tmp_path / "data"
+    with EmbeddedBroker(data, config=IN_LOG) as broker, Admin(broker.bootstrap) as admin:
+        create_topic(broker.bootstrap, "held", 1)
+        produce(broker.bootstrap, "held", [b"r%d" % i for i in range(20)], 1, per_batch=5)
+        admin.alter_share_group_offsets("g", {("held", 0): 5})
+        sco = _checkpoint_offset(broker, "held", "g")
+        assert sco is not None and sco >= 20  # the state follows the data it describes
+        assert admin.delete_records("held", {0: _log_end(broker, "held")}) == {0: sco}
+    with EmbeddedBroker(data, config=IN_LOG) as broker, Admin(broker.bootstrap) as admin:
+        assert _checkpoint_offset(broker, "held", "g") == sco
+        assert admin.delete_records("held", {0: _log_end(broker, "held")}) == {0: sco}
+        admin.delete_groups(["g"])
+        assert _checkpoint_offset(broker, "held", "g") is None
+        end = _log_end(broker, "held")
+        assert admin.delete_records("held", {0: end}) == {0: end}
