@@ -13,6 +13,7 @@ from share_consumers import SHARE_BROKER, create_topic, poll_values, produce, sh
 
 from shareq.client import Admin
 from shareq.embedded import EmbeddedBroker
+from shareq.persister.in_log import InLogPersister
 from shareq.share.persister import SharePartitionKey
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(90)]
@@ -113,7 +114,9 @@ def _checkpoint_offset(broker: EmbeddedBroker, topic: str, group: str) -> int | 
     share = broker.broker.share
     assert info is not None and share is not None
     key = SharePartitionKey(group_id=group, topic_id=info.topic_id, partition=0)
-    result: int | None = broker.call(lambda: share.persister.checkpoint_offset(key))  # type: ignore[union-attr]
+    persister = share.persister
+    assert isinstance(persister, InLogPersister)
+    result: int | None = broker.call(lambda: persister.checkpoint_offset(key))
     return result
 
 
