@@ -186,3 +186,13 @@ def test_scans_and_the_transaction_index_do_not_take_share_state_for_markers(tmp
     state.observe_data(9, 0)
     state.observe_marker(9, CONTROL_TYPE_SHARE_CHECKPOINT, 1, 1)
     assert state.is_open(9)
+
+
+def test_a_lookup_by_time_passes_over_share_state(tmp_path: Path) -> None:
+    log = PartitionLog.open(tmp_path, SMALL, now_ms=0)
+    log.append(encode_batch([Record(value=b"old", timestamp=100)]), now_ms=0)
+    log.append(encode_share_control_batch(CONTROL_TYPE_SHARE_DELTA, b"s", timestamp=5_000), now_ms=0)
+    log.append(encode_batch([Record(value=b"new", timestamp=4_000)]), now_ms=0)
+    found = log.offset_for_timestamp(200)
+    assert found is not None and (found.offset, found.timestamp) == (2, 4_000)
+    log.close()
