@@ -9,6 +9,7 @@ produce one; retention keeps what a hold protects and deletes the rest once it i
 
 from __future__ import annotations
 
+import datetime
 import time
 from pathlib import Path
 
@@ -17,15 +18,20 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from kafka import KafkaConsumer
 from kafka import TopicPartition as KafkaTopicPartition
 from kio.schema.errors import ErrorCode
+from kio.schema.fetch.v12 import request as fetch_v12
 from kio.schema.produce.v9 import request as produce_v9
 from kio_wire import KioConnection
 from share_consumers import FAST, SHARE_BROKER, poll_values, share_consumer
+from txn_clients import create_topic, end_offsets, produce_txn, read_all, txn_producer
 
 from shareq.client import Admin, ConfigResource, OffsetSpec, ResourceType
 from shareq.embedded import EmbeddedBroker
 from shareq.log.records import (
+    CONTROL_TYPE_COMMIT,
     CONTROL_TYPE_SHARE_CHECKPOINT,
     CONTROL_TYPE_SHARE_DELTA,
+    control_record_type,
+    decode_batches,
     encode_share_control_batch,
 )
 
@@ -40,12 +46,12 @@ BETWEEN = 120  # share-state batches after each chunk (the last run ends the par
 FETCH_BYTES = 4096  # per-partition fetch size: a run between chunks spans several fetches
 
 
-def _append_share_state(broker: EmbeddedBroker, partition: int, count: int) -> None:
-    """Append ``count`` share-state control batches to ``TOPIC``-``partition`` on the broker's loop,
+def _append_share_state(broker: EmbeddedBroker, partition: int, count: int, topic: str = TOPIC) -> None:
+    """Append ``count`` share-state control batches to ``topic``-``partition`` on the broker's loop,
     as the in-log persister does (control allowed, fetchers woken)."""
 
     def append() -> None:
-        target = broker.broker.partition(TOPIC, partition)
+        target = broker.broker.partition(topic, partition)
         assert target is not None
         now = int(time.time() * 1000)
         for i in range(count):
@@ -94,6 +100,64 @@ def mixed(tmp_path: Path) -> tuple[EmbeddedBroker, dict[int, list[bytes]]]:
         yield broker, produced
     finally:
         broker.stop()
+
+
+def _raw_fetch(connection: KioConnection, offset: int, isolation: int) -> object:
+    request = fetch_v12.FetchRequest(
+        cluster_id=None,
+        max_wait=datetime.timedelta(0),
+        min_bytes=1,
+        max_bytes=1 << 20,
+        isolation_level=isolation,
+        topics=(
+            fetch_v12.FetchTopic(
+                topic=TOPIC,
+                partitions=(
+                    fetch_v12.FetchPartition(
+                        partition=0, fetch_offset=offset, partition_max_bytes=FETCH_BYTES
+                    ),
+                ),
+            ),
+        ),
+        forgotten_topics_data=(),
+    )
+    return connection.send(request).responses[0].partitions[0]
+
+
+@pytest.mark.parametrize("isolation", [0, 1])
+def test_fetch_responses_hold_no_share_state(
+    mixed: tuple[EmbeddedBroker, dict[int, list[bytes]]], isolation: int
+) -> None:
+    """On the wire: no SHARE_CHECKPOINT/SHARE_DELTA batch in any response; every response moves
+    the offset on; share state ending a response comes as a producer-less COMMIT marker."""
+    broker, produced = mixed
+    end = _end_offsets(broker)[0]
+    connection = KioConnection(broker.bootstrap)
+    try:
+        offset = 0
+        values: list[bytes] = []
+        fetches = 0
+        while offset < end:
+            fetches += 1
+            assert fetches < 500, offset
+            result = _raw_fetch(connection, offset, isolation)
+            assert result.error_code == ErrorCode.none
+            batches = decode_batches(result.records)
+            assert batches, f"no progress at {offset}"
+            for i, batch in enumerate(batches):
+                if batch.header.is_control:
+                    [marker] = batch.records
+                    assert control_record_type(marker) == CONTROL_TYPE_COMMIT
+                    assert batch.header.producer_id == -1 and i == len(batches) - 1
+                    assert marker.offset == batch.header.last_offset  # the position passes it
+                else:
+                    values += [r.value for r in batch.records if r.offset >= offset and r.value is not None]
+            assert batches[-1].header.next_offset > offset
+            offset = batches[-1].header.next_offset
+        assert offset == end
+        assert values == produced[0]
+    finally:
+        connection.close()
 
 
 @pytest.mark.parametrize("isolation", ["read_uncommitted", "read_committed"])
@@ -193,6 +257,34 @@ def test_share_consumer_gets_each_record_once_and_the_group_ends_without_lag(
                     break
                 assert time.monotonic() < deadline, lags
             assert not poll_values(consumer, lambda got: bool(got), timeout=1.0)  # nothing more
+
+        def engine() -> tuple[int, int, dict[int, int]]:
+            sps = [sp for sp in broker.broker.share.partitions if sp.key.group_id == "share"]
+            return (
+                sum(sp.stats.acquired for sp in sps),
+                sum(sp.stats.archived for sp in sps),
+                {sp.key.partition: sp.spso for sp in sps},
+            )
+
+        # Share state was never acquired (nor acknowledged as a gap); the SPSO passed it all.
+        assert broker.call(engine) == (total, 0, _end_offsets(broker))
+
+        def state_log_ends() -> list[int]:
+            return [
+                p.log.log_end_offset for (t, _), p in broker.broker.partitions.items() if t == STATE_TOPIC
+            ]
+
+        # Passing share state writes nothing (a write of the in-log persister would itself be
+        # share state to pass, and so on for ever).
+        before = broker.call(state_log_ends)
+        for p in range(PARTITIONS):
+            _append_share_state(broker, p, 10)
+        ends = _end_offsets(broker)
+        deadline = time.monotonic() + 20
+        while broker.call(engine)[2] != ends:
+            assert time.monotonic() < deadline, broker.call(engine)
+            assert not consumer.poll(0.2)
+        assert broker.call(state_log_ends) == before
     finally:
         consumer.close()
 
@@ -207,7 +299,7 @@ def test_a_client_cannot_produce_share_state(tmp_path: Path) -> None:
                     produce_v9.ProduceRequest(
                         transactional_id=None,
                         acks=-1,
-                        timeout=__import__("datetime").timedelta(seconds=5),
+                        timeout=datetime.timedelta(seconds=5),
                         topic_data=(
                             produce_v9.TopicProduceData(
                                 name=TOPIC,
@@ -225,6 +317,56 @@ def test_a_client_cannot_produce_share_state(tmp_path: Path) -> None:
         finally:
             connection.close()
         assert broker.call(lambda: broker.broker.partition(TOPIC, 0).log.log_end_offset) == 0
+
+
+STATE_TOPIC = "__share_group_state"
+
+
+def _engine_of(broker: EmbeddedBroker, group: str) -> tuple[list[int], int]:
+    """(sorted SPSOs, records acquired) of ``group``'s share-partitions (on the broker's loop)."""
+    sps = [sp for sp in broker.broker.share.partitions if sp.key.group_id == group]
+    return sorted(sp.spso for sp in sps), sum(sp.stats.acquired for sp in sps)
+
+
+@pytest.mark.parametrize("isolation", ["read_committed", "read_uncommitted"])
+def test_transactions_and_share_state_together(tmp_path: Path, isolation: str) -> None:
+    """Committed and aborted transactions with share state between and after them: consumers
+    and a share group of either isolation level get what they would without the share state."""
+    config = {**SHARE_BROKER, "group.share.isolation.level": isolation}
+    with EmbeddedBroker(tmp_path / "data", config=config) as broker:
+        topic = create_topic(broker.bootstrap, 2)
+        producer = txn_producer(broker.bootstrap, f"tx-{isolation}")
+        committed: list[str] = []
+        every: list[str] = []
+        for n in range(6):
+            values = [f"t{n}-{i}" for i in range(10)]
+            produce_txn(producer, topic, values, 2, commit=n % 2 == 0)
+            every += values
+            committed += values if n % 2 == 0 else []
+            for p in range(2):
+                _append_share_state(broker, p, 60, topic)
+        want = committed if isolation == "read_committed" else every
+        assert sorted(read_all(broker.bootstrap, topic, 2, isolation)) == sorted(want)
+        ends = end_offsets(broker.bootstrap, topic, 2)
+        consumer = share_consumer(broker.bootstrap, "txn-share", [topic])
+        try:
+            messages = poll_values(consumer, lambda got: len(got) >= len(want), timeout=30)
+            assert sorted(m.value().decode() for m in messages) == sorted(want)
+            deadline = time.monotonic() + 20
+            with Admin(broker.bootstrap) as admin:
+                while True:  # markers acknowledged as gaps, share state passed: SPSO at the end
+                    assert not [m for m in consumer.poll(0.2) if m.error() is None]
+                    offsets = admin.describe_share_group_offsets("txn-share")
+                    if [offsets[(topic, p)].lag for p in range(2)] == [0, 0]:
+                        spsos, acquired = broker.call(lambda: _engine_of(broker, "txn-share"))
+                        if spsos == sorted(ends):
+                            # every offset but the share state's was acquired once (markers and
+                            # aborted records included), the share state never
+                            assert acquired == sum(ends) - 2 * 6 * 60
+                            break
+                    assert time.monotonic() < deadline, (offsets, ends)
+        finally:
+            consumer.close()
 
 
 RETENTION = {

@@ -500,6 +500,7 @@ class PartitionLog:
 
         Exact for uncompressed batches; for a compressed batch the batch's first offset and maximum
         timestamp are returned (its records are not decompressed). ``None`` if no record is that late.
+        Share-state control batches are passed over (their timestamps are the persister's).
         """
         self._check_open()
         for seg in self._segments:
@@ -515,6 +516,8 @@ class PartitionLog:
                 last = h[H_BASE_OFFSET] + h[H_LAST_OFFSET_DELTA]
                 if h[H_MAX_TIMESTAMP] < timestamp_ms or last < self._log_start:
                     continue
+                if h[H_ATTRIBUTES] & CONTROL_MASK and is_share_control(os.pread(fd, HEADER_SIZE + 32, p)):
+                    continue  # stamped when the share state was written: no record of the user's
                 found = exact_timestamp(
                     fd, p, h[H_BATCH_LENGTH] + LOG_OVERHEAD, timestamp_ms, self._log_start
                 )

@@ -37,19 +37,38 @@ from .batch import (
 from .records import CONTROL_TYPE_COMMIT, SHARE_CONTROL_TYPES, write_varint
 from .transactions import control_type
 
-_ATTRIBUTES = struct.Struct(">h")
+_TYPE = struct.Struct(">h")
 _LENGTH = struct.Struct(">i")
+_BASE = struct.Struct(">q")
 _CRC = struct.Struct(">I")
 _CONTROL_KEY = struct.Struct(">hh")  # version, type
 _CONTROL_VALUE = struct.Struct(">hi")  # version, coordinatorEpoch
 
 
 def is_share_control(buf: bytes | bytearray | memoryview, pos: int = 0) -> bool:
-    """Whether the whole batch at ``pos`` is a SHARE_CHECKPOINT or SHARE_DELTA control batch."""
-    attributes = _ATTRIBUTES.unpack_from(buf, pos + ATTRIBUTES_OFFSET)[0]
+    """Whether the whole batch at ``pos`` is a SHARE_CHECKPOINT or SHARE_DELTA control batch.
+
+    The first record's key is reached by skipping three varints (length, timestampDelta,
+    offsetDelta) and the attributes byte; a control key is 4 bytes (length varint 8, zigzag)."""
+    attributes = buf[pos + ATTRIBUTES_OFFSET + 1]
     if not attributes & CONTROL_MASK or attributes & COMPRESSION_MASK:
         return False
-    return control_type(buf, pos) in SHARE_CONTROL_TYPES
+    try:
+        p = pos + HEADER_SIZE
+        while buf[p] & 0x80:  # record length
+            p += 1
+        p += 2  # its last byte, then the record's attributes
+        while buf[p] & 0x80:  # timestampDelta
+            p += 1
+        p += 1
+        while buf[p] & 0x80:  # offsetDelta
+            p += 1
+        p += 1
+        if buf[p] != 8:  # keyLength 4
+            return control_type(buf, pos) in SHARE_CONTROL_TYPES  # an odd encoding: the long way
+        return _TYPE.unpack_from(buf, p + 3)[0] in SHARE_CONTROL_TYPES
+    except (IndexError, struct.error):
+        return False
 
 
 class Visible(NamedTuple):
@@ -86,7 +105,7 @@ def visible_batches(
     for pos in controls:
         if is_share_control(records, pos):
             size = _LENGTH.unpack_from(records, pos + 8)[0] + LOG_OVERHEAD
-            shares.append((pos, size, HEADER.unpack_from(records, pos)[0]))
+            shares.append((pos, size, _BASE.unpack_from(records, pos)[0]))
     if not shares:
         return Visible(records, batches, (), False)
     kept_bytes = records

@@ -80,7 +80,7 @@ class SharePartition:
         self._gap_cursor = 0
         self._gap_end = 0
         self._dcc = 0
-        # [from, to): the SPSO went from ``from`` to ``to`` over share state alone (pass_absent)
+        # [from, to): offsets up to the end offset that hold share state alone (pass_absent)
         self._absent_span = (0, 0)
         self._log_start_floor = -1  # the start offset a pending log-start move goes to
         self._tx_pending = 0  # records TX_PENDING
@@ -260,12 +260,10 @@ class SharePartition:
             self._gap_cursor = last + 1
         if not first <= self._end <= last:
             return
+        lo, hi = self._absent_span
+        self._absent_span = (lo if hi == self._end else self._end, last + 1)
         self._end = last + 1
-        before = self._spso
         self._advance_spso()
-        if self._spso > before:
-            lo, hi = self._absent_span
-            self._absent_span = (lo if hi == before else before, self._spso)
 
     def alter_config(self, config: ShareConfig) -> None:
         """Replace the group configuration; it applies to later acquisitions and releases."""
