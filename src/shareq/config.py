@@ -339,6 +339,11 @@ class BrokerConfig:
             return _parse(name, self._values[prefixed]) if name in SETTINGS else self._values[prefixed]
         return self[name]
 
+    def listener_text(self, listener: str, name: str) -> str | None:
+        """A per-listener key that has no broker-wide form (``listener.name.<l>.plain.sasl.jaas.config``)."""
+        value = self._values.get(f"{LISTENER_PREFIX}{listener.lower()}.{name}")
+        return None if value is None else str(value)
+
     def text(self, name: str) -> str | None:
         """The value as Kafka prints it (booleans in lower case; ``None`` when unset)."""
         return config_text(self[name])
