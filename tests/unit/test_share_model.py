@@ -305,16 +305,18 @@ class EngineMachine(RuleBasedStateMachine):
         for b in batches:
             if b.first_offset > b.last_offset or b.first_offset < 0:
                 return "INVALID_REQUEST"
-            if b.first_offset <= prev:
+            if b.first_offset < prev:
                 return "INVALID_REQUEST"
+            twice = b.first_offset == prev  # the previous batch's last record again
             prev = b.last_offset
             if len(b.types) not in (1, b.last_offset - b.first_offset + 1):
                 return "INVALID_REQUEST"
             if b.last_offset >= m.end:
                 return "INVALID_REQUEST"
-            if b.first_offset < m.spso:
+            if twice and b.first_offset >= m.spso:
                 return "INVALID_RECORD_STATE"
-            for o in range(b.first_offset, b.last_offset + 1):
+            # offsets below the SPSO are done: skipped, as Kafka skips them
+            for o in range(max(b.first_offset, m.spso), b.last_offset + 1):
                 rec = m.recs.get(o)
                 if rec is None or rec.state is not AQ or rec.member != member or rec.pending:
                     return "INVALID_RECORD_STATE"
@@ -361,6 +363,8 @@ class EngineMachine(RuleBasedStateMachine):
         out: list[tuple[int, RecordState | int]] = []
         for b in batches:
             for i, o in enumerate(range(b.first_offset, b.last_offset + 1)):
+                if o < m.spso:
+                    continue  # already done: skipped
                 kind = b.types[0] if len(b.types) == 1 else b.types[i]
                 rec = m.recs[o]
                 if kind is AcknowledgeType.RENEW:
