@@ -160,6 +160,20 @@ def test_request_is_all_or_nothing_and_below_spso_is_skipped() -> None:
     h.ack("c1", 2, 5, A.ACCEPT, A.ACCEPT, A.REJECT, A.RELEASE)
     assert h.sp.spso == 5, "4 was rejected (the third type), not accepted"
     assert h.runs()[0] == (5, 5, "AVAILABLE", 1, None)
+    # c1's acquisition (0..9) no longer holds the record at the SPSO: below it is not in flight
+    with pytest.raises(InvalidRecordState):
+        h.sp.acknowledge("c1", [ab(0, 1, A.ACCEPT)], now=0)
+    h.ack("c1", 6, 9, A.ACCEPT)
+    assert h.runs()[0] == (5, 5, "AVAILABLE", 1, None)
+    h.acquire("c2", [(5, 5)], 1)
+    h.ack("c2", 5, 5, A.ACCEPT)
+    assert h.sp.spso == 10, "c2's own acquisition of 10..11 holds the SPSO"
+    h.ack("c2", 8, 10, A.ACCEPT)  # reaches the SPSO: the part below is skipped
+    with pytest.raises(InvalidRecordState):
+        h.sp.acknowledge("c2", [ab(5, 5, A.ACCEPT)], now=0)  # its acquisition of 5 is done
+    assert h.sp.spso == 11
+    # 10 is below the SPSO but in the acquisition that still holds 11: skipped
+    assert h.sp.acknowledge("c2", [ab(10, 10, A.ACCEPT)], now=0).write is None
 
 
 def test_renew_refused_when_the_group_turns_it_off() -> None:

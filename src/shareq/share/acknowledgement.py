@@ -26,20 +26,26 @@ def validate_acknowledgements(
     renew: bool = True,
 ) -> Sequence[AcknowledgementBatch]:
     """The batches to apply: raise unless every batch is well formed and covers only records
-    ``member`` holds idle, at or above the SPSO.
+    ``member`` holds idle, or offsets below the SPSO that are still part of an open acquisition.
 
-    Offsets below the SPSO are already done (acknowledged or archived, then passed): they are
-    left out without an error, as Kafka skips them, so a client repeating an acknowledgement whose
-    answer it lost is not told it failed. Errors come in batch order (a batch's own checks, then
-    its records' states). Clients split a poll's acknowledgements where the type changes (a
-    REJECT every tenth record arrives as hundreds of adjacent batches), so the records of adjacent
-    well-formed batches are checked as one stretch: one search, not one per batch. With ``renew``
-    off (the group's ``share.renew.acknowledge.enable``) a RENEW is refused."""
+    Offsets below the SPSO are done (acknowledged or archived, then passed). As Kafka does, they
+    are skipped without an error while the acquisition they were handed out in still holds the
+    record at the SPSO (Kafka keeps that acquisition's in-flight batch until all of it is done),
+    and so is the part of any batch that reaches the SPSO: a client repeating an acknowledgement
+    whose answer it lost is not told it failed. A batch wholly below the SPSO and below that
+    acquisition is INVALID_RECORD_STATE: its records left flight with their acquisition (a lock
+    that lapsed before another member finished them, a log start that moved past them). Errors
+    come in batch order (a batch's own checks, then its records' states). Clients split a poll's
+    acknowledgements where the type changes (a REJECT every tenth record arrives as hundreds of
+    adjacent batches), so the records of adjacent well-formed batches are checked as one stretch:
+    one search, not one per batch. With ``renew`` off (the group's
+    ``share.renew.acknowledge.enable``) a RENEW is refused."""
     malformed: ShareRequestError | None = None
     good = len(batches)
     prev_last = -1
+    floor = _open_floor(runs, spso) if batches and batches[0].first_offset < spso else spso
     for i, batch in enumerate(batches):
-        malformed = _malformed(batch, prev_last, spso, end)
+        malformed = _malformed(batch, prev_last, spso, floor, end)
         if malformed is not None:
             good = i
             break
@@ -67,7 +73,17 @@ def validate_acknowledgements(
     return batches
 
 
-def _malformed(batch: AcknowledgementBatch, prev_last: int, spso: int, end: int) -> ShareRequestError | None:
+def _open_floor(runs: InFlightMap, spso: int) -> int:
+    """The first offset of the acquisition holding the record at the SPSO (the SPSO if none does)."""
+    run = runs.run_at(spso)
+    if run is not None and run.state is _ACQUIRED and run.lock is not None:
+        return min(run.lock.first, spso)
+    return spso
+
+
+def _malformed(
+    batch: AcknowledgementBatch, prev_last: int, spso: int, floor: int, end: int
+) -> ShareRequestError | None:
     """What is wrong with one batch on its own (None: nothing).
 
     A batch starting on the previous one's last offset acknowledges that record twice. Kafka's
@@ -82,6 +98,8 @@ def _malformed(batch: AcknowledgementBatch, prev_last: int, spso: int, end: int)
         return InvalidRequest(f"acknowledgement batch {first}..{last} has {len(batch.types)} types")
     if last >= end:
         return InvalidRequest(f"offset {last} is past the acquired records (end {end})")
+    if first < floor and last < spso:
+        return InvalidRecordState(f"offsets {first}..{last} are below the start offset {spso}")
     if first == prev_last and first >= spso:  # (below the SPSO both are skipped)
         return InvalidRecordState(f"offset {first} is acknowledged twice in one request")
     return None
