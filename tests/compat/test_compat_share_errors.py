@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Iterator
 
 import pytest
 from compat_support import Server, create_topic, earliest_group, produce
 from compat_wire import ShareWire, ack_errors, new_member_id, partition_errors, records_count, topic_id
+
+from shareq.client import ConsumerRecord, ShareConsumer
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -193,3 +196,22 @@ def test_piggybacked_overlapping_acknowledgements(acquired: Joined) -> None:
     r = acquired.wire.fetch(acquired.topic_id, acks=((4, 4, ACCEPT), (4, 5, ACCEPT)))
     assert r.error_code == NONE
     assert ack_errors(r) == [INVALID_RECORD_STATE]
+
+
+def test_renew_refused_when_the_group_turns_it_off(server: Server, names: tuple[str, str]) -> None:
+    """share.renew.acknowledge.enable=false: a RENEW (ShareAcknowledge v2) is INVALID_RECORD_STATE and
+    the records stay acquired, so accepting them afterwards succeeds."""
+    topic, group = names
+    create_topic(server, topic)
+    earliest_group(server, group, **{"share.renew.acknowledge.enable": "false"})
+    produce(server, topic, [b"n0", b"n1"])
+    with ShareConsumer(server.bootstrap, group, topics=[topic], request_timeout=10) as consumer:
+        records: list[ConsumerRecord] = []
+        deadline = time.monotonic() + 30
+        while len(records) < 2:
+            assert time.monotonic() < deadline, f"only {len(records)} records arrived"
+            records += consumer.poll(0.5)
+        assert consumer.renew(records) == {(topic, 0): INVALID_RECORD_STATE}
+        for record in records:
+            consumer.acknowledge(record)
+        assert consumer.commit() == {(topic, 0): NONE}
