@@ -179,6 +179,14 @@ register(
             ("max.share.sessions", 2_000, "share sessions the broker keeps at once"),
         )
     ),
+    *(
+        Setting(name=f"group.share.{name}", type=int, default=default, validator=_non_negative, doc=doc)
+        for name, default, doc in (
+            ("assignment.interval.ms", 1_000, "a group's share.assignment.interval.ms unless it sets one"),
+            ("min.assignment.interval.ms", 0, "lower bound of a group's share.assignment.interval.ms"),
+            ("max.assignment.interval.ms", 15_000, "upper bound of a group's share.assignment.interval.ms"),
+        )
+    ),
     Setting(
         name="group.share.auto.offset.reset",
         type=str,
