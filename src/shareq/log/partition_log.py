@@ -28,6 +28,8 @@ from typing import NamedTuple
 
 from .appender import prepare_append
 from .batch import (
+    ATTRIBUTES_OFFSET,
+    CONTROL_MASK,
     HEADER_SIZE,
     LOG_OVERHEAD,
 )
@@ -54,6 +56,7 @@ from .reader import TimestampOffset, exact_timestamp, read_batches
 from .records import encode_control_batch
 from .recovery import recover
 from .segment import (
+    H_ATTRIBUTES,
     H_BASE_OFFSET,
     H_BATCH_LENGTH,
     H_LAST_OFFSET_DELTA,
@@ -64,6 +67,7 @@ from .segment import (
     scan_headers,
     write_file_atomically,
 )
+from .share_control import is_share_control
 from .transactions import AbortedTxn
 
 __all__ = [
@@ -98,12 +102,14 @@ class AppendInfo(NamedTuple):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class FetchData:
-    """Whole batches read from the log, with each batch's (first, last) offset."""
+    """Whole batches read from the log, with each batch's (first, last) offset and the byte
+    positions of the control batches among them (for :func:`share_control.visible_batches`)."""
 
     records: bytes
     batches: tuple[tuple[int, int], ...]
     log_start_offset: int
     log_end_offset: int
+    controls: tuple[int, ...] = ()
 
 
 class PartitionLog:
@@ -112,6 +118,8 @@ class PartitionLog:
     __slots__ = (
         "_bases",
         "_closed",
+        "_data_end",
+        "_holds",
         "_loaded",
         "_log_start",
         "_producers",
@@ -135,6 +143,8 @@ class PartitionLog:
         self._recovery = (0, 0, 0)
         self._unflushed_messages = 0
         self._closed = False
+        self._holds: dict[str, int] = {}
+        self._data_end: int | None = None  # after the last batch that is not share state; lazy
 
     # -- opening and recovery ---------------------------------------------------------------------
 
@@ -212,6 +222,54 @@ class PartitionLog:
     def log_end_offset(self) -> int:
         """The offset the next appended record gets (the high watermark on a single node)."""
         return self._segments[-1].next_offset
+
+    @property
+    def visible_end_offset(self) -> int:
+        """The log end without the share-state control batches at its tail (SHARE_CHECKPOINT,
+        SHARE_DELTA): where a reader that has seen every record it can see stands, so lag is
+        measured to here. Found once after opening (a walk back over the tail's headers) and kept
+        up to date by appends."""
+        self._check_open()
+        if self._data_end is None:
+            self._data_end = self._find_data_end()
+        return max(self._data_end, self._log_start)
+
+    @property
+    def visible_stable_offset(self) -> int:
+        """:attr:`last_stable_offset` without the share-state control batches at the tail (an open
+        transaction's first batch holds data, so the LSO is below them or at the log end)."""
+        return min(self.last_stable_offset, self.visible_end_offset)
+
+    def _find_data_end(self) -> int:
+        """Walk back from the log end, one offset-index interval at a time, to the last batch that
+        is not share state; the cost follows the length of the share-state tail."""
+        for seg in reversed(self._segments):
+            if seg.size == 0:
+                continue
+            self._ensure_indexes(seg)
+            fd = self._read_fd(seg)
+            stop = seg.size
+            starts = [p for p in seg.index.positions if p < stop]
+            if not starts or starts[0] != 0:
+                starts.insert(0, 0)
+            for start in reversed(starts):
+                found = -1
+                for pos, h in scan_headers(fd, start, stop):
+                    if not h[H_ATTRIBUTES] & CONTROL_MASK or not is_share_control(
+                        os.pread(fd, HEADER_SIZE + 32, pos)
+                    ):
+                        found = h[H_BASE_OFFSET] + h[H_LAST_OFFSET_DELTA] + 1
+                if found >= 0:
+                    return found
+                stop = start
+        return self._log_start
+
+    def _note_data(self, buf: bytearray, placed: tuple[tuple[int, int, int, int, int], ...]) -> None:
+        """An append landed: move the visible end past its last batch that is not share state."""
+        for pos, _, nxt, _, _ in reversed(placed):
+            if not buf[pos + ATTRIBUTES_OFFSET + 1] & CONTROL_MASK or not is_share_control(buf, pos):
+                self._data_end = nxt
+                return
 
     @property
     def size_bytes(self) -> int:
@@ -303,6 +361,11 @@ class PartitionLog:
         interval = self.config.index_interval_bytes
         for p, base, nxt, size, max_ts in prepared.placed:
             active.track(start + p, base, nxt, size, max_ts, interval)
+        if allow_control:
+            if self._data_end is not None:
+                self._note_data(buf, prepared.placed)
+        else:  # a client's batches: never control batches
+            self._data_end = next_offset
         for producer_id, epoch, batch in prepared.producers:
             self._producers.update(producer_id, epoch, batch)
         txns = self._producers.txns
@@ -410,9 +473,13 @@ class PartitionLog:
                 end_offset,
             )
             if data is not None:
-                records, batches = data
+                records, batches, controls = data
                 return FetchData(
-                    records=records, batches=batches, log_start_offset=self._log_start, log_end_offset=leo
+                    records=records,
+                    batches=batches,
+                    log_start_offset=self._log_start,
+                    log_end_offset=leo,
+                    controls=controls,
                 )
             i += 1  # the offset fell in a gap at the end of this segment
         return FetchData(records=b"", batches=(), log_start_offset=self._log_start, log_end_offset=leo)
@@ -433,6 +500,7 @@ class PartitionLog:
 
         Exact for uncompressed batches; for a compressed batch the batch's first offset and maximum
         timestamp are returned (its records are not decompressed). ``None`` if no record is that late.
+        Share-state control batches are passed over (their timestamps are the persister's).
         """
         self._check_open()
         for seg in self._segments:
@@ -448,6 +516,8 @@ class PartitionLog:
                 last = h[H_BASE_OFFSET] + h[H_LAST_OFFSET_DELTA]
                 if h[H_MAX_TIMESTAMP] < timestamp_ms or last < self._log_start:
                     continue
+                if h[H_ATTRIBUTES] & CONTROL_MASK and is_share_control(os.pread(fd, HEADER_SIZE + 32, p)):
+                    continue  # stamped when the share state was written: no record of the user's
                 found = exact_timestamp(
                     fd, p, h[H_BATCH_LENGTH] + LOG_OVERHEAD, timestamp_ms, self._log_start
                 )
@@ -485,17 +555,50 @@ class PartitionLog:
 
     # -- retention ----------------------------------------------------------------------------------
 
-    def advance_log_start(self, offset: int) -> None:
-        """Move the log start forward (DeleteRecords); whole segments below it are deleted."""
+    def set_retention_hold(self, owner: str, offset: int | None) -> None:
+        """Keep the log start at or below ``offset`` for ``owner``; ``None`` releases its hold.
+
+        The in-log share-state persister holds each partition at its Earliest Share Offset (the
+        lowest Share Checkpoint Offset of the groups on it), so that neither time/size retention
+        nor DeleteRecords removes the checkpoint and deltas that recovery reads. Retention then
+        deletes only segments wholly below the lowest hold; DeleteRecords past it stops at it.
+
+        Holds live in memory only: they are not written to the log's checkpoint, so whoever sets
+        one must set it again after the log is reopened (the persister does so on recovery,
+        before the broker's first retention pass). A hold below the log start changes nothing.
+        """
+        if offset is None:
+            self._holds.pop(owner, None)
+            return
+        if offset < 0:
+            raise ValueError(f"a retention hold needs an offset, not {offset}")
+        self._holds[owner] = offset
+
+    @property
+    def retention_floor(self) -> int | None:
+        """The lowest retention hold (the log start never moves past it), or ``None``."""
+        return min(self._holds.values()) if self._holds else None
+
+    def advance_log_start(self, offset: int) -> int:
+        """Move the log start forward (DeleteRecords); whole segments below it are deleted.
+
+        A retention hold stops the move at the hold: the records below ``offset`` from the hold on
+        stay readable, and the returned log start (DeleteRecords' low watermark) says where the
+        move stopped. Returns the log start after the move.
+        """
         self._check_open()
         leo = self.log_end_offset
         if offset > leo or offset < 0:
             raise OffsetOutOfRangeError(f"cannot move the log start to {offset}: log ends at {leo}")
+        floor = self.retention_floor
+        if floor is not None and offset > floor:
+            offset = floor
         if offset <= self._log_start:
-            return
+            return self._log_start
         self._log_start = offset
         self._delete_oldest(lambda seg: seg.next_offset <= self._log_start)
         self._write_checkpoint()
+        return self._log_start
 
     def enforce_retention(self, now_ms: int) -> int:
         """Delete old whole segments by ``retention_ms`` and ``retention_bytes`` (never the active
@@ -531,9 +634,15 @@ class PartitionLog:
         return seg.largest_timestamp()
 
     def _delete_oldest(self, eligible: Callable[[LogSegment], bool]) -> int:
-        """Delete segments from the oldest while ``eligible(segment)`` holds, keeping the active one."""
+        """Delete segments from the oldest while ``eligible(segment)`` holds, keeping the active one
+        and every segment that reaches the lowest retention hold (or is already below the log
+        start, whatever the holds: deleting it moves nothing)."""
         deleted = 0
+        floor = self.retention_floor
         while len(self._segments) > 1 and eligible(self._segments[0]):
+            first = self._segments[0]
+            if floor is not None and first.next_offset > floor and first.next_offset > self._log_start:
+                break
             seg = self._segments.pop(0)
             self._bases.pop(0)
             if self._reader is seg:

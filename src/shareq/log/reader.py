@@ -13,6 +13,7 @@ from bisect import bisect_right
 from typing import NamedTuple
 
 from .batch import (
+    CONTROL_MASK,
     HEADER,
     HEADER_SIZE,
     LOG_OVERHEAD,
@@ -24,7 +25,14 @@ from .batch import (
 from .errors import CorruptRecordError
 from .index import OffsetIndex
 from .record_spans import plain_batch, record_spans
-from .segment import H_BASE_OFFSET, H_BATCH_LENGTH, H_LAST_OFFSET_DELTA, H_MAGIC, LogSegment
+from .segment import (
+    H_ATTRIBUTES,
+    H_BASE_OFFSET,
+    H_BATCH_LENGTH,
+    H_LAST_OFFSET_DELTA,
+    H_MAGIC,
+    LogSegment,
+)
 
 
 class TimestampOffset(NamedTuple):
@@ -42,10 +50,11 @@ def read_batches(
     min_one_batch: bool,
     interval: int,
     end_offset: int | None = None,
-) -> tuple[bytes, tuple[tuple[int, int], ...]] | None:
+) -> tuple[bytes, tuple[tuple[int, int], ...], tuple[int, ...]] | None:
     """Whole batches of ``seg`` from the one holding ``offset``, at most ``max_bytes`` unless the
     first alone is larger (then it alone, or nothing if not ``min_one_batch``); ``None`` if the
-    segment holds no batch at or after ``offset``.
+    segment holds no batch at or after ``offset``. With the bytes come each batch's (first, last)
+    offsets and the byte positions of the control batches among them (usually none).
 
     With ``end_offset`` the read also stops at the first indexed batch start beyond it, so it
     covers the batch holding ``end_offset`` and at most one index interval more: a caller that can
@@ -77,7 +86,7 @@ def read_batches(
     first_size = h[H_BATCH_LENGTH] + LOG_OVERHEAD
     if first_size > max_bytes:
         if not min_one_batch:
-            return b"", ()
+            return b"", (), ()
         stop = start + first_size
     else:
         limit = start + max_bytes
@@ -89,7 +98,7 @@ def read_batches(
         if after is not None and after < stop:
             stop = max(after, start + first_size)
     chunk = os.pread(fd, stop - start, start)
-    return chunk, _batch_ranges(chunk, seg.base_offset)
+    return (chunk, *_batch_ranges(chunk, seg.base_offset))
 
 
 def _boundary_at_or_before(positions: array[int], limit: int) -> int:
@@ -104,10 +113,12 @@ def _boundary_after(index: OffsetIndex, relative_offset: int) -> int | None:
     return index.positions[i] if i < len(index.offsets) else None
 
 
-def _batch_ranges(chunk: bytes, segment_base: int) -> tuple[tuple[int, int], ...]:
-    """(first, last) offsets of the whole batches filling ``chunk``."""
+def _batch_ranges(chunk: bytes, segment_base: int) -> tuple[tuple[tuple[int, int], ...], tuple[int, ...]]:
+    """(first, last) offsets of the whole batches filling ``chunk``, and where the control
+    batches among them start (transaction markers, share state: see share_control.py)."""
     unpack = HEADER.unpack_from
     ranges = []
+    controls = []
     off = 0
     limit = len(chunk)
     while off < limit:
@@ -116,17 +127,22 @@ def _batch_ranges(chunk: bytes, segment_base: int) -> tuple[tuple[int, int], ...
             raise CorruptRecordError(f"segment {segment_base} is damaged in a batch at offset {h[0]}")
         base = h[H_BASE_OFFSET]
         ranges.append((base, base + h[H_LAST_OFFSET_DELTA]))
+        if h[H_ATTRIBUTES] & CONTROL_MASK:
+            controls.append(off)
         off += h[H_BATCH_LENGTH] + LOG_OVERHEAD
     if off != limit:
         raise CorruptRecordError(f"segment {segment_base}: batch lengths disagree with the index")
-    return tuple(ranges)
+    return tuple(ranges), tuple(controls)
 
 
-def _read_trimmed(fd: int, start: int, limit: int) -> tuple[bytes, tuple[tuple[int, int], ...]]:
+def _read_trimmed(
+    fd: int, start: int, limit: int
+) -> tuple[bytes, tuple[tuple[int, int], ...], tuple[int, ...]]:
     """Read ``[start, limit)`` and keep the whole batches at its front (one extra copy)."""
     chunk = os.pread(fd, limit - start, start)
     unpack = HEADER.unpack_from
     ranges = []
+    controls = []
     off = 0
     while off + HEADER_SIZE <= len(chunk):
         h = unpack(chunk, off)
@@ -135,8 +151,10 @@ def _read_trimmed(fd: int, start: int, limit: int) -> tuple[bytes, tuple[tuple[i
             break
         base = h[H_BASE_OFFSET]
         ranges.append((base, base + h[H_LAST_OFFSET_DELTA]))
+        if h[H_ATTRIBUTES] & CONTROL_MASK:
+            controls.append(off)
         off += size
-    return (chunk if off == len(chunk) else chunk[:off]), tuple(ranges)
+    return (chunk if off == len(chunk) else chunk[:off]), tuple(ranges), tuple(controls)
 
 
 def exact_timestamp(

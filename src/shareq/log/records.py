@@ -271,7 +271,9 @@ def encode_share_control_batch(control_type: int, value: bytes, *, timestamp: in
 
 
 def control_record_type(record: Record) -> int:
-    """The marker type (0 abort, 1 commit) of a record taken from a control batch."""
+    """The control type of a record taken from a control batch: 0 ABORT or 1 COMMIT for a
+    transaction marker, 5 SHARE_CHECKPOINT or 6 SHARE_DELTA for share state; callers that look for
+    markers compare with the marker types rather than assume one of two."""
     if record.key is None or len(record.key) < _CONTROL_KEY.size:
         raise CorruptRecordError("control record key shorter than 4 bytes")
     return int(_CONTROL_KEY.unpack_from(record.key)[1])

@@ -4,7 +4,8 @@ The group-metadata log (``__consumer_offsets``) is replayed this way by the shar
 consumer-group coordinators alike; reads go a chunk at a time, never the whole log at once.
 Control batches (transaction markers) are not keyed records: :func:`keyed_records` skips them and
 :func:`log_entries` reports them, with the producer id of transactional records, for replays that
-keep transactional writes pending until their marker.
+keep transactional writes pending until their marker. Share-state control batches (SHARE_CHECKPOINT,
+SHARE_DELTA) are neither and are skipped.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from collections.abc import Iterator
 from typing import NamedTuple
 
 from .partition_log import PartitionLog
-from .records import control_record_type, decode_batches
+from .records import CONTROL_TYPE_ABORT, CONTROL_TYPE_COMMIT, control_record_type, decode_batches
 
 READ_CHUNK = 1 << 20
 DATA = -1
@@ -45,7 +46,9 @@ def log_entries(log: PartitionLog, chunk: int = READ_CHUNK) -> Iterator[LogEntry
                 if record.offset < offset:
                     continue
                 if header.is_control:
-                    yield LogEntry(None, None, pid, control_record_type(record))
+                    marker = control_record_type(record)
+                    if marker in (CONTROL_TYPE_ABORT, CONTROL_TYPE_COMMIT):  # not share state
+                        yield LogEntry(None, None, pid, marker)
                 elif record.key is not None:
                     yield LogEntry(record.key, record.value, pid, DATA)
         offset = data.batches[-1][1] + 1

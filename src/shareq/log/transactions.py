@@ -42,7 +42,8 @@ class AbortedTxn:
 
 
 def control_type(buf: bytes | bytearray | memoryview, pos: int = 0) -> int:
-    """The marker type (0 ABORT, 1 COMMIT) of the control batch at ``pos``; -1 if unreadable.
+    """The control type of the control batch at ``pos`` (0 ABORT, 1 COMMIT, 5 SHARE_CHECKPOINT,
+    6 SHARE_DELTA); -1 if unreadable.
 
     Reads only the first record's key: ``length, attributes, timestampDelta, offsetDelta,
     keyLength, key (version i16, type i16)``.
@@ -75,7 +76,12 @@ class PartitionTxnState:
         self.ongoing.setdefault(producer_id, first_offset)
 
     def observe_marker(self, producer_id: int, marker_type: int, offset: int, high_watermark: int) -> None:
-        """A marker was appended at ``offset``; ``high_watermark`` is the log end before it."""
+        """A marker was appended at ``offset``; ``high_watermark`` is the log end before it.
+
+        Only COMMIT and ABORT end a transaction: another control type (share state, or one this
+        broker does not know) changes nothing even if its batch carried a producer id."""
+        if marker_type not in (CONTROL_ABORT, CONTROL_COMMIT):
+            return
         first = self.ongoing.pop(producer_id, None)
         if first is None or marker_type != CONTROL_ABORT:
             return

@@ -425,7 +425,8 @@ class Broker:
 
     def delete_records(self, name: str, index: int, offset: int) -> int:
         """Move the log start of ``name``-``index`` to ``offset`` (DeleteRecords); share-partitions
-        whose start offset falls behind it move with it. Returns the new log start."""
+        whose start offset falls behind it move with it. Returns the new log start, which a
+        retention hold (in-log share state) may keep below ``offset``."""
         partition = self.partition(name, index)
         if partition is None:
             raise KeyError((name, index))

@@ -80,6 +80,8 @@ class SharePartition:
         self._gap_cursor = 0
         self._gap_end = 0
         self._dcc = 0
+        # [from, to): offsets up to the end offset that hold share state alone (pass_absent)
+        self._absent_span = (0, 0)
         self._log_start_floor = -1  # the start offset a pending log-start move goes to
         self._tx_pending = 0  # records TX_PENDING
         self.stats = SharePartitionStats()  # counters for metrics (read at scrape time)
@@ -239,6 +241,29 @@ class SharePartition:
         if start >= self._end and start > window_last:
             return None
         return min(start + max(max_records, 1) - 1, max(self._end - 1, window_last))
+
+    def pass_absent(self, first: int, last: int) -> None:
+        """Offsets ``first..last`` hold no record to deliver (the in-log persister's share-state
+        control batches), and a read ended with them: the end offset moves past them, and the
+        SPSO too when everything before them is done.
+
+        They are never acquired, so they take no lock, no in-flight slot and no acknowledgement
+        (a GAP acknowledgement would be written as share state, which would be passed, and so
+        on). Nor does passing them write anything: a SPSO that moved over share state alone is
+        as good durable where it was, since recovery reads past them the same way
+        (:meth:`start_offset_write` knows). Offsets between two fetched batches need none of this:
+        :meth:`acquire` passes them as it passes any offset the log does not return.
+        """
+        self._require_initialized()
+        self._first_gap_hole()
+        if first <= self._gap_cursor <= last:
+            self._gap_cursor = last + 1
+        if not first <= self._end <= last:
+            return
+        lo, hi = self._absent_span
+        self._absent_span = (lo if hi == self._end else self._end, last + 1)
+        self._end = last + 1
+        self._advance_spso()
 
     def alter_config(self, config: ShareConfig) -> None:
         """Replace the group configuration; it applies to later acquisitions and releases."""
@@ -735,6 +760,9 @@ class SharePartition:
         """
         if self._pending or self._spso <= self._durable_spso or self._spso <= self._log_start_floor:
             return None
+        lo, hi = self._absent_span
+        if lo <= self._durable_spso and self._spso <= hi:
+            return None  # only share state lies between them (pass_absent)
         return self._start_write(StateTransition(next(self._handles), TransitionKind.ARCHIVE))
 
     def _register_archive(self, pieces: Iterable[InFlightBatch]) -> PendingWrite | None:

@@ -1,5 +1,8 @@
 """Fetch: raw batches from the log, long-polling until min_bytes arrive or max_wait passes.
 
+Share-state control batches (the in-log persister's) are cut out of what is returned, as byte
+slices; the other batches pass through untouched (see ``shareq.log.share_control``).
+
 A waiting fetch registers one future on every partition it reads; an append resolves it, so a
 long poll costs nothing while idle and answers as soon as data lands.
 """
@@ -14,6 +17,8 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from shareq.log.errors import LogError
+from shareq.log.partition_log import FetchData
+from shareq.log.share_control import gap_batch, visible_batches
 from shareq.log.transactions import stable_prefix
 from shareq.protocol import VersionRange
 from shareq.protocol.versions import FETCH
@@ -31,9 +36,9 @@ async def handle_fetch(request: Any, ctx: RequestContext) -> Any:
     deadline = loop.time() + request.max_wait.total_seconds()
     wanted = _resolve(request, ctx)
     while True:
-        responses, total, failed, count = _collect(request, ctx, wanted)
+        responses, total, waited, failed, count = _collect(request, ctx, wanted)
         remaining = deadline - loop.time()
-        if total >= request.min_bytes or failed or remaining <= 0 or ctx.broker.stopping:
+        if waited >= request.min_bytes or failed or remaining <= 0 or ctx.broker.stopping:
             # Client quotas (server/quotas.py): over consumer_byte_rate, answer with no records.
             throttle_ms = await fetch_throttle_ms(ctx, total)
             if not throttle_ms:
@@ -68,10 +73,12 @@ def _resolve(request: Any, ctx: RequestContext) -> list[Wanted]:
 
 def _collect(
     request: Any, ctx: RequestContext, wanted: list[Wanted]
-) -> tuple[tuple[Any, ...], int, bool, int]:
-    """The response entries, their record bytes, whether a partition failed, and their records."""
+) -> tuple[tuple[Any, ...], int, int, bool, int]:
+    """The response entries, their record bytes, those of them that count towards ``min_bytes``,
+    whether a partition failed, and their records."""
     budget = fetch_max_bytes(ctx, request.max_bytes)  # client quotas (server/quotas.py): capped
     total = 0
+    waited = 0
     failed = False
     count = 0
     io = ctx.broker.io.api(FETCH)
@@ -111,12 +118,10 @@ def _collect(
                 except LogError as error:
                     code = error_code(error)
                 else:
-                    records = data.records
-                    batch_records = sum(last - first + 1 for first, last in data.batches)
-                    if read_committed and data.batches and data.batches[-1][1] >= end:
-                        records, batch_records = stable_prefix(records, end)
-                    io.bytes_read += len(records)
+                    io.bytes_read += len(data.records)
+                    records, batch_records, weight = _visible(data, end)
                     count += batch_records
+                    waited += weight
                     if read_committed and records:
                         aborted = tuple(
                             ctx.build(
@@ -151,7 +156,35 @@ def _collect(
         )
         for topic, entries in by_topic.values()
     )
-    return responses, total, failed, count
+    return responses, total, waited, failed, count
+
+
+def _visible(data: FetchData, end: int) -> tuple[bytes, int, int]:
+    """What a client may see of a read ending at ``end`` (the high watermark, or the LSO under
+    read_committed): the bytes without share-state control batches, their record count, and
+    how many bytes count towards ``min_bytes``.
+
+    When share state ends what is returned, an empty batch spanning it (``gap_batch``) lets the
+    client move past it (so its position, and its lag, reach the end). It counts towards
+    ``min_bytes`` only if more lies beyond: share state at the log's tail is not worth answering
+    a long poll early for, and rides along when the poll ends.
+    """
+    seen = visible_batches(data.records, data.batches, data.controls)
+    records, batches = seen.records, seen.batches
+    if batches and batches[-1][1] >= end:
+        records, _ = stable_prefix(records, end)
+        batches = tuple(b for b in batches if b[1] < end)
+    count = sum(last - first + 1 for first, last in batches)
+    weight = len(records)
+    if seen.hidden:
+        first, last = seen.hidden[-1]
+        if first < end and (not batches or first > batches[-1][1]):
+            last = min(last, end - 1)
+            gap = gap_batch(first, last)
+            records += gap
+            if last + 1 < end:
+                weight += len(gap)
+    return records, count, weight
 
 
 HANDLERS = {FETCH: (VersionRange(4, 17), handle_fetch)}

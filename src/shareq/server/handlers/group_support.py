@@ -88,9 +88,10 @@ def topic_image(ctx: RequestContext) -> dict[str, TopicMetadata]:
 
 
 def end_offset(ctx: RequestContext, topic: str, partition: int) -> int | None:
-    """The partition's end offset (the high watermark of a single node), or None if it is gone."""
+    """The partition's end offset for lag (the high watermark of a single node, less the
+    share-state control batches at its tail, which no consumer is given), or None if it is gone."""
     found = ctx.broker.partition(topic, partition)
-    return None if found is None else found.log.log_end_offset
+    return None if found is None else found.log.visible_end_offset
 
 
 __all__ = [

@@ -219,7 +219,8 @@ async def _offset_and_lag(
         or end is None
     ):
         return start, summary.leader_epoch, UNINITIALIZED_LAG
-    return start, summary.leader_epoch, end - start - summary.delivery_complete_count
+    # the SPSO may have passed share state at the tail that the visible end stops before
+    return start, summary.leader_epoch, max(end, start) - start - summary.delivery_complete_count
 
 
 async def _pending_transactions(

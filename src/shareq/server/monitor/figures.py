@@ -131,7 +131,7 @@ def _figures(
     end = sp.speo
     if partition is not None:
         plog = partition.log
-        end = max(plog.last_stable_offset if read_committed else plog.log_end_offset, end)
+        end = max(plog.visible_stable_offset if read_committed else plog.visible_end_offset, end)
     lag = max(end - spso - sp.delivery_complete_count, 0)
     return SharePartitionFigures(
         group=sp.key.group_id,

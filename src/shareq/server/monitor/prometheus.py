@@ -350,7 +350,7 @@ class BrokerCollector(Collector):
                         continue
                     values = [group_id, topic, str(index)]
                     current.add_metric(values, committed.offset)
-                    lag.add_metric(values, max(partition.log.last_stable_offset - committed.offset, 0))
+                    lag.add_metric(values, max(partition.log.visible_stable_offset - committed.offset, 0))
         yield from (lag, current)
 
     def _transactions(self) -> Iterator[Metric]:

@@ -223,7 +223,7 @@ def _consumer_groups(broker: Broker) -> list[dict[str, Any]]:
             partition = broker.partition(topic, index)
             if partition is None:
                 continue
-            lag = max(partition.log.last_stable_offset - committed.offset, 0)
+            lag = max(partition.log.visible_stable_offset - committed.offset, 0)
             total += lag
             rows.append({"topic": topic, "partition": index, "committed": committed.offset, "lag": lag})
         group = services.coordinator.group(group_id)

@@ -22,6 +22,7 @@ from kio.schema.errors import ErrorCode
 from shareq.coordinators.group import ShareGroupConfig
 from shareq.log.batch import LOG_OVERHEAD
 from shareq.log.errors import LogError, OffsetOutOfRangeError
+from shareq.log.share_control import visible_batches
 from shareq.log.transactions import stable_batches, subtract_ranges
 from shareq.share import (
     AcknowledgementBatch,
@@ -180,20 +181,32 @@ class SharePartitionManager:
             offset = max(sp.next_fetch_offset(), plog.log_start_offset)
         if offset >= plog.log_end_offset:
             return NOTHING
-        end = sp.read_end(max_records)
-        if end is None:  # the window is full: reading would only be thrown away
-            return NOTHING
-        try:
-            data = plog.read(offset, max(max_bytes, 1), end_offset=end)
-        except OffsetOutOfRangeError:
-            self.update_log_start(sp, plog.log_start_offset)
-            return NOTHING
-        except LogError:
-            log.exception("share fetch read failed on %s", sp.key)
-            return NOTHING
-        if not data.batches:
-            return NOTHING
-        batches = data.batches
+        read = 0
+        while True:  # past reads that held share state alone (see share_control.py)
+            end = sp.read_end(max_records)
+            if end is None:  # the window is full: reading would only be thrown away
+                return NOTHING
+            try:
+                data = plog.read(offset, max(max_bytes, 1), end_offset=end)
+            except OffsetOutOfRangeError:
+                self.update_log_start(sp, plog.log_start_offset)
+                return NOTHING
+            except LogError:
+                log.exception("share fetch read failed on %s", sp.key)
+                return NOTHING
+            if not data.batches:
+                return NOTHING
+            read += len(data.records)
+            # The in-log persister's control batches are never acquired: they are offsets
+            # without a record to deliver, passed without an acknowledgement.
+            seen = visible_batches(data.records, data.batches, data.controls, cut=False)
+            if seen.batches:
+                break
+            sp.pass_absent(*seen.hidden[-1])
+            offset = sp.next_fetch_offset()
+            if offset <= data.batches[-1][1] or offset >= plog.log_end_offset:
+                return Acquired((), b"", 0, read)
+        batches = seen.batches
         aborted: tuple[tuple[int, int], ...] = ()
         txns = plog.producer_state.txns
         if (txns.ongoing or txns.aborted) and self._read_committed(sp):
@@ -201,12 +214,18 @@ class SharePartitionManager:
             # aborted transactions are acquired and archived at once (never delivered); markers
             # are handed out as offsets without a record, which clients acknowledge as gaps.
             stable = plog.last_stable_offset
-            batches, aborted = stable_batches(data.records, stable, plog.aborted_transactions(offset, stable))
+            kept, aborted = stable_batches(data.records, stable, plog.aborted_transactions(offset, stable))
+            if seen.hidden:
+                visible = set(seen.batches)
+                kept = tuple(b for b in kept if b in visible)
+            batches = kept
             if not batches:
                 return NOTHING
         result = sp.acquire(
             member, batches, max_records=max_records, batch_size=batch_size, mode=mode, now=now
         )
+        if seen.trailing:  # moves the end offset only if the acquisition reached the run
+            sp.pass_absent(*seen.hidden[-1])
         if result.write is not None:
             self.spawn_write(sp, result.write)
         ranges, count = result.records, result.acquired_count
@@ -214,7 +233,6 @@ class SharePartitionManager:
             ranges, count = self._archive_aborted(sp, member, ranges, aborted, count, now)
         if result.lock_deadline is not None:
             self._services.schedule(result.lock_deadline)
-        read = len(data.records)
         if not ranges:
             return Acquired((), b"", 0, read)
         return Acquired(ranges, slice_batches(data.records, data.batches, ranges), count, read)
