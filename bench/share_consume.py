@@ -1,6 +1,7 @@
 """Share consumption against plain consumption of the same topic, at several data sizes.
 
     PYTHONPATH=src python bench/share_consume.py [--sizes 400000,4000000,10000000] [--linger-ms 5,50]
+                                                 [--broker-cpus "all;1"]
 
 Every size runs once per producer ``linger.ms`` (default 5, librdkafka's own, and 50): the
 producer's batching sets the log's batch sizes (printed as records per log batch), and leases
@@ -24,6 +25,10 @@ and response bytes sent against the record bytes delivered (the broker's per-api
 printed on SIGUSR1), round trips and records per round trip; each size ends with the broker's peak
 RSS. Then the peers run the same workload at the same size (Redis Streams, RabbitMQ quorum, via
 bench/peers.py), or their recorded figures are printed when they are not installed.
+
+``--broker-cpus`` runs everything once per CPU setting of the broker process (``all``, or CPUs
+such as ``1`` or ``0-1``; its threads inherit it): on a small VM, keeping the broker's share-state
+fsync threads on the CPU of its event loop makes each durable write's two thread hand-offs cheaper.
 """
 
 from __future__ import annotations
@@ -55,11 +60,15 @@ PEER_CONSUMERS = 4
 FETCH, SHARE_FETCH, SHARE_ACKNOWLEDGE = "1", "78", "79"
 
 
-def start_broker(data_dir: Path, port: int, profile: str | None = None) -> subprocess.Popen[str]:
+def start_broker(
+    data_dir: Path, port: int, profile: str | None = None, cpus: set[int] | None = None
+) -> subprocess.Popen[str]:
+    """The broker as a subprocess, on ``cpus`` only when given (its threads inherit that)."""
     command = [sys.executable, *(["-m", "cProfile", "-o", profile] if profile else [])]
     command += ["-m", "shareq", "serve", "--data-dir", str(data_dir), "--port", str(port)]
     command += ["--config", "group.share.auto.offset.reset=earliest", "--log-level", "WARNING"]
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=os.environ.copy())
+    pin = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=os.environ.copy(), preexec_fn=pin)
     assert proc.stdout is not None
     line = proc.stdout.readline()
     if not line.startswith(READY):
@@ -304,18 +313,31 @@ def records_per_batch(data_dir: Path, topic: str = TOPIC) -> float:
     return records / max(batches, 1)
 
 
-def run_size(n: int, phases_wanted: list[str], profile: str | None, linger_ms: int) -> dict[str, Phase]:
+def parse_cpus(setting: str) -> set[int] | None:
+    """``all`` (None: no pinning) or a CPU list such as ``1``, ``0,2`` or ``0-1``."""
+    if setting == "all":
+        return None
+    cpus: set[int] = set()
+    for part in setting.split(","):
+        first, _, last = part.partition("-")
+        cpus.update(range(int(first), int(last or first) + 1))
+    return cpus
+
+
+def run_size(
+    n: int, phases_wanted: list[str], profile: str | None, linger_ms: int, cpus: str = "all"
+) -> dict[str, Phase]:
     data_dir = Path(tempfile.mkdtemp(prefix="shareq-bench-"))
     port = free_port()
     bootstrap = f"127.0.0.1:{port}"
-    broker = start_broker(data_dir, port, profile)
+    broker = start_broker(data_dir, port, profile, parse_cpus(cpus))
     phases: dict[str, Phase] = {}
     try:
         rate = produce(bootstrap, n, linger_ms)
         per_batch = records_per_batch(data_dir)
         print(
             f"\n{n:,} x 100 B on {PARTITIONS} partitions, produced at {rate:,.0f} rec/s "
-            f"(linger.ms {linger_ms}: {per_batch:,.0f} records per log batch)",
+            f"(linger.ms {linger_ms}: {per_batch:,.0f} records per log batch; broker on CPUs {cpus})",
             flush=True,
         )
         plan = [
@@ -356,25 +378,40 @@ def main() -> None:
         "and so a share consumer's records per round trip)",
     )
     parser.add_argument("--profile", metavar="FILE", help="run the broker under cProfile, stats to FILE")
+    parser.add_argument(
+        "--broker-cpus",
+        default="all",
+        help="CPU settings of the broker, separated by ';', one run of every size each: "
+        "'all' (not pinned) or CPUs such as '1' or '0-1'",
+    )
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
     lingers = [int(v) for v in args.linger_ms.split(",")]
-    results: dict[tuple[int, int], dict[str, Phase]] = {}
-    for linger_ms in lingers:
-        for n in sizes:
-            peers.quiet_gate(sys.executable, args.gate_max_wait)
-            results[linger_ms, n] = run_size(n, args.phases.split(","), args.profile, linger_ms)
-    for linger_ms in lingers:
-        print(f"\nlinger.ms {linger_ms}: rate against the smallest size (flat in N means ~1.0):")
-        base = results[linger_ms, sizes[0]]
-        for n in sizes:
-            cells = [f"{name} {results[linger_ms, n][name].rate / base[name].rate:.2f}" for name in base]
-            print(f"  {n:>11,}: " + ", ".join(cells))
+    settings = args.broker_cpus.split(";")
+    results: dict[tuple[str, int, int], dict[str, Phase]] = {}
+    for cpus in settings:
+        for linger_ms in lingers:
+            for n in sizes:
+                peers.quiet_gate(sys.executable, args.gate_max_wait)
+                phases = args.phases.split(",")
+                results[cpus, linger_ms, n] = run_size(n, phases, args.profile, linger_ms, cpus)
+    for cpus in settings:
+        for linger_ms in lingers:
+            print(
+                f"\nlinger.ms {linger_ms}, broker on CPUs {cpus}: rate against the smallest size "
+                "(flat in N means ~1.0):"
+            )
+            base = results[cpus, linger_ms, sizes[0]]
+            for n in sizes:
+                cells = [
+                    f"{name} {results[cpus, linger_ms, n][name].rate / base[name].rate:.2f}" for name in base
+                ]
+                print(f"  {n:>11,}: " + ", ".join(cells))
     if args.peers != "none":
         for n in sizes:
-            print(f"\npeers at {n:,} records (shareq: linger.ms {lingers[0]}):")
+            print(f"\npeers at {n:,} records (shareq: linger.ms {lingers[0]}, broker on CPUs {settings[0]}):")
             figures = peers.peer_figures(args.peers, n, PEER_CONSUMERS, args.gate_max_wait)
-            peers.print_comparison({4: results[lingers[0], n]["share"].rate}, figures)
+            peers.print_comparison({4: results[settings[0], lingers[0], n]["share"].rate}, figures)
 
 
 if __name__ == "__main__":

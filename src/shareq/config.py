@@ -179,6 +179,14 @@ register(
             ("max.share.sessions", 2_000, "share sessions the broker keeps at once"),
         )
     ),
+    *(
+        Setting(name=f"group.share.{name}", type=int, default=default, validator=_non_negative, doc=doc)
+        for name, default, doc in (
+            ("assignment.interval.ms", 1_000, "a group's share.assignment.interval.ms unless it sets one"),
+            ("min.assignment.interval.ms", 0, "lower bound of a group's share.assignment.interval.ms"),
+            ("max.assignment.interval.ms", 15_000, "upper bound of a group's share.assignment.interval.ms"),
+        )
+    ),
     Setting(
         name="group.share.auto.offset.reset",
         type=str,
@@ -347,6 +355,11 @@ class BrokerConfig:
         if prefixed in self._values:
             return _parse(name, self._values[prefixed]) if name in SETTINGS else self._values[prefixed]
         return self[name]
+
+    def listener_text(self, listener: str, name: str) -> str | None:
+        """A per-listener key that has no broker-wide form (``listener.name.<l>.plain.sasl.jaas.config``)."""
+        value = self._values.get(f"{LISTENER_PREFIX}{listener.lower()}.{name}")
+        return None if value is None else str(value)
 
     def text(self, name: str) -> str | None:
         """The value as Kafka prints it (booleans in lower case; ``None`` when unset)."""

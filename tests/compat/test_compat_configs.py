@@ -7,7 +7,7 @@ import time
 from typing import Any
 
 import pytest
-from compat_support import NOT_OWNED, Server, create_topic, differs_on_shareq
+from compat_support import Server, create_topic
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
@@ -38,12 +38,6 @@ SHARE_GROUP_DEFAULTS = {
     "share.renew.acknowledge.enable": ("true", DEFAULT_CONFIG),
     "errors.deadletterqueue.topic.name": ("", DEFAULT_CONFIG),
     "errors.deadletterqueue.copy.record.enable": ("false", DEFAULT_CONFIG),
-}
-MISSING_GROUP_CONFIGS = {
-    "share.assignment.interval.ms": NOT_OWNED
-    + "group config share.assignment.interval.ms not described by shareq",
-    "share.renew.acknowledge.enable": NOT_OWNED
-    + "group config share.renew.acknowledge.enable not described by shareq",
 }
 
 # Kafka 4.4's topic configs (DescribeConfigs of a topic created with no configs).
@@ -101,12 +95,8 @@ def _describe(server: Server, kind: Any, name: str) -> dict[str, ConfigEntry]:
 
 
 @pytest.mark.parametrize("name", sorted(SHARE_GROUP_DEFAULTS))
-def test_share_group_config_default(
-    server: Server, names: tuple[str, str], name: str, request: pytest.FixtureRequest
-) -> None:
+def test_share_group_config_default(server: Server, names: tuple[str, str], name: str) -> None:
     """A fresh group describes each share-group config with Kafka's default value and source."""
-    if name in MISSING_GROUP_CONFIGS:
-        differs_on_shareq(request, server, MISSING_GROUP_CONFIGS[name])
     described = _group_configs(server, names[1])
     assert described.get(name) == SHARE_GROUP_DEFAULTS[name]
 

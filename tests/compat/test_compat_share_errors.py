@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Iterator
 
 import pytest
-from compat_support import NOT_OWNED, Server, create_topic, earliest_group, produce
+from compat_support import Server, create_topic, earliest_group, produce
 from compat_wire import ShareWire, ack_errors, new_member_id, partition_errors, records_count, topic_id
+
+from shareq.client import ConsumerRecord, ShareConsumer
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -91,10 +94,6 @@ def test_heartbeat_empty_group_id(server: Server, names: tuple[str, str]) -> Non
         wire.close()
 
 
-@pytest.mark.shareq_xfail(
-    NOT_OWNED + "ShareFetch from a member id the group does not know: Kafka answers it (no membership "
-    "check), shareq UNKNOWN_MEMBER_ID"
-)
 def test_share_fetch_unknown_member(joined: Joined) -> None:
     """ShareFetch opening a session for a member id the group does not know: no error (Kafka does not check
     share-group membership on ShareFetch)."""
@@ -186,22 +185,33 @@ def test_piggybacked_acknowledge_twice(acquired: Joined) -> None:
     ]
 
 
-@pytest.mark.shareq_xfail(
-    NOT_OWNED
-    + "acknowledging offsets below the start offset: Kafka answers no error, shareq INVALID_RECORD_STATE"
-)
 def test_acknowledge_below_start_offset(acquired: Joined) -> None:
     """Accepting 0-1 twice: the first moves the start offset to 2, the second (below it) gets no error."""
     assert partition_errors(acquired.wire.acknowledge(acquired.topic_id, ((0, 1, ACCEPT),))) == [NONE]
     assert partition_errors(acquired.wire.acknowledge(acquired.topic_id, ((0, 1, ACCEPT),))) == [NONE]
 
 
-@pytest.mark.shareq_xfail(
-    NOT_OWNED + "overlapping acknowledgements piggybacked on ShareFetch: Kafka answers INVALID_RECORD_STATE, "
-    "shareq INVALID_REQUEST"
-)
 def test_piggybacked_overlapping_acknowledgements(acquired: Joined) -> None:
     """Overlapping batches (4-4 and 4-5) on a ShareFetch: INVALID_RECORD_STATE as the acknowledge error."""
     r = acquired.wire.fetch(acquired.topic_id, acks=((4, 4, ACCEPT), (4, 5, ACCEPT)))
     assert r.error_code == NONE
     assert ack_errors(r) == [INVALID_RECORD_STATE]
+
+
+def test_renew_refused_when_the_group_turns_it_off(server: Server, names: tuple[str, str]) -> None:
+    """share.renew.acknowledge.enable=false: a RENEW (ShareAcknowledge v2) is INVALID_RECORD_STATE and
+    the records stay acquired, so accepting them afterwards succeeds."""
+    topic, group = names
+    create_topic(server, topic)
+    earliest_group(server, group, **{"share.renew.acknowledge.enable": "false"})
+    produce(server, topic, [b"n0", b"n1"])
+    with ShareConsumer(server.bootstrap, group, topics=[topic], request_timeout=10) as consumer:
+        records: list[ConsumerRecord] = []
+        deadline = time.monotonic() + 30
+        while len(records) < 2:
+            assert time.monotonic() < deadline, f"only {len(records)} records arrived"
+            records += consumer.poll(0.5)
+        assert consumer.renew(records) == {(topic, 0): INVALID_RECORD_STATE}
+        for record in records:
+            consumer.acknowledge(record)
+        assert consumer.commit() == {(topic, 0): NONE}

@@ -11,14 +11,17 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from kio.schema.errors import ErrorCode
 from share_wire_log import ACQUIRED, AVAILABLE, TERMINAL, ShareWireLog
 
 from shareq.client import (
     AcknowledgeType,
     AckRange,
     Admin,
+    ConfigResource,
     ConsumerRecord,
     Producer,
+    ResourceType,
     ShareConsumer,
 )
 from shareq.embedded import EmbeddedBroker
@@ -198,6 +201,26 @@ def test_renew_extends_locks_with_v2(broker: EmbeddedBroker, toy: ShareWireLog) 
         for r in records:
             c.acknowledge(r)
         c.commit()
+        assert set(toy.states("g", tid, 0).values()) == {TERMINAL}
+
+
+def test_renew_refused_when_the_group_turns_it_off(broker: EmbeddedBroker, toy: ShareWireLog) -> None:
+    """share.renew.acknowledge.enable=false on the group: a RENEW is INVALID_RECORD_STATE (Kafka's code)
+    and the records stay acquired; other acknowledgements still work."""
+    with Admin(broker.bootstrap) as admin:
+        admin.alter_configs(
+            ConfigResource(ResourceType.GROUP, "g"), {"share.renew.acknowledge.enable": "false"}
+        )
+    produce(broker.bootstrap, "norenew", 2)
+    with ShareConsumer(broker.bootstrap, "g", topics=["norenew"]) as c:
+        records = poll_until(c, 2)
+        assert c.renew(records) == {("norenew", 0): ErrorCode.invalid_record_state}
+        tid = records[0].topic_id
+        assert tid is not None
+        assert set(toy.states("g", tid, 0).values()) == {ACQUIRED}
+        for r in records:
+            c.acknowledge(r)
+        assert c.commit() == {("norenew", 0): 0}
         assert set(toy.states("g", tid, 0).values()) == {TERMINAL}
 
 

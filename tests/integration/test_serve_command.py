@@ -91,3 +91,16 @@ def test_unusable_data_dir_is_one_line_and_a_failed_exit(tmp_path: Path) -> None
     assert len(lines) == 1, result.stderr
     assert lines[0].endswith(f"Failed to create or validate data directory {data_dir}: Not a directory")
     assert "Traceback" not in result.stderr and result.stdout == ""
+
+
+@pytest.mark.timeout(30)
+def test_a_malformed_jaas_line_stops_the_broker_with_the_listener_named(tmp_path: Path) -> None:
+    jaas = 'org.apache.kafka.common.security.plain.PlainLoginModule required user_a="unterminated'
+    command = [
+        *(sys.executable, "-m", "shareq", "serve", "--data-dir", str(tmp_path), "--port", "0"),
+        *("--config", "listeners=SASL_PLAINTEXT://127.0.0.1:0"),
+        *("--config", f"listener.name.sasl_plaintext.plain.sasl.jaas.config={jaas}"),
+    ]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=20)
+    assert result.returncode != 0
+    assert "listener SASL_PLAINTEXT: sasl.jaas.config" in result.stderr

@@ -69,10 +69,14 @@ def test_bad_acknowledgements_and_epochs_change_nothing(share_broker: EmbeddedBr
         )
         assert acknowledge(a, "Z" * 22, 1, tid, [(0, 9, 1)]).error_code == ErrorCode.share_session_not_found
         assert fetch(a, "Z" * 22, 3, tid, (0,)).error_code == ErrorCode.share_session_not_found
-        # unknown members and fenced epochs in heartbeats; a session opened by a non-member
+        # unknown members and fenced epochs in heartbeats
         assert heartbeat(a, "Z" * 22, 1, None).error_code == ErrorCode.unknown_member_id
         assert heartbeat(a, MEMBER_A, 42, None).error_code == ErrorCode.fenced_member_epoch
-        assert fetch(a, "Z" * 22, 0, tid, (0,)).error_code == ErrorCode.unknown_member_id
+        # a session opened by a member id the group does not know is answered, as Kafka answers
+        # it (no membership check on ShareFetch); every record is held by A, so it gets none
+        stranger = fetch(a, "Z" * 22, 0, tid, (0,))
+        assert stranger.error_code == ErrorCode.none
+        assert not any(p.acquired_records for t in stranger.responses for p in t.partitions)
         # an unknown topic id is a per-partition error
         unknown = fetch(b, MEMBER_B, 2, uuid.uuid4(), (0,))
         assert partition_code(unknown) == ErrorCode.unknown_topic_id
@@ -89,3 +93,30 @@ def test_bad_acknowledgements_and_epochs_change_nothing(share_broker: EmbeddedBr
     finally:
         a.close()
         b.close()
+
+
+def test_records_a_non_member_fetched_return_when_its_connection_closes(share_broker: EmbeddedBroker) -> None:
+    """A member id the group does not know may open a share session and acquire (as in Kafka); its
+    records are not stranded: closing its connection ends the session and releases them to a member."""
+    log = ShareWireLog(share_broker).install()
+    create_topic(share_broker.bootstrap, "stranger", 1)
+    produce(share_broker.bootstrap, "stranger", [b"s%d" % i for i in range(5)], 1, per_batch=5)
+    info = share_broker.broker.topics.get("stranger")
+    assert info is not None
+    tid = info.topic_id
+    member, stranger = KioConnection(share_broker.bootstrap), KioConnection(share_broker.bootstrap)
+    try:
+        assert heartbeat(member, MEMBER_A, 0, ("stranger",)).error_code == ErrorCode.none
+        got = fetch(stranger, "Z" * 22, 0, tid, (0,))
+        assert got.error_code == ErrorCode.none
+        taken = got.responses[0].partitions[0].acquired_records
+        assert [(r.first_offset, r.last_offset, r.delivery_count) for r in taken] == [(0, 4, 1)]
+        assert set(log.states("g", tid, 0).values()) == {ACQUIRED}
+        stranger.close()
+        # the member's long poll is woken by the release and gets the records a second time
+        again = fetch(member, MEMBER_A, 0, tid, (0,), wait_ms=10_000)
+        acquired = again.responses[0].partitions[0].acquired_records
+        assert [(r.first_offset, r.last_offset, r.delivery_count) for r in acquired] == [(0, 4, 2)]
+    finally:
+        member.close()
+        stranger.close()

@@ -70,13 +70,14 @@ def test_batch_write_then_batch_read_round_trips(spark: Any, broker: Any) -> Non
     offsets = {(r.partition, r.offset) for r in got}
     assert offsets == {(p, o) for p in range(3) for o in range(100)}
 
-    # Offset ranges, Spark-Kafka style: [start, end) per partition, JSON or earliest/latest.
+    # Offset ranges, Spark-Kafka style: [start, end) per partition, JSON (naming every partition,
+    # -2 earliest, -1 latest) or earliest/latest.
     ranged = (
         spark.read.format("shareq")
         .option("kafka.bootstrap.servers", broker.bootstrap)
         .option("subscribe", "numbers")
-        .option("startingOffsets", json.dumps({"numbers": {"0": 10, "1": 95}}))
-        .option("endingOffsets", json.dumps({"numbers": {"0": 20, "2": 0}}))
+        .option("startingOffsets", json.dumps({"numbers": {"0": 10, "1": 95, "2": -2}}))
+        .option("endingOffsets", json.dumps({"numbers": {"0": 20, "1": -1, "2": 0}}))
         .load()
         .select("partition", "offset")
         .collect()

@@ -242,3 +242,17 @@ def test_sparks_streaming_read_stops_and_restarts_from_its_checkpoint(
     assert sorted(int(r.value) for r in out) == list(range(4000))  # none lost, none twice
     ours = {(r[0], r[1], r[2]) for r in _rows(_read(spark, broker, "shareq", subscribe=topic))}
     assert {(r.topic, r.partition, r.offset) for r in out} == ours
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("option", ["startingOffsets", "endingOffsets"])
+def test_offsets_json_naming_some_partitions_is_refused_as_by_sparks_connector(
+    spark: Any, broker: Any, stamped: tuple[str, int], option: str
+) -> None:
+    """Spark's connector wants every partition of a subscribed topic in the JSON (-2 earliest,
+    -1 latest); leaving one out fails the query rather than reading it from a default."""
+    t, _base = stamped
+    partial = json.dumps({t: {"0": 10}})
+    for fmt in ("kafka", "shareq"):
+        with pytest.raises(Exception, match="-1 for latest, -2 for earliest"):
+            _read(spark, broker, fmt, subscribe=t, **{option: partial}).collect()

@@ -30,6 +30,8 @@ def test_defaults_match_kafka() -> None:
     assert cfg.heartbeat_interval_ms == 5_000
     assert cfg.session_timeout_ms == 45_000
     assert cfg.dlq_topic_name == ""
+    assert cfg.assignment_interval_ms == 1_000
+    assert cfg.renew_acknowledge_enable is True
     assert B.max_size == 200 and B.max_share_sessions == 2_000
 
 
@@ -41,6 +43,7 @@ def test_defaults_match_kafka() -> None:
         ("share.partition.max.record.locks", 100, 4_000),
         ("share.heartbeat.interval.ms", 5_000, 15_000),
         ("share.session.timeout.ms", 45_000, 60_000),
+        ("share.assignment.interval.ms", 0, 15_000),
     ],
 )
 def test_numeric_bounds_are_inclusive(name: str, low: int, high: int) -> None:
@@ -51,6 +54,15 @@ def test_numeric_bounds_are_inclusive(name: str, low: int, high: int) -> None:
             resolve_group_config({name: str(bad)}, B)
         assert info.value.code is GroupErrorCode.INVALID_CONFIG
         assert name in info.value.message
+
+
+def test_renew_acknowledge_enable() -> None:
+    assert (
+        resolve_group_config({"share.renew.acknowledge.enable": "FALSE"}, B).renew_acknowledge_enable is False
+    )
+    assert (
+        resolve_group_config({"share.renew.acknowledge.enable": "true"}, B).renew_acknowledge_enable is True
+    )
 
 
 def test_broker_bounds_are_configurable() -> None:
@@ -89,6 +101,7 @@ def test_auto_offset_reset(text: str, expected: AutoOffsetReset) -> None:
         ("share.isolation.level", "serializable"),
         ("errors.deadletterqueue.topic.name", "bad topic!"),
         ("share.delivery.count.limit", "five"),
+        ("share.renew.acknowledge.enable", "yes"),
         ("share.no.such.config", "1"),
     ],
 )

@@ -59,6 +59,14 @@ COUNTER = {
 }
 
 
+class Lease:
+    """One acquisition lock as the engine takes them: per acquire, per renewing acknowledgement,
+    per lock whose release failed (retried); ``first`` is the first offset it was taken over."""
+
+    def __init__(self, first: int) -> None:
+        self.first = first
+
+
 @dataclass
 class Rec:
     state: RecordState
@@ -66,6 +74,7 @@ class Rec:
     member: str | None = None
     deadline: int | None = None
     pending: bool = False
+    lease: Lease | None = None
 
 
 @dataclass
@@ -170,15 +179,18 @@ class EngineMachine(RuleBasedStateMachine):
 
     def release(self, offsets: list[int], ok: bool | None) -> None:
         m = self.model
-        for o in offsets:
+        retries: dict[int, Lease] = {}  # a failed release retries each old lock under a new one
+        for o in sorted(offsets):
             rec = m.recs[o]
             if ok:
                 rec.state = m.release_target(rec.count)
                 rec.member = None
                 rec.deadline = None
+                rec.lease = None
                 m.durable[o] = (rec.state, rec.count)
             else:
                 rec.deadline = self.now + BACKOFF
+                rec.lease = retries.setdefault(id(rec.lease), Lease(o))
         if ok:
             m.advance()
             m.persisted()
@@ -217,6 +229,7 @@ class EngineMachine(RuleBasedStateMachine):
         assert result.acquired_count == len(got)
         got_set = set(got)
         deadline = self.now + m.duration
+        lease = Lease(got[0][0]) if got else None
         for o, count in got:
             rec = m.recs.get(o)
             assert rec is None or rec.state is AV, "nothing ACQUIRED is acquired again"
@@ -226,7 +239,7 @@ class EngineMachine(RuleBasedStateMachine):
                 assert not exact and (o - 1, 1) in got_set, "first-time acquisition beyond the window"
                 assert bisect.bisect_right(self.firsts, o) == bisect.bisect_right(self.firsts, o - 1)
             assert count <= m.limit
-            m.recs[o] = Rec(AQ, count, member, deadline)
+            m.recs[o] = Rec(AQ, count, member, deadline, lease=lease)
             m.end = max(m.end, o + 1)
         COUNTER["acquired"] += len(got)
         assert result.lock_deadline == (deadline if got else None)
@@ -301,20 +314,29 @@ class EngineMachine(RuleBasedStateMachine):
 
     def expected_ack_error(self, member: str, batches: list[AcknowledgementBatch]) -> str | None:
         m = self.model
+        at_spso = m.recs.get(m.spso)
+        floor = m.spso
+        if at_spso is not None and at_spso.state is AQ and at_spso.lease is not None:
+            floor = min(at_spso.lease.first, m.spso)
         prev = -1
         for b in batches:
             if b.first_offset > b.last_offset or b.first_offset < 0:
                 return "INVALID_REQUEST"
-            if b.first_offset <= prev:
+            if b.first_offset < prev:
                 return "INVALID_REQUEST"
+            twice = b.first_offset == prev  # the previous batch's last record again
             prev = b.last_offset
             if len(b.types) not in (1, b.last_offset - b.first_offset + 1):
                 return "INVALID_REQUEST"
             if b.last_offset >= m.end:
                 return "INVALID_REQUEST"
-            if b.first_offset < m.spso:
+            # offsets below the SPSO are done: skipped, as Kafka skips them, while the acquisition
+            # holding the record at the SPSO began at or below them or the batch reaches the SPSO
+            if b.first_offset < floor and b.last_offset < m.spso:
                 return "INVALID_RECORD_STATE"
-            for o in range(b.first_offset, b.last_offset + 1):
+            if twice and b.first_offset >= m.spso:
+                return "INVALID_RECORD_STATE"
+            for o in range(max(b.first_offset, m.spso), b.last_offset + 1):
                 rec = m.recs.get(o)
                 if rec is None or rec.state is not AQ or rec.member != member or rec.pending:
                     return "INVALID_RECORD_STATE"
@@ -361,6 +383,8 @@ class EngineMachine(RuleBasedStateMachine):
         out: list[tuple[int, RecordState | int]] = []
         for b in batches:
             for i, o in enumerate(range(b.first_offset, b.last_offset + 1)):
+                if o < m.spso:
+                    continue  # already done: skipped
                 kind = b.types[0] if len(b.types) == 1 else b.types[i]
                 rec = m.recs[o]
                 if kind is AcknowledgeType.RENEW:
@@ -375,14 +399,19 @@ class EngineMachine(RuleBasedStateMachine):
 
     def apply_changes(self, changes: list[tuple[int, RecordState | int]]) -> None:
         m = self.model
+        renewed: Lease | None = None  # the renewals of one acknowledgement share a new lock
         for o, change in changes:
             rec = m.recs[o]
             rec.pending = False
             if not isinstance(change, RecordState):
                 rec.deadline = self.now + m.duration
+                if renewed is None:
+                    renewed = Lease(o)
+                rec.lease = renewed
                 continue
             rec.state = change
             rec.member = rec.deadline = None
+            rec.lease = None
             m.durable[o] = (rec.state, rec.count)
         m.advance()
 

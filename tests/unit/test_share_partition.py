@@ -116,7 +116,10 @@ def test_partial_acknowledgement_splits_then_merges_back() -> None:
         ([ab(0, 4, A.ACCEPT)], InvalidRecordState),  # held by c1, not c2
         ([ab(20, 20, A.ACCEPT)], InvalidRequest),  # past the end
         ([ab(5, 3, A.ACCEPT)], InvalidRequest),  # backwards
-        ([ab(0, 1, A.ACCEPT), ab(1, 2, A.ACCEPT)], InvalidRequest),  # overlapping
+        ([ab(0, 2, A.ACCEPT), ab(1, 3, A.ACCEPT)], InvalidRequest),  # overlapping
+        # one offset ends a batch and starts the next: the record is acknowledged twice, which
+        # Kafka finds in the record's state, not in the request's shape
+        ([ab(0, 1, A.ACCEPT), ab(1, 2, A.ACCEPT)], InvalidRecordState),
         ([ab(2, 3, A.ACCEPT), ab(0, 1, A.ACCEPT)], InvalidRequest),  # out of order
         ([ab(0, 3, A.ACCEPT, A.ACCEPT)], InvalidRequest),  # wrong number of types
     ],
@@ -136,7 +139,7 @@ def test_acknowledge_validation(batches: list[AcknowledgementBatch], error: type
     assert h.sp.pending_count() == 0
 
 
-def test_request_is_all_or_nothing_and_below_spso_is_not_in_flight() -> None:
+def test_request_is_all_or_nothing_and_below_spso_is_skipped() -> None:
     h = Harness()
     h.acquire("c1", [(0, 9)], 10)
     h.ack("c1", 0, 1, A.ACCEPT)
@@ -148,8 +151,41 @@ def test_request_is_all_or_nothing_and_below_spso_is_not_in_flight() -> None:
         h.sp.acknowledge("c1", [ab(4, 5, A.ACCEPT), ab(7, 8, A.RELEASE), ab(12, 12, A.ACCEPT)], now=0)
     assert h.runs() == before
     assert h.sp.pending_count() == 0
+    # 0..1 are below the SPSO (already accepted): skipped, as Kafka skips them; 2..3 apply
+    assert h.sp.acknowledge("c1", [ab(0, 1, A.ACCEPT)], now=0).write is None
+    assert h.runs() == before
+    h.ack("c1", 0, 3, A.ACCEPT)
+    assert h.sp.spso == 4
+    # a batch with a type per offset loses the types of the offsets it had below the SPSO
+    h.ack("c1", 2, 5, A.ACCEPT, A.ACCEPT, A.REJECT, A.RELEASE)
+    assert h.sp.spso == 5, "4 was rejected (the third type), not accepted"
+    assert h.runs()[0] == (5, 5, "AVAILABLE", 1, None)
+    # c1's acquisition (0..9) no longer holds the record at the SPSO: below it is not in flight
     with pytest.raises(InvalidRecordState):
-        h.sp.acknowledge("c1", [ab(0, 3, A.ACCEPT)], now=0)
+        h.sp.acknowledge("c1", [ab(0, 1, A.ACCEPT)], now=0)
+    h.ack("c1", 6, 9, A.ACCEPT)
+    assert h.runs()[0] == (5, 5, "AVAILABLE", 1, None)
+    h.acquire("c2", [(5, 5)], 1)
+    h.ack("c2", 5, 5, A.ACCEPT)
+    assert h.sp.spso == 10, "c2's own acquisition of 10..11 holds the SPSO"
+    h.ack("c2", 8, 10, A.ACCEPT)  # reaches the SPSO: the part below is skipped
+    with pytest.raises(InvalidRecordState):
+        h.sp.acknowledge("c2", [ab(5, 5, A.ACCEPT)], now=0)  # its acquisition of 5 is done
+    assert h.sp.spso == 11
+    # 10 is below the SPSO but in the acquisition that still holds 11: skipped
+    assert h.sp.acknowledge("c2", [ab(10, 10, A.ACCEPT)], now=0).write is None
+
+
+def test_renew_refused_when_the_group_turns_it_off() -> None:
+    """share.renew.acknowledge.enable=false: a RENEW is INVALID_RECORD_STATE and changes nothing."""
+    h = Harness(ShareConfig(renew_enabled=False))
+    h.acquire("c1", [(0, 9)], 10)
+    before = h.runs()
+    with pytest.raises(InvalidRecordState):
+        h.sp.acknowledge("c1", [ab(0, 1, A.ACCEPT), ab(2, 3, A.RENEW)], now=0)
+    assert h.runs() == before
+    h.sp.alter_config(ShareConfig(renew_enabled=True))
+    assert h.sp.acknowledge("c1", [ab(2, 3, A.RENEW)], now=0).write is None
 
 
 def test_second_acknowledgement_while_the_first_is_persisting_is_refused() -> None:
@@ -596,8 +632,8 @@ def test_move_archives_everything_below_and_persists_the_new_start() -> None:
         (8, 8, "ACKNOWLEDGED", 1, None),
         (9, 9, "ACQUIRED", 1, "c1"),
     ]
-    with pytest.raises(InvalidRecordState):
-        h.sp.acknowledge("c1", [ab(3, 4, A.ACCEPT)], now=1)
+    # below the new start: nothing left to acknowledge, skipped without an error
+    assert h.sp.acknowledge("c1", [ab(3, 4, A.ACCEPT)], now=1).write is None
     h.ack("c1", 7, 7, A.ACCEPT)
     h.ack("c1", 9, 9, A.ACCEPT)
     assert (h.sp.spso, h.sp.range_count(), h.sp.next_deadline()) == (10, 0, None)

@@ -79,11 +79,15 @@ def test_plan_tasks_splits_one_partition_into_several_tasks() -> None:
 
 
 def test_batch_ranges_and_offset_specs() -> None:
-    counts = {"t": 2}
-    assert parse_offset_spec("earliest", counts, default=LATEST) == {("t", 0): EARLIEST, ("t", 1): EARLIEST}
-    assert parse_offset_spec('{"t": {"1": 7}}', counts, default=LATEST) == {("t", 0): LATEST, ("t", 1): 7}
-    with pytest.raises(ValueError):
-        parse_offset_spec('{"u": {"0": 1}}', counts, default=LATEST)
+    tps = [("t", 0), ("t", 1)]
+    assert parse_offset_spec("earliest", tps, name="s") == {("t", 0): EARLIEST, ("t", 1): EARLIEST}
+    assert parse_offset_spec('{"t": {"0": -1, "1": 7}}', tps, name="s") == {("t", 0): LATEST, ("t", 1): 7}
+    for partial in ('{"t": {"1": 7}}', '{"u": {"0": 1}}', '{"t": {"0": 1, "1": 2, "2": 3}}'):
+        with pytest.raises(ValueError, match="-1 for latest, -2 for earliest"):
+            parse_offset_spec(partial, tps, name="s")
+    for malformed in ("[1]", '{"t": 3}', '{"t": {"x": 1}}', "nonsense"):
+        with pytest.raises(ValueError, match="must be 'earliest', 'latest' or JSON"):
+            parse_offset_spec(malformed, tps, name="s")
     assert batch_ranges({("t", 0): 3, ("t", 1): 5}, {("t", 0): 10, ("t", 1): 5}) == {("t", 0): ((3, 9, 0),)}
 
 

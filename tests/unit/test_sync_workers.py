@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 
 import pytest
 
-from shareq.persister.sync_workers import SyncWorkers
+from shareq.persister.sync_workers import SyncWorkers, _current_cpu
 
 
 def test_a_job_runs_on_its_worker_and_its_failure_reaches_the_awaiting_coroutine() -> None:
@@ -46,3 +47,26 @@ def test_jobs_given_to_different_workers_run_at_the_same_time() -> None:
 
 def _fail(message: str) -> None:
     raise OSError(message)
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_getaffinity"), reason="no thread affinity on this platform")
+def test_a_worker_is_given_its_job_on_the_cpu_the_loop_runs_on() -> None:
+    workers = SyncWorkers(1, "test-sync")
+    seen: list[tuple[set[int], int]] = []
+
+    def where(_: object) -> None:
+        seen.append((os.sched_getaffinity(0), _current_cpu() if _current_cpu is not None else -1))
+
+    async def main() -> None:
+        await workers.submit(0, where, None)
+
+    try:
+        asyncio.run(main())
+    finally:
+        workers.shutdown()
+    allowed, ran_on = seen[0]
+    if _current_cpu is None:  # no sched_getcpu: the worker keeps the process's CPUs
+        assert allowed == os.sched_getaffinity(0)
+    else:  # moved to the one CPU the loop was on when it gave the job
+        assert len(allowed) == 1
+        assert ran_on in allowed

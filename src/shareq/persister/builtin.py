@@ -186,6 +186,10 @@ class BuiltinPersister:
         self._closed = False
         self._last_prune_ms: int | None = None
         self._key_info: dict[SharePartitionKey, _KeyInfo] = {}
+        # The state partitions with queued requests, and whether prunes are due: a cycle looks
+        # at these, not at every state partition (50 by default), a few times per write.
+        self._queued: list[_StatePartition] = []
+        self._prunes_due = False
         # fsyncs of different partitions run side by side so the filesystem can share journal
         # commits between them.
         self._sync_pool = SyncWorkers(_SYNC_THREADS, "state-fsync")
@@ -390,6 +394,7 @@ class BuiltinPersister:
         for part in self._partitions:
             if part.shard.loaded and not part.failed:
                 part.prune_due = True
+                self._prunes_due = True
         await self._enqueue_barrier()
 
     def state_partition(self, key: SharePartitionKey) -> int:
@@ -431,6 +436,8 @@ class BuiltinPersister:
             raise PersisterError(ErrorCode.coordinator_not_available, "the persister is closed")
         self._ensure_flusher()
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        if not part.queue:
+            self._queued.append(part)
         part.queue.append(_Request(info, handle, future))
         if info is not None:
             info.in_flight += 1
@@ -447,7 +454,7 @@ class BuiltinPersister:
         and appends run while the previous cycle's fsync is under way in worker threads."""
         previous: tuple[_Cycle, asyncio.Future[None]] | None = None
         while True:
-            cycle = self._stage_cycle() if any(p.queue for p in self._partitions) else None
+            cycle = self._stage_cycle() if self._queued else None
             if previous is not None:
                 await previous[1]
                 self._finish_cycle(previous[0])
@@ -461,7 +468,7 @@ class BuiltinPersister:
                 await sync
                 self._finish_cycle(cycle)
                 continue
-            if any(p.prune_due for p in self._partitions):
+            if self._prunes_due:
                 await self._run_prunes()  # nothing in flight: every shard equals its log
                 continue
             if self._closed:
@@ -472,6 +479,7 @@ class BuiltinPersister:
     async def _run_prunes(self) -> None:
         """Between cycles (shards equal their logs): move log starts, then checkpoint the logs."""
         pruned: list[StateLog] = []
+        self._prunes_due = False
         for part in self._partitions:
             if not part.prune_due:
                 continue
@@ -492,9 +500,10 @@ class BuiltinPersister:
         now = self._clock_ms()
         one_only = self.flush_mode is FlushMode.FSYNC
         cycle = _Cycle()
-        for part in self._partitions:
-            if not part.queue:
-                continue
+        queued = self._queued
+        if len(queued) > 1:
+            queued.sort(key=_index)  # state partitions in index order, as they were always staged
+        for part in queued:
             if one_only:
                 batch, part.queue = part.queue[:1], part.queue[1:]
             else:
@@ -546,6 +555,7 @@ class BuiltinPersister:
                 cycle.touched.append(part)
             if one_only:
                 break
+        self._queued = [part for part in queued if part.queue]  # fsync mode leaves some queued
         return cycle
 
     def _start_sync(self, cycle: _Cycle) -> asyncio.Future[None]:
@@ -595,6 +605,10 @@ def _append_limit(log: StateLog) -> int:
     if config is None:
         return MAX_BATCH_BYTES
     return min(MAX_BATCH_BYTES, int(config.segment_bytes), int(config.max_message_bytes))
+
+
+def _index(part: _StatePartition) -> int:
+    return part.index
 
 
 def _cold(shard: ShareCoordinatorShard, now: int) -> CoordinatorResult[None]:

@@ -1,8 +1,9 @@
 """One connection's SASL state: SaslHandshake, SaslAuthenticate and re-authentication (KIP-368).
 
 Before a session is established only ApiVersions, SaslHandshake and SaslAuthenticate are served
-(Kafka closes the connection on anything else). PLAIN is checked against the salted SCRAM
-credentials (no password is kept in the clear); SCRAM-SHA-256/512 run RFC 5802's exchange
+(Kafka closes the connection on anything else). PLAIN is checked against the users of the
+listener's ``plain.sasl.jaas.config`` when it lists any (as Kafka does), else against the salted
+SCRAM credentials (no password is kept in the clear); SCRAM-SHA-256/512 run RFC 5802's exchange
 through ``scramp``. With ``connections.max.reauth.ms`` set, a session lasts that long: the client
 re-authenticates on the same connection before it ends, and a request after the end closes it.
 """
@@ -17,6 +18,7 @@ from typing import Any
 from scramp import ScramException
 from scramp import ScramMechanism as _ScrampMechanism
 
+from .jaas import PlainUsers
 from .scram import CredentialStore, ScramMechanism
 
 SASL_HANDSHAKE = 17
@@ -47,8 +49,15 @@ class Step:
 class SaslState:
     """The SASL side of one connection (pure; ``now`` in milliseconds)."""
 
-    def __init__(self, store: CredentialStore, enabled: tuple[str, ...], reauth_ms: int) -> None:
+    def __init__(
+        self,
+        store: CredentialStore,
+        enabled: tuple[str, ...],
+        reauth_ms: int,
+        plain_users: PlainUsers | None = None,
+    ) -> None:
         self._store = store
+        self._plain_users = plain_users
         self.enabled = enabled
         self._reauth_ms = reauth_ms
         self.phase = Phase.HANDSHAKE
@@ -119,8 +128,12 @@ class SaslState:
             return self._fail(
                 "Authentication failed: Client requested an authorization id that is different from username"
             )
-        credentials = self._store.mechanisms_of(user)
-        if not credentials or not any(c.verify_password(password) for c in credentials):
+        if self._plain_users is not None:
+            known = self._plain_users.verify(user, password)
+        else:
+            credentials = self._store.mechanisms_of(user)
+            known = any(c.verify_password(password) for c in credentials)
+        if not known:
             return self._fail("Authentication failed: Invalid username or password")
         return self._succeed(user, b"", now)
 

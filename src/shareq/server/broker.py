@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from shareq.config import BrokerConfig
 from shareq.log import LogConfig, PartitionLog
 from shareq.quota import ClientQuotas, QuotaUsage
+from shareq.security.jaas import PlainUsers
 from shareq.security.listeners import Listener
 from shareq.security.sasl import SaslState
 
@@ -36,6 +37,7 @@ from .security import (
     SecurityConfigError,
     SecurityServices,
     enabled_mechanisms,
+    listener_plain_users,
     resolve_listeners,
     server_ssl_context,
     ssl_principal,
@@ -94,6 +96,7 @@ class Broker:
         self._connections_per_host: dict[str, int] = {}
         self._sessions: set[ConnectionSession] = set()
         self._plans: list[tuple[Listener, Listener, tuple[ssl.SSLContext | None, tuple[str, ...]]]] = []
+        self._plain_users: dict[str, PlainUsers | None] = {}
         self.advertised_listeners: dict[str, Listener] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._connections: set[asyncio.Task[None]] = set()
@@ -236,6 +239,8 @@ class Broker:
         """The TLS context and SASL mechanisms of one listener (checked before anything binds)."""
         context = server_ssl_context(self.config, listener) if listener.protocol.tls else None
         mechanisms = enabled_mechanisms(self.config, listener) if listener.protocol.sasl else ()
+        if "PLAIN" in mechanisms:
+            self._plain_users[listener.name] = listener_plain_users(self.config, listener)
         return context, mechanisms
 
     def _install_security(self) -> None:
@@ -306,7 +311,10 @@ class Broker:
         if listener.protocol.sasl:
             assert self.security is not None
             session.sasl = SaslState(
-                self.security.credentials, mechanisms, self.config["connections.max.reauth.ms"]
+                self.security.credentials,
+                mechanisms,
+                self.config["connections.max.reauth.ms"],
+                self._plain_users.get(listener.name),
             )
         try:
             await serve_connection(self, reader, writer, connection_id, session, peer)

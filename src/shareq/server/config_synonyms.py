@@ -81,6 +81,7 @@ GROUP_CONFIG_SYNONYMS: dict[str, str] = {
     "share.partition.max.record.locks": "group.share.partition.max.record.locks",
     "share.heartbeat.interval.ms": "group.share.heartbeat.interval.ms",
     "share.session.timeout.ms": "group.share.session.timeout.ms",
+    "share.assignment.interval.ms": "group.share.assignment.interval.ms",
     "share.auto.offset.reset": "group.share.auto.offset.reset",
     "share.isolation.level": "group.share.isolation.level",
     "consumer.session.timeout.ms": "group.consumer.session.timeout.ms",

@@ -19,8 +19,12 @@ The levels are chosen honestly, feature by feature, against Kafka 4.4's meaning 
   feature, and is served.
 - ``group.version`` 1: the consumer rebalance protocol of KIP-848 (ConsumerGroupHeartbeat), served
   beside the classic protocol.
-- ``transaction.version`` 0: no transactions yet (levels 1 and 2 are KIP-890's transaction
-  protocol).
+- ``transaction.version`` 0, where Kafka 4.4 finalizes 2. shareq serves transactions as KIP-98
+  and KIP-447 define them (EndTxn up to v3, partitions added by AddPartitionsToTxn and
+  AddOffsetsToTxn), not KIP-890 part 2 (level 2: an epoch bump at every EndTxn v5, partitions
+  added implicitly by Produce v12 and TxnOffsetCommit v5). Kafka's Java producer takes that path
+  when the level is finalized and EndTxn v5 is offered; finalizing 2 would promise it to any
+  client that trusts the level alone, so the level stays 0 until the protocol is served.
 - ``kraft.version``, ``eligible.leader.replicas.version``, ``streams.version`` 0: there is no KRaft
   quorum, no replication and no streams groups.
 

@@ -19,6 +19,7 @@ from typing import Any
 
 from shareq.config import BrokerConfig
 from shareq.security.acl import AclBinding, Authorizer, parse_super_users
+from shareq.security.jaas import JaasConfigError, PlainUsers, plain_users
 from shareq.security.listeners import (
     Listener,
     ListenerConfigError,
@@ -101,6 +102,19 @@ def enabled_mechanisms(config: BrokerConfig, listener: Listener) -> tuple[str, .
             f"not {', '.join(unsupported)}"
         )
     return names
+
+
+def listener_plain_users(config: BrokerConfig, listener: Listener) -> PlainUsers | None:
+    """The PLAIN users of ``listener.name.<listener>.plain.sasl.jaas.config`` (Kafka's only broker-side
+    form for them), or ``None`` when the listener lists none (PLAIN then checks SCRAM credentials)."""
+    text = config.listener_text(listener.name, "plain.sasl.jaas.config")
+    if text is None:
+        return None
+    try:
+        users = plain_users(text)
+    except JaasConfigError as error:
+        raise SecurityConfigError(f"listener {listener.name}: {error}") from error
+    return users if users.credentials else None
 
 
 def server_ssl_context(config: BrokerConfig, listener: Listener) -> ssl.SSLContext:

@@ -17,24 +17,44 @@ _ACQUIRED = RecordState.ACQUIRED
 
 
 def validate_acknowledgements(
-    runs: InFlightMap, member: str, batches: Sequence[AcknowledgementBatch], *, spso: int, end: int
-) -> None:
-    """Raise unless every batch is well formed and covers only records ``member`` holds idle.
+    runs: InFlightMap,
+    member: str,
+    batches: Sequence[AcknowledgementBatch],
+    *,
+    spso: int,
+    end: int,
+    renew: bool = True,
+) -> Sequence[AcknowledgementBatch]:
+    """The batches to apply: raise unless every batch is well formed and covers only records
+    ``member`` holds idle, or offsets below the SPSO that are still part of an open acquisition.
 
-    Errors come in batch order (a batch's own checks, then its records' states). Clients split a
-    poll's acknowledgements where the type changes (a REJECT every tenth record arrives as
-    hundreds of adjacent batches), so the records of adjacent well-formed batches are checked as
-    one stretch: one search, not one per batch."""
+    Offsets below the SPSO are done (acknowledged or archived, then passed). As Kafka does, they
+    are skipped without an error while the acquisition they were handed out in still holds the
+    record at the SPSO (Kafka keeps that acquisition's in-flight batch until all of it is done),
+    and so is the part of any batch that reaches the SPSO: a client repeating an acknowledgement
+    whose answer it lost is not told it failed. A batch wholly below the SPSO and below that
+    acquisition is INVALID_RECORD_STATE: its records left flight with their acquisition (a lock
+    that lapsed before another member finished them, a log start that moved past them). Errors
+    come in batch order (a batch's own checks, then its records' states). Clients split a poll's
+    acknowledgements where the type changes (a REJECT every tenth record arrives as hundreds of
+    adjacent batches), so the records of adjacent well-formed batches are checked as one stretch:
+    one search, not one per batch. With ``renew`` off (the group's
+    ``share.renew.acknowledge.enable``) a RENEW is refused."""
     malformed: ShareRequestError | None = None
     good = len(batches)
     prev_last = -1
+    floor = _open_floor(runs, spso) if batches and batches[0].first_offset < spso else spso
     for i, batch in enumerate(batches):
-        malformed = _malformed(batch, prev_last, spso, end)
+        malformed = _malformed(batch, prev_last, spso, floor, end)
         if malformed is not None:
             good = i
             break
         prev_last = batch.last_offset
-    for first, last in stretches(batches[:good]):
+    batches = above_start(batches[:good], spso)
+    if not renew and any(AcknowledgeType.RENEW in batch.types for batch in batches):
+        # the group's share.renew.acknowledge.enable is off (Kafka's code and message)
+        raise InvalidRecordState("Renewing acquisition locks is not enabled for the group.")
+    for first, last in stretches(batches):
         pos = first
         for run in runs.overlapping(first, last):
             if run.first > pos:
@@ -50,22 +70,55 @@ def validate_acknowledgements(
             raise InvalidRecordState(f"offset {pos} is not in flight")
     if malformed is not None:
         raise malformed
+    return batches
 
 
-def _malformed(batch: AcknowledgementBatch, prev_last: int, spso: int, end: int) -> ShareRequestError | None:
-    """What is wrong with one batch on its own (None: nothing)."""
+def _open_floor(runs: InFlightMap, spso: int) -> int:
+    """The first offset of the acquisition holding the record at the SPSO (the SPSO if none does)."""
+    run = runs.run_at(spso)
+    if run is not None and run.state is _ACQUIRED and run.lock is not None:
+        return min(run.lock.first, spso)
+    return spso
+
+
+def _malformed(
+    batch: AcknowledgementBatch, prev_last: int, spso: int, floor: int, end: int
+) -> ShareRequestError | None:
+    """What is wrong with one batch on its own (None: nothing).
+
+    A batch starting on the previous one's last offset acknowledges that record twice. Kafka's
+    request check lets it through (it refuses only a batch starting below that offset) and its
+    share-partition then finds the record already in transition: INVALID_RECORD_STATE, as here."""
     first, last = batch.first_offset, batch.last_offset
     if first > last or first < 0:
         return InvalidRequest(f"acknowledgement batch {first}..{last} runs backwards")
-    if first <= prev_last:
+    if first < prev_last:
         return InvalidRequest(f"acknowledgement batch {first}..{last} overlaps the previous one")
     if len(batch.types) not in (1, last - first + 1):
         return InvalidRequest(f"acknowledgement batch {first}..{last} has {len(batch.types)} types")
     if last >= end:
         return InvalidRequest(f"offset {last} is past the acquired records (end {end})")
-    if first < spso:
-        return InvalidRecordState(f"offset {first} is below the start offset {spso}")
+    if first < floor and last < spso:
+        return InvalidRecordState(f"offsets {first}..{last} are below the start offset {spso}")
+    if first == prev_last and first >= spso:  # (below the SPSO both are skipped)
+        return InvalidRecordState(f"offset {first} is acknowledged twice in one request")
     return None
+
+
+def above_start(batches: Sequence[AcknowledgementBatch], spso: int) -> Sequence[AcknowledgementBatch]:
+    """``batches`` without their offsets below ``spso`` (a batch carrying a type per offset loses
+    the types of the offsets cut off)."""
+    if not batches or batches[0].first_offset >= spso:
+        return batches
+    out: list[AcknowledgementBatch] = []
+    for batch in batches:
+        if batch.last_offset < spso:
+            continue
+        if batch.first_offset < spso:
+            types = batch.types if len(batch.types) == 1 else batch.types[spso - batch.first_offset :]
+            batch = AcknowledgementBatch(first_offset=spso, last_offset=batch.last_offset, types=types)
+        out.append(batch)
+    return out
 
 
 def stretches(batches: Sequence[AcknowledgementBatch]) -> list[tuple[int, int]]:

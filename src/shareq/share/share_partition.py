@@ -306,11 +306,17 @@ class SharePartition:
         """Start the transitions a client asked for; all or nothing.
 
         Raises ``InvalidRequest`` (malformed, overlapping, past the end) or ``InvalidRecordState``
-        (not in flight, not acquired by ``member``, transition already in progress); then nothing
-        changed. Returns the write to persist (None when only renewals were asked; they applied).
+        (not in flight, not acquired by ``member``, transition already in progress, one offset
+        acknowledged twice, a RENEW the group turned off); then nothing changed. Offsets below
+        the SPSO are skipped. Returns the write to persist (None when only renewals were asked;
+        they applied).
         """
         self._require_initialized()
-        validate_acknowledgements(self._runs, member, batches, spso=self._spso, end=self._end)
+        batches = validate_acknowledgements(
+            self._runs, member, batches, spso=self._spso, end=self._end, renew=self._config.renew_enabled
+        )
+        if not batches:  # all below the SPSO: already done
+            return AcknowledgeResult(write=None)
         txn = StateTransition(next(self._handles), TransitionKind.ACKNOWLEDGE)
         runs = self._runs
         durable = False

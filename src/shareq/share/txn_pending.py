@@ -69,6 +69,9 @@ def _validate(
         if last >= sp._end:
             raise InvalidRequest(f"offset {last} is past the acquired records (end {sp._end})")
         if first < sp._spso:
+            # Stricter than a plain acknowledgement (which skips offsets below the SPSO, as Kafka):
+            # a transaction's claim must hold every record it names, so a replayed claim of
+            # records already acknowledged is refused rather than committed as if it held them.
             raise InvalidRecordState(f"offset {first} is below the start offset {sp._spso}")
         for seg_first, seg_last, ack in segments(batch):
             pos = seg_first

@@ -32,6 +32,8 @@ class ShareConfig:
     delivery_count_limit: int = 5
     max_record_locks: int = 2_000
     dlq_enabled: bool = False
+    renew_enabled: bool = True
+    """``share.renew.acknowledge.enable``: off, a RENEW acknowledgement is refused."""
     persist_retry_backoff_ms: int = 1_000
     """Delay before a lock expiry or member release whose write failed is tried again."""
 

@@ -76,18 +76,11 @@ def _by_timestamp(
     return given
 
 
-def _offset_spec(
-    spec: str, tps: Sequence[TopicPartition], *, default: int, name: str
-) -> dict[TopicPartition, int]:
-    topics: dict[str, int] = {}
-    for topic, partition in tps:
-        topics[topic] = max(topics.get(topic, 0), partition + 1)
-    wanted = set(tps)
-    parsed = parse_offset_spec(spec, topics, default=default)
-    extra = sorted(tp for tp in parsed if tp not in wanted and parsed[tp] != default)
-    if extra:
-        raise OptionError(f"option {name!r} names partitions the query does not read: {extra}")
-    return {tp: off for tp, off in parsed.items() if tp in wanted}
+def _offset_spec(spec: str, tps: Sequence[TopicPartition], *, name: str) -> dict[TopicPartition, int]:
+    try:
+        return parse_offset_spec(spec, tps, name=name)
+    except ValueError as error:
+        raise OptionError(str(error)) from error
 
 
 class BatchReader(DataSourceReader):
@@ -103,7 +96,7 @@ class BatchReader(DataSourceReader):
             tps, o.starting_timestamp, o.starting_by_timestamp, "startingOffsetsByTimestamp"
         )
         if stamps is None:
-            start = _offset_spec(o.starting_offsets, tps, default=EARLIEST, name="startingOffsets")
+            start = _offset_spec(o.starting_offsets, tps, name="startingOffsets")
             if any(off == LATEST for off in start.values()):
                 raise OptionError("startingOffsets may not name -1 (latest) for a partition in a batch query")
             return resolve_offsets(cluster, start)
@@ -121,7 +114,7 @@ class BatchReader(DataSourceReader):
         o = self.options
         stamps = _by_timestamp(tps, o.ending_timestamp, o.ending_by_timestamp, "endingOffsetsByTimestamp")
         if stamps is None:
-            end = _offset_spec(o.ending_offsets, tps, default=LATEST, name="endingOffsets")
+            end = _offset_spec(o.ending_offsets, tps, name="endingOffsets")
             if any(off == EARLIEST for off in end.values()):
                 raise OptionError("endingOffsets may not name -2 (earliest) for a partition in a batch query")
             return resolve_offsets(cluster, end)

@@ -12,7 +12,7 @@ not its own to acknowledge.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -177,24 +177,39 @@ EARLIEST = -2
 LATEST = -1
 
 
-def parse_offset_spec(spec: str, partitions: Mapping[str, int], *, default: int) -> dict[TopicPartition, int]:
-    """Resolve ``startingOffsets``/``endingOffsets``: ``earliest``, ``latest`` or Spark's JSON form
-    ``{"topic": {"0": 23, "1": -2}}`` (-2 earliest, -1 latest). Partitions the JSON does not name get
-    ``default``. Returns offsets that may still be the EARLIEST/LATEST sentinels to resolve.
+def parse_offset_spec(
+    spec: str, assigned: Collection[TopicPartition], *, name: str
+) -> dict[TopicPartition, int]:
+    """Resolve ``startingOffsets``/``endingOffsets`` (``name``) for the ``assigned`` partitions:
+    ``earliest``, ``latest`` or Spark's JSON form ``{"topic": {"0": 23, "1": -2}}`` (-2 earliest,
+    -1 latest). The JSON must name exactly the assigned partitions, as Spark's connector requires (a
+    partition left out is an error, not a default). Offsets may still be the EARLIEST/LATEST sentinels.
     """
     text = spec.strip()
     if text.lower() == "earliest":
-        return {(t, p): EARLIEST for t, n in partitions.items() for p in range(n)}
+        return dict.fromkeys(assigned, EARLIEST)
     if text.lower() == "latest":
-        return {(t, p): LATEST for t, n in partitions.items() for p in range(n)}
+        return dict.fromkeys(assigned, LATEST)
     try:
         data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"offsets must be 'earliest', 'latest' or JSON, got {spec!r}") from exc
-    out = {(t, p): default for t, n in partitions.items() for p in range(n)}
-    for topic, by_partition in dict(data).items():
-        if topic not in partitions:
-            raise ValueError(f"offsets name topic {topic!r}, which is not subscribed")
-        for partition, offset in dict(by_partition).items():
-            out[(topic, int(partition))] = int(offset)
-    return out
+        specified = {
+            (str(topic), int(partition)): int(offset)
+            for topic, by_partition in dict(data).items()
+            for partition, offset in dict(by_partition).items()
+        }
+    except (json.JSONDecodeError, TypeError, ValueError) as exc:
+        raise ValueError(
+            f"{name} must be 'earliest', 'latest' or JSON such as "
+            f'{{"topicA": {{"0": 23, "1": -1}}}}, got {spec!r}'
+        ) from exc
+    if set(specified) != set(assigned):
+        raise ValueError(
+            f"partitions specified in {name} don't match those the query reads; name every one "
+            f"(use -1 for latest, -2 for earliest). Specified: {_names(specified)} "
+            f"Assigned: {_names(assigned)}"
+        )
+    return specified
+
+
+def _names(tps: Iterable[TopicPartition]) -> str:
+    return "{" + ", ".join(f"{t}-{p}" for t, p in sorted(tps)) + "}"

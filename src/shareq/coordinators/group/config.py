@@ -26,6 +26,8 @@ AUTO_OFFSET_RESET = "share.auto.offset.reset"
 ISOLATION_LEVEL = "share.isolation.level"
 HEARTBEAT_INTERVAL_MS = "share.heartbeat.interval.ms"
 SESSION_TIMEOUT_MS = "share.session.timeout.ms"
+ASSIGNMENT_INTERVAL_MS = "share.assignment.interval.ms"
+RENEW_ACKNOWLEDGE_ENABLE = "share.renew.acknowledge.enable"
 DLQ_TOPIC_NAME = "errors.deadletterqueue.topic.name"
 DLQ_COPY_RECORD_ENABLE = "errors.deadletterqueue.copy.record.enable"
 CONSUMER_SESSION_TIMEOUT_MS = "consumer.session.timeout.ms"
@@ -39,6 +41,8 @@ GROUP_CONFIG_NAMES: tuple[str, ...] = (
     ISOLATION_LEVEL,
     HEARTBEAT_INTERVAL_MS,
     SESSION_TIMEOUT_MS,
+    ASSIGNMENT_INTERVAL_MS,
+    RENEW_ACKNOWLEDGE_ENABLE,
     DLQ_TOPIC_NAME,
     DLQ_COPY_RECORD_ENABLE,
     CONSUMER_SESSION_TIMEOUT_MS,
@@ -75,6 +79,9 @@ class ShareBrokerConfig:
     session_timeout_ms: int = 45_000
     min_session_timeout_ms: int = 45_000
     max_session_timeout_ms: int = 60_000
+    assignment_interval_ms: int = 1_000
+    min_assignment_interval_ms: int = 0
+    max_assignment_interval_ms: int = 15_000
     max_size: int = 200
     max_share_sessions: int = 2_000
     auto_offset_reset: str = "latest"
@@ -137,6 +144,9 @@ class ShareGroupConfig:
     session_timeout_ms: int
     dlq_topic_name: str
     dlq_copy_record: bool = False
+    assignment_interval_ms: int = 1_000
+    """Described and validated as Kafka's; the coordinator assigns at once, without batching."""
+    renew_acknowledge_enable: bool = True
     consumer_session_timeout_ms: int = 45_000
     consumer_heartbeat_interval_ms: int = 5_000
 
@@ -195,6 +205,13 @@ def _bounded_int(name: str, raw: str, low: int, high: int) -> int:
     return value
 
 
+def _boolean(name: str, raw: str) -> bool:
+    value = raw.strip().lower()
+    if value not in ("true", "false"):
+        raise _invalid(f"{name} must be true or false, got {value!r}")
+    return value == "true"
+
+
 def resolve_group_config(overrides: Mapping[str, str], broker: ShareBrokerConfig) -> ShareGroupConfig:
     """Validate ``overrides`` against ``broker``'s bounds and resolve the effective config.
 
@@ -249,9 +266,14 @@ def resolve_group_config(overrides: Mapping[str, str], broker: ShareBrokerConfig
         raise _invalid(f"{DLQ_TOPIC_NAME}: DLQ topic name must not start with '__'")
     if dlq and (_TOPIC_NAME.fullmatch(dlq) is None or dlq in (".", "..")):
         raise _invalid(f"{DLQ_TOPIC_NAME} is not a legal topic name: {dlq!r}")
-    copy_raw = overrides.get(DLQ_COPY_RECORD_ENABLE, "false").strip().lower()
-    if copy_raw not in ("true", "false"):
-        raise _invalid(f"{DLQ_COPY_RECORD_ENABLE} must be true or false, got {copy_raw!r}")
+    copy_record = _boolean(DLQ_COPY_RECORD_ENABLE, overrides.get(DLQ_COPY_RECORD_ENABLE, "false"))
+    renew = _boolean(RENEW_ACKNOWLEDGE_ENABLE, overrides.get(RENEW_ACKNOWLEDGE_ENABLE, "true"))
+    interval = num(
+        ASSIGNMENT_INTERVAL_MS,
+        b.assignment_interval_ms,
+        b.min_assignment_interval_ms,
+        b.max_assignment_interval_ms,
+    )
     consumer_session = num(
         CONSUMER_SESSION_TIMEOUT_MS,
         b.consumer_session_timeout_ms,
@@ -278,7 +300,9 @@ def resolve_group_config(overrides: Mapping[str, str], broker: ShareBrokerConfig
         heartbeat_interval_ms=heartbeat,
         session_timeout_ms=session,
         dlq_topic_name=dlq,
-        dlq_copy_record=copy_raw == "true",
+        dlq_copy_record=copy_record,
+        assignment_interval_ms=interval,
+        renew_acknowledge_enable=renew,
         consumer_session_timeout_ms=consumer_session,
         consumer_heartbeat_interval_ms=consumer_heartbeat,
     )
@@ -294,10 +318,11 @@ _BROKER_DEFAULT_ATTR = {
     ISOLATION_LEVEL: "isolation_level",
     HEARTBEAT_INTERVAL_MS: "heartbeat_interval_ms",
     SESSION_TIMEOUT_MS: "session_timeout_ms",
+    ASSIGNMENT_INTERVAL_MS: "assignment_interval_ms",
 }
 
 
-_GROUP_ONLY_DEFAULTS = {DLQ_TOPIC_NAME: "", DLQ_COPY_RECORD_ENABLE: "false"}
+_GROUP_ONLY_DEFAULTS = {DLQ_TOPIC_NAME: "", DLQ_COPY_RECORD_ENABLE: "false", RENEW_ACKNOWLEDGE_ENABLE: "true"}
 
 
 def describe_group_config(overrides: Mapping[str, str], broker: ShareBrokerConfig) -> tuple[ConfigEntry, ...]:
@@ -315,7 +340,7 @@ def describe_group_config(overrides: Mapping[str, str], broker: ShareBrokerConfi
             )
             continue
         attr = _BROKER_DEFAULT_ATTR.get(name)
-        if attr is None:  # the dead-letter configs have no broker-level default
+        if attr is None:  # the dead-letter and renew configs have no broker-level default
             entries.append(
                 ConfigEntry(
                     name=name,

@@ -59,7 +59,9 @@ _TYPES = {bool: 1, str: 2, int: 5, float: 6}
 _GROUP_STRING_CONFIGS = frozenset(
     {"share.auto.offset.reset", "share.isolation.level", "errors.deadletterqueue.topic.name"}
 )
-_GROUP_BOOLEAN_CONFIGS = frozenset({"errors.deadletterqueue.copy.record.enable"})
+_GROUP_BOOLEAN_CONFIGS = frozenset(
+    {"errors.deadletterqueue.copy.record.enable", "share.renew.acknowledge.enable"}
+)
 
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 ALTER_CONFIGS = 33

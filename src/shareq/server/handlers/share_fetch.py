@@ -53,10 +53,9 @@ async def handle_share_fetch(request: Any, ctx: RequestContext) -> Any:
         for p in f.partitions
     ]
     await wait_out_mute(ctx)  # client quotas: an earlier throttled answer mutes the connection
-    if epoch == 0 and share.coordinator.member_assignment(group_id, member_id) is None:
-        return error_response(
-            ctx, ErrorCode.unknown_member_id, f"member {member_id} is not in share group {group_id}"
-        )
+    # Like Kafka, a session is opened for any member id: membership is the heartbeat's business
+    # (authorization is READ on the group and the topics). A member the group does not know holds
+    # what it acquires until its locks lapse or its connection closes, which ends its session.
     now = share.now_ms()
     try:
         update = share.sessions.fetch(

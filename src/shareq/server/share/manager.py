@@ -55,6 +55,7 @@ def share_config(group: ShareGroupConfig) -> ShareConfig:
         delivery_count_limit=group.delivery_count_limit,
         max_record_locks=group.partition_max_record_locks,
         dlq_enabled=bool(group.dlq_topic_name),
+        renew_enabled=group.renew_acknowledge_enable,
     )
 
 
