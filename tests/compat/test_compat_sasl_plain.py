@@ -95,6 +95,8 @@ def _outcome(bootstrap: str, user: str, password: str) -> str:
 
 @pytest.mark.parametrize("kind", ["kafka", "shareq"])
 def test_plain_users_come_from_the_listeners_jaas_line(tmp_path: Path, kind: str) -> None:
+    """The same JAAS line on both: a listed user produces; a wrong password, an unknown user and a
+    user with only a SCRAM credential are refused over PLAIN."""
     start = _kafka if kind == "kafka" else _shareq
     with start(tmp_path / kind) as (plaintext, sasl):
         admin = AdminClient({"bootstrap.servers": plaintext})
