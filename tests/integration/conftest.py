@@ -36,9 +36,11 @@ def persister(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-def share_broker(tmp_path: Path) -> Iterator[EmbeddedBroker]:
-    """An embedded broker with the share-group test settings (``share_consumers.SHARE_BROKER``)."""
-    with EmbeddedBroker(tmp_path / "data", config=SHARE_BROKER) as broker:
+def share_broker(tmp_path: Path, persister: str) -> Iterator[EmbeddedBroker]:
+    """An embedded broker with the share-group test settings (``share_consumers.SHARE_BROKER``),
+    once per persister."""
+    config = {**SHARE_BROKER, "share.persister": persister}
+    with EmbeddedBroker(tmp_path / "data", config=config) as broker:
         yield broker
 
 

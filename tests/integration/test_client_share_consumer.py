@@ -38,8 +38,8 @@ BROKER_CONFIG = {
 
 
 @pytest.fixture
-def broker() -> Iterator[EmbeddedBroker]:
-    with EmbeddedBroker(config=BROKER_CONFIG) as b:
+def broker(persister: str) -> Iterator[EmbeddedBroker]:
+    with EmbeddedBroker(config={**BROKER_CONFIG, "share.persister": persister}) as b:
         yield b
 
 
@@ -246,7 +246,8 @@ def test_fenced_member_rejoins_with_a_new_session(broker: EmbeddedBroker, toy: S
         # the old session and its acquisitions are gone: the next fetch opens a session at epoch 0
         records = poll_until(c, 2)
         assert fetch_epochs(toy)[n_fetches] == ("fetch", 0)
-        assert {r.offset for r in records} >= {3, 4}
+        assert len({r.offset for r in records if r.offset >= 3}) >= 2  # the two new ones (offsets
+        # 3 and 4, or later with the in-log persister's state between them)
 
 
 def test_assignment_change_forgets_revoked_partitions(broker: EmbeddedBroker, toy: ShareWireLog) -> None:

@@ -18,8 +18,8 @@ from shareq.embedded import EmbeddedBroker
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
 
 
-def test_killed_consumer_records_return_when_its_connection_closes(tmp_path: Path) -> None:
-    config = {**SHARE_BROKER, "group.share.record.lock.duration.ms": "30000"}
+def test_killed_consumer_records_return_when_its_connection_closes(tmp_path: Path, persister: str) -> None:
+    config = {**SHARE_BROKER, "group.share.record.lock.duration.ms": "30000", "share.persister": persister}
     with EmbeddedBroker(tmp_path / "d", config=config) as broker:
         create_topic(broker.bootstrap, "drops", 1)
         produce(broker.bootstrap, "drops", [b"d%d" % i for i in range(20)], 1, per_batch=20)
