@@ -18,6 +18,7 @@ skipped; CRCs are checked; a record whose fields do not add up to its length is 
 
 from __future__ import annotations
 
+import bisect
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -47,13 +48,20 @@ def _inflate(buf: bytes, pos: int, size: int, codec: int) -> bytes:
 class RunCursor:
     """The task's runs as arrays: which offsets are wanted, with which delivery count."""
 
-    __slots__ = ("_counts", "_firsts", "_lasts", "done")
+    __slots__ = ("_counts", "_firsts", "_lasts", "done", "first_list", "last_list")
 
     def __init__(self, runs: Sequence[Run]) -> None:
-        self._firsts = np.array([r[0] for r in runs], dtype=np.int64)
-        self._lasts = np.array([r[1] for r in runs], dtype=np.int64)
+        self.first_list = [r[0] for r in runs]
+        self.last_list = [r[1] for r in runs]
+        self._firsts = np.array(self.first_list, dtype=np.int64)
+        self._lasts = np.array(self.last_list, dtype=np.int64)
         self._counts = np.array([r[2] for r in runs], dtype=np.int32)
         self.done = not runs
+
+    def wants_any(self, first: int, last: int) -> bool:
+        """Whether a run holds an offset of ``first..last``."""
+        i = bisect.bisect_left(self.last_list, first)
+        return i < len(self.first_list) and self.first_list[i] <= last
 
     def select(self, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(indices of the wanted ``offsets``, their delivery counts); marks the cursor done once
@@ -82,16 +90,17 @@ class _Segment:
 
 def decode_into(
     blob: bytes, cursor: RunCursor, builder: ArrowBuilder, *, share: bool, position: int
-) -> tuple[int, int]:
+) -> tuple[int, int, int]:
     """Append the wanted records of ``blob`` (those in the cursor's runs at or after ``position``)
     to ``builder``.
 
-    Returns ``(next fetch offset, records appended)``; the next offset stays at ``position`` when
-    the blob holds no whole batch.
+    Returns ``(next fetch offset, records appended, bytes of the batches up to that offset)``; the
+    next offset stays at ``position`` when the blob holds no whole batch.
     """
     pos = 0
     end = len(blob)
     next_offset = position
+    used = 0
     plain = _Segment(blob)
     inflated: list[_Segment] = []
     while pos + LOG_OVERHEAD <= end:
@@ -100,9 +109,17 @@ def decode_into(
         if pos + size > end or size < HEADER_SIZE:
             break  # a truncated trailing batch: fetch it again from its start
         header = read_batch_header(blob, pos)
+        if cursor.last_list and header.base_offset > cursor.last_list[-1]:
+            break  # past the task's last offset: neither checked nor decoded
         last_offset = header.base_offset + header.last_offset_delta
         next_offset = max(next_offset, last_offset + 1)
-        if header.attributes & _CONTROL or last_offset < position or header.records_count <= 0:
+        used = pos + size
+        if (
+            header.attributes & _CONTROL
+            or last_offset < position
+            or header.records_count <= 0
+            or not cursor.wants_any(header.base_offset, last_offset)
+        ):
             pos += size
             continue
         if not crc_ok(blob, pos, header):
@@ -131,7 +148,7 @@ def decode_into(
     for segment in (plain, *inflated):
         if segment.bodies:
             added += _decode_segment(segment, cursor, builder, share=share, position=position)
-    return next_offset, added
+    return next_offset, added, used
 
 
 def _record_bodies(buf: bytes, p: int, end: int, count: int) -> tuple[np.ndarray, np.ndarray]:
@@ -194,11 +211,14 @@ def _walk(
     return stop, p
 
 
-def _varints(u8: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _varints(u8: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray | int]:
     """(zigzag varint values, their sizes in bytes) at each of ``pos``; reads past the buffer see
-    zeros (the caller checks each record's fields end at its length)."""
-    top = len(u8) - 1
-    b = u8[np.minimum(pos, top)]
+    its last byte (the caller checks each record's fields end at its length). The common case, a
+    field whose varints are all one byte, costs two passes over the records."""
+    b = u8.take(pos, mode="clip")
+    if not len(b) or b.max() < 0x80:
+        small = b.astype(np.int64)
+        return (small >> 1) ^ -(small & 1), 1
     value = (b & 0x7F).astype(np.uint64)
     size = np.ones(len(pos), dtype=np.int64)
     more = np.flatnonzero(b & 0x80)
@@ -206,7 +226,7 @@ def _varints(u8: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     while len(more):
         if shift >= 7 * _MAX_VARINT_BYTES:
             raise CorruptRecordError("a varint runs over ten bytes")
-        b = u8[np.minimum(pos[more] + size[more], top)]
+        b = u8.take(pos[more] + size[more], mode="clip")
         value[more] |= (b & 0x7F).astype(np.uint64) << np.uint64(shift)
         size[more] += 1
         more = more[(b & 0x80) != 0]
@@ -222,8 +242,9 @@ def _spans(buf: Any, starts: np.ndarray, lengths: np.ndarray, take: np.ndarray, 
     import pyarrow as pa
 
     n = len(take)
-    if n == 0:
-        return pa.array([], type=arrow_type)
+    wanted = lengths[take]
+    if n == 0 or wanted.max() < 0:  # nothing to copy (keys are often all null)
+        return pa.nulls(n, arrow_type)
     stops = starts + np.maximum(lengths, 0)
     bounds = np.empty(2 * len(starts), dtype=np.int32 if len(buf) < 2**31 else np.int64)
     bounds[0::2] = starts
@@ -231,7 +252,7 @@ def _spans(buf: Any, starts: np.ndarray, lengths: np.ndarray, take: np.ndarray, 
     big = pa.large_binary() if bounds.dtype == np.int64 else pa.binary()
     every = pa.Array.from_buffers(big, len(bounds) - 1, [None, pa.py_buffer(bounds), buf])
     out = every.take(pa.array(2 * take))
-    valid = lengths[take] >= 0
+    valid = wanted >= 0
     if not valid.all():
         bitmap = pa.py_buffer(np.packbits(valid, bitorder="little"))
         out = pa.Array.from_buffers(out.type, n, [bitmap, *out.buffers()[1:]], offset=out.offset)

@@ -39,6 +39,9 @@ RETRIABLE_FETCH = {
 
 
 _WORKER_CLUSTERS: dict[ConnectOptions, Cluster] = {}
+# Bytes per record last seen in a partition by this Python worker: the next task's first Fetch asks
+# for about what it needs instead of a blind guess (a task reads a slice of a partition).
+_RECORD_BYTES: dict[tuple[str, int], int] = {}
 
 
 def read_with_worker_cluster(
@@ -101,7 +104,7 @@ def read_task(
     cursor = RunCursor(task.runs)
     position = task.first_offset
     last = task.last_offset
-    record_bytes = FIRST_GUESS_RECORD_BYTES
+    record_bytes = _RECORD_BYTES.get((task.topic, task.partition), FIRST_GUESS_RECORD_BYTES)
     retries = 0
     stalled_until = time.monotonic() + STALL_S
     while position <= last and not cursor.done:
@@ -129,14 +132,15 @@ def read_task(
             _lost(task, position, min(last, log_start - 1), "deleted", fail_on_data_loss)
             position = log_start
             continue
-        next_offset, _ = decode_into(blob, cursor, builder, share=task.share, position=position)
+        next_offset, _, used = decode_into(blob, cursor, builder, share=task.share, position=position)
         if next_offset <= position:
             if len(blob) >= want:
                 record_bytes *= 4  # one batch is larger than asked for: ask for more
                 continue
             _lost(task, position, last, f"the log ends at {position}", fail_on_data_loss)
             break
-        record_bytes = max(16, len(blob) // max(1, next_offset - position))
+        record_bytes = max(16, used // max(1, next_offset - position))
+        _RECORD_BYTES[(task.topic, task.partition)] = record_bytes
         retries, stalled_until = 0, time.monotonic() + STALL_S
         position = next_offset
         if builder.full:
