@@ -27,6 +27,7 @@ log = logging.getLogger(__name__)
 
 MIN_FETCH_BYTES = 64 * 1024
 MAX_FETCH_BYTES = 8 * 1024 * 1024
+BATCH_ALLOWANCE = 1024 * 1024
 FIRST_GUESS_RECORD_BYTES = 256
 STALL_S = 60.0  # how long a task retries a partition without a leader before it fails
 RETRIABLE_FETCH = {
@@ -96,7 +97,8 @@ def read_task(
     """Yield ``pyarrow.RecordBatch`` es holding exactly the task's offsets present in the log.
 
     Each Fetch asks for about the bytes the remaining records need (learnt from the previous
-    fetch), so a task does not pull a whole partition to read a slice of it. Offsets below the log
+    fetch, or from the worker's previous task in the partition), so a task does not pull a whole
+    partition to read a slice of it. Offsets below the log
     start (deleted since planning) or beyond the log end (a truncated log) are data loss: an error,
     or with ``fail_on_data_loss=False`` a warning and skipped.
     """
@@ -109,7 +111,9 @@ def read_task(
     stalled_until = time.monotonic() + STALL_S
     while position <= last and not cursor.done:
         remaining = last - position + 1
-        want = min(MAX_FETCH_BYTES, max(MIN_FETCH_BYTES, int(remaining * record_bytes * 1.1)))
+        # A task's range rarely starts or ends on a batch boundary: allow about a batch either side.
+        need = remaining * record_bytes
+        want = min(MAX_FETCH_BYTES, max(MIN_FETCH_BYTES, int(need * 1.1) + min(need, BATCH_ALLOWANCE)))
         try:
             blob = cluster.fetch_raw(task.topic, task.partition, position, max_bytes=want)
         except (KafkaError, BrokerConnectionError) as exc:
