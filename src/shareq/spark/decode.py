@@ -101,8 +101,10 @@ def decode_into(
     end = len(blob)
     next_offset = position
     used = 0
-    plain = _Segment(blob)
-    inflated: list[_Segment] = []
+    # Segments in log order: consecutive plain batches share the fetched bytes, each compressed
+    # batch has its inflated bytes.
+    segments: list[_Segment] = []
+    plain: _Segment | None = None
     while pos + LOG_OVERHEAD <= end:
         _base, length = _LENGTH.unpack_from(blob, pos)
         size = length + LOG_OVERHEAD
@@ -127,9 +129,13 @@ def decode_into(
         codec = header.attributes & 0x07
         if codec:
             segment = _Segment(_inflate(blob, pos, size, codec))
-            inflated.append(segment)
+            segments.append(segment)
+            plain = None
             first, limit = 0, len(segment.buf)
         else:
+            if plain is None:
+                plain = _Segment(blob)
+                segments.append(plain)
             segment, first, limit = plain, pos + HEADER_SIZE, pos + size
         bodies, lengths = _record_bodies(segment.buf, first, limit, header.records_count)
         segment.bodies.append(bodies)
@@ -145,9 +151,8 @@ def decode_into(
         )
         pos += size
     added = 0
-    for segment in (plain, *inflated):
-        if segment.bodies:
-            added += _decode_segment(segment, cursor, builder, share=share, position=position)
+    for segment in segments:
+        added += _decode_segment(segment, cursor, builder, share=share, position=position)
     return next_offset, added, used
 
 
