@@ -148,13 +148,6 @@ def read_task(
         retries, stalled_until = 0, time.monotonic() + STALL_S
         position = next_offset
         if builder.full:
-            yield from _slices(builder.flush(), batch_rows)
+            yield builder.flush()
     if len(builder):
-        yield from _slices(builder.flush(), batch_rows)
-
-
-def _slices(batch: Any, rows: int) -> Iterator[Any]:
-    """A fetch's decoded rows in zero-copy slices of ``rows``: Spark's JVM side converts the first
-    while the rest are still being handed over, instead of waiting for a whole fetch's worth."""
-    for start in range(0, batch.num_rows, rows):
-        yield batch.slice(start, rows)
+        yield builder.flush()
