@@ -21,7 +21,10 @@ non-empty one (start-up excluded). Also printed: records per micro-batch, the fi
 micro-batch (trigger time outside the batch's tasks: offsets, planning, logs), and peak RSS of the
 driver JVM and of the Python processes Spark starts (the streaming source's long-lived process
 among them), with the largest Python process's RSS after the first and the last micro-batch.
-Usage: ``python bench/spark_source.py [--sizes N,N] [--batch N] [--tasks N]``.
+With ``--rounds N`` the two pairs run N times in all, each shareq source right beside Spark's
+connector, and the median of the per-round ratios is printed (load on a shared machine moves
+single figures by tens of percent between minutes).
+Usage: ``python bench/spark_source.py [--sizes N,N] [--batch N] [--tasks N] [--rounds N]``.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ import argparse
 import contextlib
 import os
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -313,7 +317,55 @@ def run_kafka_batch(spark: Any, bootstrap: str, tasks: int, records: int) -> flo
     return rate
 
 
-def one_size(spark: Any, records: int, batch: int, tasks: int, memory: MemoryWatch) -> dict[str, Any]:
+def share_stream(bootstrap: str, spark: Any, group: str, batch: int, tasks: int) -> Any:
+    return (
+        spark.readStream.format("shareq")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", "bench")
+        .option("group.id", group)
+        .option("startingOffsets", "earliest")
+        .option("maxRecordsPerTrigger", str(batch))
+        .option("minPartitions", str(tasks))
+        .load()
+    )
+
+
+def kafka_stream(bootstrap: str, spark: Any, batch: int, tasks: int) -> Any:
+    return (
+        spark.readStream.format("kafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", "bench")
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", str(batch))
+        .option("minPartitions", str(tasks))
+        .load()
+    )
+
+
+def paired_round(
+    spark: Any, bootstrap: str, records: int, batch: int, tasks: int, tmp: Path, n: int, memory: MemoryWatch
+) -> tuple[float, float]:
+    """One more round, each of shareq's sources right beside Spark's connector in the same way:
+    (batch/kafka, share stream/kafka stream)."""
+    batch_rate = run_batch(spark, bootstrap, tasks, records)
+    kafka_rate = run_kafka_batch(spark, bootstrap, tasks, records)
+    share, _ = run_stream(
+        share_stream(bootstrap, spark, f"bench-{n}", batch, tasks), tmp / f"ckpt-share-{n}", memory
+    )
+    kafka, _ = run_stream(kafka_stream(bootstrap, spark, batch, tasks), tmp / f"ckpt-kafka-{n}", memory)
+    share_rate, kafka_stream_rate = steady_rate(share)[0], steady_rate(kafka)[0]
+    print(
+        f"  round {n + 1}: batch {batch_rate:,.0f}/s kafka {kafka_rate:,.0f}/s "
+        f"({batch_rate / kafka_rate:.2f}); "
+        f"share stream {share_rate:,.0f}/s kafka stream {kafka_stream_rate:,.0f}/s "
+        f"({share_rate / kafka_stream_rate:.2f})"
+    )
+    return batch_rate / kafka_rate, share_rate / kafka_stream_rate
+
+
+def one_size(
+    spark: Any, records: int, batch: int, tasks: int, memory: MemoryWatch, rounds: int = 1
+) -> dict[str, Any]:
     from shareq.client import Admin, Producer
 
     with (
@@ -331,16 +383,7 @@ def one_size(spark: Any, records: int, batch: int, tasks: int, memory: MemoryWat
 
         memory.reset()
         share, share_rss = run_stream(
-            spark.readStream.format("shareq")
-            .option("kafka.bootstrap.servers", bootstrap)
-            .option("subscribe", "bench")
-            .option("group.id", "bench")
-            .option("startingOffsets", "earliest")
-            .option("maxRecordsPerTrigger", str(batch))
-            .option("minPartitions", str(tasks))
-            .load(),
-            Path(tmp) / "ckpt-share",
-            memory,
+            share_stream(bootstrap, spark, "bench", batch, tasks), Path(tmp) / "ckpt-share", memory
         )
         share_mem = (memory.jvm_peak, memory.python_peak, memory.python_sum_peak)
         batch_rate = run_batch(spark, bootstrap, tasks, records)
@@ -357,21 +400,21 @@ def one_size(spark: Any, records: int, batch: int, tasks: int, memory: MemoryWat
             memory,
         )
         kafka_rate = kafka_stream_rate = 0.0
+        kafka_query = None
         if SPARK_KAFKA_JARS:
             kafka_rate = run_kafka_batch(spark, bootstrap, tasks, records)
             kafka_query, _ = run_stream(
-                spark.readStream.format("kafka")
-                .option("kafka.bootstrap.servers", bootstrap)
-                .option("subscribe", "bench")
-                .option("startingOffsets", "earliest")
-                .option("maxOffsetsPerTrigger", str(batch))
-                .option("minPartitions", str(tasks))
-                .load(),
-                Path(tmp) / "ckpt-kafka",
-                memory,
+                kafka_stream(bootstrap, spark, batch, tasks), Path(tmp) / "ckpt-kafka", memory
             )
             kafka_stream_rate, _, _ = steady_rate(kafka_query)
-    for name, query in (("share", share), ("memory", mem_query)):
+        ratios = []
+        if kafka_rate and kafka_stream_rate:
+            ratios.append((batch_rate / kafka_rate, steady_rate(share)[0] / kafka_stream_rate))
+            for n in range(1, rounds):
+                ratios.append(paired_round(spark, bootstrap, records, batch, tasks, Path(tmp), n, memory))
+    for name, query in (("share", share), ("memory", mem_query), ("kafka stream", kafka_query)):
+        if query is None:
+            continue
         phases = [p["durationMs"] for p in query.recentProgress if p["numInputRows"]][1:]
         keys = ("latestOffset", "queryPlanning", "addBatch", "walCommit", "commitOffsets", "triggerExecution")
         means = {k: sum(int(p.get(k, 0)) for p in phases) // max(1, len(phases)) for k in keys}
@@ -385,6 +428,7 @@ def one_size(spark: Any, records: int, batch: int, tasks: int, memory: MemoryWat
         "memory": ceiling,
         "kafka": kafka_rate,
         "kafka_stream": kafka_stream_rate,
+        "ratios": ratios,
         "per_batch": rows / batches if batches else 0.0,
         "batches": len(sizes),
         "fixed_share": fixed_cost_ms(share),
@@ -404,6 +448,12 @@ def main() -> None:
         "--batch", type=int, default=200_000, help="maxRecordsPerTrigger (at most a fifth of the size)"
     )
     parser.add_argument("--tasks", type=int, default=4, help="read tasks per micro-batch")
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="rounds of shareq's batch and share sources each beside Spark's connector (median ratio)",
+    )
     args = parser.parse_args()
 
     if SPARK_KAFKA_JARS:  # on the driver's classpath only when its JVM starts
@@ -422,7 +472,9 @@ def main() -> None:
         for size in (int(x) for x in args.sizes.split(",")):
             print(f"size {size}:")
             # At least five micro-batches, so that steady state excludes the first.
-            results.append(one_size(spark, size, min(args.batch, max(1, size // 5)), args.tasks, memory))
+            results.append(
+                one_size(spark, size, min(args.batch, max(1, size // 5)), args.tasks, memory, args.rounds)
+            )
     finally:
         memory.stop()
         spark.stop()
@@ -449,6 +501,16 @@ def main() -> None:
             f"{r['batch'] / r['kafka'] if r['kafka'] else 0:>11.2f} {r['kafka_stream']:>11,.0f} "
             f"{r['share']:>10,.0f} {r['share'] / r['kafka_stream'] if r['kafka_stream'] else 0:>15.2f}"
         )
+    for r in results:
+        if len(r["ratios"]) > 1:
+            batch_ratios = sorted(b for b, _ in r["ratios"])
+            share_ratios = sorted(sh for _, sh in r["ratios"])
+            print(
+                f"{r['records']:>9} median of {len(r['ratios'])} rounds: batch/kafka "
+                f"{statistics.median(batch_ratios):.2f} ({', '.join(f'{x:.2f}' for x in batch_ratios)}), "
+                f"share/kafka str {statistics.median(share_ratios):.2f} "
+                f"({', '.join(f'{x:.2f}' for x in share_ratios)})"
+            )
     print(f"load average (1, 5, 15 min): {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print(
         "target: share/batch >= 0.5; batch/kafka >= 1 and share/kafka stream >= 0.8; RSS flat in the "

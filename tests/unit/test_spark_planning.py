@@ -78,6 +78,17 @@ def test_plan_tasks_splits_one_partition_into_several_tasks() -> None:
     assert [(t.first_offset, t.last_offset) for t in tasks] == [(0, 24), (25, 49), (50, 74), (75, 99)]
 
 
+def test_plan_tasks_without_a_cap_reads_a_partition_in_one_task_like_spark() -> None:
+    runs = {("t", 0): ((0, 999_999, 0),), ("t", 1): ((0, 499_999, 0),)}
+    assert [t.record_count for t in plan_tasks(runs, min_tasks=None, max_records_per_task=None)] == [
+        1_000_000,
+        500_000,
+    ]
+    # minPartitions splits in proportion to each partition's records, as Spark does.
+    tasks = plan_tasks(runs, min_tasks=6, max_records_per_task=None)
+    assert [(t.partition, t.record_count) for t in tasks] == [(0, 250_000)] * 4 + [(1, 250_000)] * 2
+
+
 def test_batch_ranges_and_offset_specs() -> None:
     tps = [("t", 0), ("t", 1)]
     assert parse_offset_spec("earliest", tps, name="s") == {("t", 0): EARLIEST, ("t", 1): EARLIEST}

@@ -263,10 +263,14 @@ class BrokerConnection:
 
     @staticmethod
     def _recv_exactly(sock: socket.socket, n: int) -> bytes:
-        buf = bytearray()
-        while len(buf) < n:
-            chunk = sock.recv(min(n - len(buf), 1 << 20))
-            if not chunk:
+        # Straight into one buffer: a Fetch answer of megabytes is not copied chunk by chunk.
+        buf = bytearray(n)
+        view = memoryview(buf)
+        got = 0
+        while got < n:
+            k = sock.recv_into(view[got:], min(n - got, 1 << 20))
+            if not k:
                 raise EOFError("connection closed by broker")
-            buf += chunk
+            got += k
+        view.release()
         return bytes(buf)

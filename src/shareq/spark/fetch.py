@@ -27,6 +27,7 @@ log = logging.getLogger(__name__)
 
 MIN_FETCH_BYTES = 64 * 1024
 MAX_FETCH_BYTES = 8 * 1024 * 1024
+BATCH_ALLOWANCE = 1024 * 1024
 FIRST_GUESS_RECORD_BYTES = 256
 STALL_S = 60.0  # how long a task retries a partition without a leader before it fails
 RETRIABLE_FETCH = {
@@ -39,6 +40,9 @@ RETRIABLE_FETCH = {
 
 
 _WORKER_CLUSTERS: dict[ConnectOptions, Cluster] = {}
+# Bytes per record last seen in a partition by this Python worker: the next task's first Fetch asks
+# for about what it needs instead of a blind guess (a task reads a slice of a partition).
+_RECORD_BYTES: dict[tuple[str, int], int] = {}
 
 
 def read_with_worker_cluster(
@@ -93,7 +97,8 @@ def read_task(
     """Yield ``pyarrow.RecordBatch`` es holding exactly the task's offsets present in the log.
 
     Each Fetch asks for about the bytes the remaining records need (learnt from the previous
-    fetch), so a task does not pull a whole partition to read a slice of it. Offsets below the log
+    fetch, or from the worker's previous task in the partition), so a task does not pull a whole
+    partition to read a slice of it. Offsets below the log
     start (deleted since planning) or beyond the log end (a truncated log) are data loss: an error,
     or with ``fail_on_data_loss=False`` a warning and skipped.
     """
@@ -101,12 +106,14 @@ def read_task(
     cursor = RunCursor(task.runs)
     position = task.first_offset
     last = task.last_offset
-    record_bytes = FIRST_GUESS_RECORD_BYTES
+    record_bytes = _RECORD_BYTES.get((task.topic, task.partition), FIRST_GUESS_RECORD_BYTES)
     retries = 0
     stalled_until = time.monotonic() + STALL_S
     while position <= last and not cursor.done:
         remaining = last - position + 1
-        want = min(MAX_FETCH_BYTES, max(MIN_FETCH_BYTES, int(remaining * record_bytes * 1.1)))
+        # A task's range rarely starts or ends on a batch boundary: allow about a batch either side.
+        need = remaining * record_bytes
+        want = min(MAX_FETCH_BYTES, max(MIN_FETCH_BYTES, int(need * 1.1) + min(need, BATCH_ALLOWANCE)))
         try:
             blob = cluster.fetch_raw(task.topic, task.partition, position, max_bytes=want)
         except (KafkaError, BrokerConnectionError) as exc:
@@ -129,14 +136,15 @@ def read_task(
             _lost(task, position, min(last, log_start - 1), "deleted", fail_on_data_loss)
             position = log_start
             continue
-        next_offset, _ = decode_into(blob, cursor, builder, share=task.share, position=position)
+        next_offset, _, used = decode_into(blob, cursor, builder, share=task.share, position=position)
         if next_offset <= position:
             if len(blob) >= want:
                 record_bytes *= 4  # one batch is larger than asked for: ask for more
                 continue
             _lost(task, position, last, f"the log ends at {position}", fail_on_data_loss)
             break
-        record_bytes = max(16, len(blob) // max(1, next_offset - position))
+        record_bytes = max(16, used // max(1, next_offset - position))
+        _RECORD_BYTES[(task.topic, task.partition)] = record_bytes
         retries, stalled_until = 0, time.monotonic() + STALL_S
         position = next_offset
         if builder.full:

@@ -138,13 +138,14 @@ def plan_tasks(
     acquired: Mapping[TopicPartition, Sequence[Run]],
     *,
     min_tasks: int | None,
-    max_records_per_task: int,
+    max_records_per_task: int | None,
     share: bool = True,
 ) -> list[ReadTask]:
-    """Split per-partition runs into tasks: at most ``max_records_per_task`` records each, and at
-    least ``min_tasks`` tasks in all when there are that many records (more tasks than partitions
-    is the point: a share group is not bound to one consumer per partition). Each partition gets
-    tasks in proportion to its records, like Spark's Kafka source with ``minPartitions``.
+    """Split per-partition runs into tasks, as Spark's Kafka source splits offset ranges: one task
+    per partition, more where a partition holds over ``max_records_per_task`` records
+    (``maxRecordsPerPartition``, no cap when None), and at least ``min_tasks`` tasks in all when
+    there are that many records (``minPartitions``; more tasks than partitions is the point of a
+    share group). Each partition gets tasks in proportion to its records.
     """
     counts = {tp: sum(last - first + 1 for first, last, _ in runs) for tp, runs in acquired.items()}
     total = sum(counts.values())
@@ -153,7 +154,7 @@ def plan_tasks(
         n = counts[tp]
         if n == 0:
             continue
-        pieces = -(-n // max_records_per_task)
+        pieces = 1 if max_records_per_task is None else -(-n // max_records_per_task)
         if min_tasks:
             pieces = max(pieces, -(-min_tasks * n // total))
         for group in _split_runs(sorted(runs), min(pieces, n)):

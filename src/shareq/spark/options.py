@@ -337,7 +337,7 @@ class ShareSourceOptions:
     include_headers: bool = False
     max_records_per_trigger: int | None = None
     min_partitions: int | None = None
-    max_records_per_partition: int = 100_000
+    max_records_per_partition: int | None = None  # as in Spark: no cap unless set
     fail_on_data_loss: bool = True
     poll_timeout_ms: int = 500
     acquire_time_budget_ms: int = 2_000
@@ -360,7 +360,7 @@ class ShareSourceOptions:
             include_headers=_bool(options, "includeHeaders", False),
             max_records_per_trigger=_int(options, "maxRecordsPerTrigger", None),
             min_partitions=_int(options, "minPartitions", None),
-            max_records_per_partition=_int(options, "maxRecordsPerPartition", 100_000) or 100_000,
+            max_records_per_partition=_int(options, "maxRecordsPerPartition", None),
             fail_on_data_loss=_bool(options, "failOnDataLoss", True),
             poll_timeout_ms=_int(options, "pollTimeoutMs", 500) or 500,
             acquire_time_budget_ms=_int(options, "acquireTimeBudgetMs", 2_000) or 2_000,
@@ -393,7 +393,7 @@ class BatchSourceOptions:
     starting_timestamp_strategy: str = "error"
     include_headers: bool = False
     min_partitions: int | None = None
-    max_records_per_partition: int = 100_000
+    max_records_per_partition: int | None = None  # as in Spark: no cap unless set
     fail_on_data_loss: bool = True
 
     @property
@@ -427,7 +427,7 @@ class BatchSourceOptions:
             starting_timestamp_strategy=strategy,
             include_headers=_bool(options, "includeHeaders", False),
             min_partitions=_int(options, "minPartitions", None),
-            max_records_per_partition=_int(options, "maxRecordsPerPartition", 100_000) or 100_000,
+            max_records_per_partition=_int(options, "maxRecordsPerPartition", None),
             fail_on_data_loss=_bool(options, "failOnDataLoss", True),
         )
 

@@ -57,76 +57,82 @@ class FetchedRecord:
     headers: tuple[tuple[str, bytes | None], ...] = ()
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Columns:
+    """Decoded records of one partition as columns: Arrow arrays where bytes are sliced out of the
+    fetched buffer, numpy arrays for the numbers."""
+
+    keys: Any
+    values: Any
+    offsets: Any
+    timestamps_ms: Any
+    timestamp_types: Any
+    delivery_counts: Any | None
+    headers: Any | None = None
+
+
 class ArrowBuilder:
-    """Accumulates records of one topic-partition and emits Arrow record batches."""
+    """Accumulates decoded columns of one topic-partition and emits Arrow record batches."""
 
     def __init__(self, schema: StructType, *, topic: str, partition: int, batch_rows: int = 8192) -> None:
         from pyspark.sql.pandas.types import to_arrow_schema
 
         self._schema = schema
-        self._arrow_schema = to_arrow_schema(schema, timezone="UTC")
-        self._headers = "headers" in schema.fieldNames()
+        self.arrow_schema = to_arrow_schema(schema, timezone="UTC")
+        self.has_headers = "headers" in schema.fieldNames()
         self._topic = topic
         self._partition = partition
         self._batch_rows = batch_rows
-        self._reset()
-
-    def _reset(self) -> None:
-        self._keys: list[bytes | None] = []
-        self._values: list[bytes | None] = []
-        self._offsets: list[int] = []
-        self._timestamps: list[int] = []
-        self._ts_types: list[int] = []
-        self._counts: list[int | None] = []
-        self._header_rows: list[list[dict[str, Any]]] = []
+        self._chunks: list[Columns] = []
+        self._rows = 0
 
     def __len__(self) -> int:
-        return len(self._offsets)
+        return self._rows
 
     @property
     def full(self) -> bool:
-        return len(self._offsets) >= self._batch_rows
+        return self._rows >= self._batch_rows
 
-    def append(
-        self,
-        offset: int,
-        timestamp_ms: int,
-        timestamp_type: int,
-        key: bytes | None,
-        value: bytes | None,
-        headers: Sequence[tuple[str, bytes | None]],
-        delivery_count: int | None,
-    ) -> None:
-        self._keys.append(key)
-        self._values.append(value)
-        self._offsets.append(offset)
-        self._timestamps.append(timestamp_ms * 1000)
-        self._ts_types.append(timestamp_type)
-        self._counts.append(delivery_count)
-        if self._headers:
-            self._header_rows.append([{"key": k, "value": v} for k, v in headers])
+    def add(self, columns: Columns) -> None:
+        self._chunks.append(columns)
+        self._rows += len(columns.offsets)
 
     def flush(self) -> Any:
         """The accumulated rows as one ``pyarrow.RecordBatch`` (then starts empty)."""
+        import numpy as np
         import pyarrow as pa
 
-        n = len(self._offsets)
-        sch = self._arrow_schema
+        chunks, self._chunks = self._chunks, []
+        n, self._rows = self._rows, 0
+        sch = self.arrow_schema
+
+        def joined(name: str) -> Any:
+            parts = [getattr(c, name) for c in chunks]
+            return parts[0] if len(parts) == 1 else pa.concat_arrays(parts)
+
+        def numbers(name: str, arrow_type: Any, scale: int = 1) -> Any:
+            parts = [getattr(c, name) for c in chunks]
+            values = parts[0] if len(parts) == 1 else np.concatenate(parts)
+            return pa.array(values * scale if scale != 1 else values, type=arrow_type)
+
+        if not chunks:
+            return pa.RecordBatch.from_pylist([], schema=sch)
+        counts_type = sch.field("deliveryCount").type
         arrays = [
-            pa.array(self._keys, type=sch.field("key").type),
-            pa.array(self._values, type=sch.field("value").type),
-            pa.array([self._topic] * n, type=sch.field("topic").type),
-            pa.array([self._partition] * n, type=sch.field("partition").type),
-            pa.array(self._offsets, type=sch.field("offset").type),
-            pa.array(self._timestamps, type=pa.int64()).cast(sch.field("timestamp").type),
-            pa.array(self._ts_types, type=sch.field("timestampType").type),
-            pa.array(self._counts, type=sch.field("deliveryCount").type),
+            joined("keys"),
+            joined("values"),
+            pa.repeat(pa.scalar(self._topic, sch.field("topic").type), n),
+            pa.repeat(pa.scalar(self._partition, sch.field("partition").type), n),
+            numbers("offsets", sch.field("offset").type),
+            numbers("timestamps_ms", sch.field("timestamp").type, 1000),
+            numbers("timestamp_types", sch.field("timestampType").type),
+            pa.nulls(n, counts_type)
+            if chunks[0].delivery_counts is None
+            else numbers("delivery_counts", counts_type),
         ]
-        if self._headers:
-            arrays.append(pa.array(self._header_rows, type=sch.field("headers").type))
-        batch = pa.RecordBatch.from_arrays(arrays, schema=sch)
-        self._reset()
-        return batch
+        if self.has_headers:
+            arrays.append(joined("headers"))
+        return pa.RecordBatch.from_arrays(arrays, schema=sch)
 
 
 def column(batch: Any, name: str) -> Sequence[Any] | None:
