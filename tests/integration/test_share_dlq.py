@@ -82,12 +82,15 @@ def _share_partition(broker: EmbeddedBroker, group: str, topic: str, partition: 
 
 
 def _settled(broker: EmbeddedBroker, group: str, topic: str, partition: int) -> bool:
-    """The share-partition's SPSO reached the log end (nothing ARCHIVING holds it back)."""
+    """The share-partition's SPSO reached the end of what readers see (nothing ARCHIVING holds it
+    back): the log end, less the in-log persister's share state at its tail."""
 
     def read() -> bool:
         sp = _share_partition(broker, group, topic, partition)
         plog = broker.broker.partition(topic, partition)
-        return sp is not None and plog is not None and sp.spso == plog.log.log_end_offset
+        if sp is None or plog is None:
+            return False
+        return plog.log.visible_end_offset <= sp.spso <= plog.log.log_end_offset
 
     return bool(broker.call(read))
 
@@ -114,9 +117,11 @@ def _headers(message: Any) -> dict[str, bytes]:
     return {name: value for name, value in (message.headers() or [])}
 
 
-def test_rejected_and_exhausted_records_reach_the_dlq_with_their_history(tmp_path: Path) -> None:
+def test_rejected_and_exhausted_records_reach_the_dlq_with_their_history(
+    tmp_path: Path, persister: str
+) -> None:
     config = {**DLQ_BROKER, "errors.deadletterqueue.auto.create.topics.enable": "true"}
-    with EmbeddedBroker(tmp_path / "d", config=config) as broker:
+    with EmbeddedBroker(tmp_path / "d", config={**config, "share.persister": persister}) as broker:
         with Admin(broker.bootstrap) as admin:
             admin.create_topic("src", 3)
         _produce_keyed(broker.bootstrap, "src", 60, 3)
@@ -175,8 +180,10 @@ def test_rejected_and_exhausted_records_reach_the_dlq_with_their_history(tmp_pat
         assert info is not None and info.configs.get("errors.deadletterqueue.group.enable") == "true"
 
 
-def test_dlq_partition_is_source_mod_count_and_copy_off_sends_headers_only(tmp_path: Path) -> None:
-    with EmbeddedBroker(tmp_path / "d", config=DLQ_BROKER) as broker:
+def test_dlq_partition_is_source_mod_count_and_copy_off_sends_headers_only(
+    tmp_path: Path, persister: str
+) -> None:
+    with EmbeddedBroker(tmp_path / "d", config={**DLQ_BROKER, "share.persister": persister}) as broker:
         with Admin(broker.bootstrap) as admin:
             admin.create_topic("src", 3)
             admin.create_topic("dlq.two", 2, configs={"errors.deadletterqueue.group.enable": "true"})
@@ -208,7 +215,7 @@ def test_dlq_partition_is_source_mod_count_and_copy_off_sends_headers_only(tmp_p
         ) == [i for i in range(30) if i % 2]
 
 
-def test_lock_expiry_at_the_limit_dead_letters(tmp_path: Path) -> None:
+def test_lock_expiry_at_the_limit_dead_letters(tmp_path: Path, persister: str) -> None:
     """Records acquired and never acknowledged come back when their lock expires; when the expiry
     comes at the delivery limit they go to the DLQ instead."""
     config = {
@@ -217,7 +224,7 @@ def test_lock_expiry_at_the_limit_dead_letters(tmp_path: Path) -> None:
         "group.share.record.lock.duration.ms": "500",
         "errors.deadletterqueue.auto.create.topics.enable": "true",
     }
-    with EmbeddedBroker(tmp_path / "d", config=config) as broker:
+    with EmbeddedBroker(tmp_path / "d", config={**config, "share.persister": persister}) as broker:
         with Admin(broker.bootstrap) as admin:
             admin.create_topic("src", 1)
         _produce_keyed(broker.bootstrap, "src", 5, 1)
@@ -247,12 +254,12 @@ def _reject_one(broker: EmbeddedBroker, group: str, topic: str) -> None:
 
 
 def test_write_time_validation_archives_counted_and_logged(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, persister: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Each of Kafka's write-time rules (and shareq's source-topic rule): the record is archived
     without a DLQ record, counted, the message logged, the broker still serving."""
     caplog.set_level(logging.WARNING, logger="shareq.share.dlq")
-    with EmbeddedBroker(tmp_path / "d", config=DLQ_BROKER) as broker:
+    with EmbeddedBroker(tmp_path / "d", config={**DLQ_BROKER, "share.persister": persister}) as broker:
         with Admin(broker.bootstrap) as admin:
             admin.create_topic("src", 1)
             admin.create_topic("dlq.plain", 1)  # not opted in
@@ -303,10 +310,10 @@ def test_write_time_validation_archives_counted_and_logged(
             consumer.close()
 
 
-def test_alter_time_validation(tmp_path: Path) -> None:
+def test_alter_time_validation(tmp_path: Path, persister: str) -> None:
     """A ``__`` DLQ name is refused with INVALID_CONFIG (Kafka's message); so is a topic the group
     consumes (shareq's check); a missing or not-opted-in topic is accepted (checked at write time)."""
-    with EmbeddedBroker(tmp_path / "d", config=DLQ_BROKER) as broker:
+    with EmbeddedBroker(tmp_path / "d", config={**DLQ_BROKER, "share.persister": persister}) as broker:
         with Admin(broker.bootstrap) as admin:
             admin.create_topic("src", 1)
         with pytest.raises(KafkaError) as refused:
@@ -333,10 +340,10 @@ def test_alter_time_validation(tmp_path: Path) -> None:
 
 
 def test_a_record_too_large_for_the_dlq_is_archived_counted_and_logged(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, persister: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.WARNING, logger="shareq.share.dlq")
-    with EmbeddedBroker(tmp_path / "d", config=DLQ_BROKER) as broker:
+    with EmbeddedBroker(tmp_path / "d", config={**DLQ_BROKER, "share.persister": persister}) as broker:
         with Admin(broker.bootstrap) as admin:
             admin.create_topic("src", 1)
             admin.create_topic(

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from kio.schema.errors import ErrorCode
 from kio_wire import KioConnection
-from share_consumers import SHARE_BROKER, create_topic, produce
+from share_consumers import SHARE_BROKER, create_topic, produce, user_records
 from share_requests import acknowledge, fetch, heartbeat
 
 from shareq.embedded import EmbeddedBroker
@@ -58,8 +58,8 @@ def wait_until_parked(broker: EmbeddedBroker, key: SharePartitionKey) -> None:
         time.sleep(0.005)
 
 
-def test_parked_fetch_wakes_on_produce_and_on_release(tmp_path: Path) -> None:
-    with EmbeddedBroker(tmp_path / "d", config=SHARE_BROKER) as broker:
+def test_parked_fetch_wakes_on_produce_and_on_release(tmp_path: Path, persister: str) -> None:
+    with EmbeddedBroker(tmp_path / "d", config={**SHARE_BROKER, "share.persister": persister}) as broker:
         create_topic(broker.bootstrap, "park", 1)
         info = broker.broker.topics.get("park")
         assert info is not None
@@ -73,32 +73,37 @@ def test_parked_fetch_wakes_on_produce_and_on_release(tmp_path: Path) -> None:
             waiter, result = in_background(lambda: long_fetch(a, "A" * 22, 1, info.topic_id, 10_000))
             wait_until_parked(broker, key)
             produce(broker.bootstrap, "park", [b"p0", b"p1"], 1, 2)
+            plog = broker.broker.partition("park", 0)
+            assert plog is not None
+            end, count = broker.call(lambda: user_records(plog.log))
+            assert count == 2
+            lo, hi = end - 2, end - 1  # 0 and 1, or after the in-log persister's first state
             waiter.join(timeout=15)
             assert result, "A's long poll did not return"
             (response, took) = result[0]
-            assert acquired(response) == [(0, 1, 1)] and took < 5.0
+            assert acquired(response) == [(lo, hi, 1)] and took < 5.0
             # B parks (A holds everything); A's RELEASE wakes it with the records
             assert acquired(long_fetch(b, "B" * 22, 0, info.topic_id, 0)) == []
             waiter, result = in_background(lambda: long_fetch(b, "B" * 22, 1, info.topic_id, 10_000))
             wait_until_parked(broker, key)  # else B's answer would just be immediate
-            release = acknowledge(a, "A" * 22, 2, info.topic_id, [(0, 1, 2)])  # RELEASE
+            release = acknowledge(a, "A" * 22, 2, info.topic_id, [(lo, hi, 2)])  # RELEASE
             assert release.responses[0].partitions[0].error_code == ErrorCode.none
             waiter.join(timeout=15)
             assert result, "B's long poll did not return"
             (woken, took) = result[0]
-            assert acquired(woken) == [(0, 1, 2)] and took < 5.0
+            assert acquired(woken) == [(lo, hi, 2)] and took < 5.0
         finally:
             a.close()
             b.close()
 
 
-def test_silent_member_expires_and_its_records_go_to_others(tmp_path: Path) -> None:
+def test_silent_member_expires_and_its_records_go_to_others(tmp_path: Path, persister: str) -> None:
     config = {
         **SHARE_BROKER,
         "group.share.min.session.timeout.ms": "500",
         "group.share.session.timeout.ms": "800",
     }
-    with EmbeddedBroker(tmp_path / "d", config=config) as broker:
+    with EmbeddedBroker(tmp_path / "d", config={**config, "share.persister": persister}) as broker:
         create_topic(broker.bootstrap, "silent", 1)
         produce(broker.bootstrap, "silent", [b"s%d" % i for i in range(5)], 1, per_batch=5)
         info = broker.broker.topics.get("silent")
@@ -131,8 +136,8 @@ def test_silent_member_expires_and_its_records_go_to_others(tmp_path: Path) -> N
             b.close()
 
 
-def test_groups_and_initialized_partitions_survive_a_restart(tmp_path: Path) -> None:
-    with EmbeddedBroker(tmp_path / "d", config=SHARE_BROKER) as broker:
+def test_groups_and_initialized_partitions_survive_a_restart(tmp_path: Path, persister: str) -> None:
+    with EmbeddedBroker(tmp_path / "d", config={**SHARE_BROKER, "share.persister": persister}) as broker:
         create_topic(broker.bootstrap, "keep", 2)
         conn = KioConnection(broker.bootstrap)
         try:
@@ -147,7 +152,7 @@ def test_groups_and_initialized_partitions_survive_a_restart(tmp_path: Path) -> 
         assert share is not None
         before = broker.call(share.coordinator.initialized_partitions, "g")
         epoch_before = broker.call(share.coordinator.describe, "g").group_epoch
-    with EmbeddedBroker(tmp_path / "d", config=SHARE_BROKER) as broker:
+    with EmbeddedBroker(tmp_path / "d", config={**SHARE_BROKER, "share.persister": persister}) as broker:
         share = broker.broker.share
         assert share is not None
         assert broker.call(share.coordinator.initialized_partitions, "g") == before
