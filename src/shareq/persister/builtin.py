@@ -107,7 +107,7 @@ LogForPartition = Callable[[int], StateLog]
 Handler = Callable[[ShareCoordinatorShard, int], CoordinatorResult[Any]]
 
 
-def _wall_clock_ms() -> int:
+def wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
@@ -155,12 +155,21 @@ class _Cycle:
     touched: list[_StatePartition] = field(default_factory=list)
 
 
-def _error_of(response: object) -> ErrorCode:
+def error_of(response: object) -> ErrorCode:
+    """The error a shard's response carries (``none`` for a plain result)."""
     if isinstance(response, ErrorCode):
         return response
     if isinstance(response, ReadResult | ReadSummaryResult):
         return response.error
     return ErrorCode.none
+
+
+def unwrap(response: Any) -> Any:
+    """``response``, or the :class:`PersisterError` its error code stands for."""
+    error = error_of(response)
+    if error != ErrorCode.none:
+        raise PersisterError(error, error.name)
+    return response
 
 
 class BuiltinPersister:
@@ -172,7 +181,7 @@ class BuiltinPersister:
         *,
         config: ShareCoordinatorConfig | None = None,
         flush_mode: FlushMode = FlushMode.GROUP,
-        clock_ms: Callable[[], int] = _wall_clock_ms,
+        clock_ms: Callable[[], int] = wall_clock_ms,
     ) -> None:
         self.config = config or ShareCoordinatorConfig()
         self.flush_mode = FlushMode(flush_mode)
@@ -208,7 +217,7 @@ class BuiltinPersister:
         segment_bytes: int = 8 * 1024 * 1024,
         config: ShareCoordinatorConfig | None = None,
         flush_mode: FlushMode = FlushMode.GROUP,
-        clock_ms: Callable[[], int] = _wall_clock_ms,
+        clock_ms: Callable[[], int] = wall_clock_ms,
     ) -> BuiltinPersister:
         """A persister whose partition logs live in ``directory/__share_group_state-<n>``.
 
@@ -301,7 +310,7 @@ class BuiltinPersister:
         self.writes += 1
         self.write_latency.observe(time.perf_counter() - started)
         if response is not ErrorCode.none:
-            self._unwrap(response)
+            unwrap(response)
 
     async def delete_state(self, key: SharePartitionKey) -> None:
         await self._submit(key, lambda shard, _now: shard.handle_delete(key))
@@ -312,7 +321,7 @@ class BuiltinPersister:
         if not info.in_flight:
             result = part.shard.handle_read(key, leader_epoch=leader_epoch)
             if not result.records:
-                return self._unwrap(result.response).state  # type: ignore[no-any-return]
+                return unwrap(result.response).state  # type: ignore[no-any-return]
         response = await self._submit(
             key, lambda shard, _now: shard.handle_read(key, leader_epoch=leader_epoch)
         )
@@ -322,7 +331,7 @@ class BuiltinPersister:
         info = self._info(key)
         part = self._partition(info)
         if not info.in_flight:
-            return self._unwrap(part.shard.handle_read_summary(key).response).summary  # type: ignore[no-any-return]
+            return unwrap(part.shard.handle_read_summary(key).response).summary  # type: ignore[no-any-return]
         response = await self._submit(key, lambda shard, _now: shard.handle_read_summary(key))
         return response.summary  # type: ignore[no-any-return]
 
@@ -420,16 +429,9 @@ class BuiltinPersister:
             )
         return part
 
-    @staticmethod
-    def _unwrap(response: Any) -> Any:
-        error = _error_of(response)
-        if error != ErrorCode.none:
-            raise PersisterError(error, error.name)
-        return response
-
     async def _submit(self, key: SharePartitionKey, handle: Handler) -> Any:
         info = self._info(key)
-        return self._unwrap(await self._enqueue(self._partition(info), info, handle))
+        return unwrap(await self._enqueue(self._partition(info), info, handle))
 
     def _enqueue(self, part: _StatePartition, info: _KeyInfo | None, handle: Handler) -> asyncio.Future[Any]:
         if self._closed:
@@ -524,7 +526,7 @@ class BuiltinPersister:
                 except Exception as exc:  # a bug in a handler must not kill the flusher
                     done.append((req, exc))
                     continue
-                if _error_of(result.response) == ErrorCode.none:
+                if error_of(result.response) == ErrorCode.none:
                     info = req.info
                     for record in result.records:
                         part.shard.replay(record.key, record.value, base + len(records))

@@ -51,8 +51,6 @@ from shareq.coordinators.share.records import (
 )
 from shareq.coordinators.share.shard import (
     CoordinatorResult,
-    ReadResult,
-    ReadSummaryResult,
     ShareCoordinatorConfig,
     ShareCoordinatorShard,
     fold_updates,
@@ -69,7 +67,7 @@ from shareq.share.persister import (
 )
 
 from . import share_control as sc
-from .builtin import FlushMode
+from .builtin import FlushMode, Handler, error_of, unwrap, wall_clock_ms
 from .in_log_recovery import GroupPosition, SnapshotFile, recover, write_snapshot_file
 from .segment_sync import ActiveSegmentSync
 from .share_control import ControlKind, ShareControl, ShareControlError
@@ -87,11 +85,6 @@ _APPEND_MAX_BYTES = 512 * 1024
 PartitionId = tuple[uuid.UUID, int]
 LogFor = Callable[[uuid.UUID, int], Any]
 """The log of a topic-partition (a ``PartitionLog``), or None when it does not exist."""
-Handler = Callable[[ShareCoordinatorShard, int], CoordinatorResult[Any]]
-
-
-def _wall_clock_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 @dataclass(slots=True)
@@ -154,14 +147,6 @@ class _Cycle:
     touched: list[_LogPartition] = field(default_factory=list)
 
 
-def _error_of(response: object) -> ErrorCode:
-    if isinstance(response, ErrorCode):
-        return response
-    if isinstance(response, ReadResult | ReadSummaryResult):
-        return response.error
-    return ErrorCode.none
-
-
 class InLogPersister:
     """The ``Persister`` protocol on control records in the user partitions (module docstring)."""
 
@@ -172,7 +157,7 @@ class InLogPersister:
         *,
         config: ShareCoordinatorConfig | None = None,
         flush_mode: FlushMode = FlushMode.GROUP,
-        clock_ms: Callable[[], int] = _wall_clock_ms,
+        clock_ms: Callable[[], int] = wall_clock_ms,
         chain_max_bytes: int = CHAIN_MAX_BYTES,
         checkpoint_max_distance: int = CHECKPOINT_MAX_DISTANCE,
         checkpoint_max_log_bytes: int = CHECKPOINT_MAX_LOG_BYTES,
@@ -317,14 +302,14 @@ class InLogPersister:
             if exc.error_code == ErrorCode.unknown_topic_or_partition:
                 return  # the topic is gone, and its share state with it
             raise
-        self._unwrap(await self._enqueue(part, key, lambda shard, _now: shard.handle_delete(key)))
+        unwrap(await self._enqueue(part, key, lambda shard, _now: shard.handle_delete(key)))
 
     async def read_state(self, key: SharePartitionKey, *, leader_epoch: int) -> ShareState | None:
         part = self._partition(key)
         if not part.in_flight.get(key.group_id):
             result = part.shard.handle_read(key, leader_epoch=leader_epoch)
             if not result.records:
-                return self._unwrap(result.response).state  # type: ignore[no-any-return]
+                return unwrap(result.response).state  # type: ignore[no-any-return]
         response = await self._submit(
             key, lambda shard, _now: shard.handle_read(key, leader_epoch=leader_epoch)
         )
@@ -333,7 +318,7 @@ class InLogPersister:
     async def read_state_summary(self, key: SharePartitionKey) -> ShareStateSummary | None:
         part = self._partition(key)
         if not part.in_flight.get(key.group_id):
-            return self._unwrap(part.shard.handle_read_summary(key).response).summary  # type: ignore[no-any-return]
+            return unwrap(part.shard.handle_read_summary(key).response).summary  # type: ignore[no-any-return]
         response = await self._submit(key, lambda shard, _now: shard.handle_read_summary(key))
         return response.summary  # type: ignore[no-any-return]
 
@@ -419,15 +404,8 @@ class InLogPersister:
             raise PersisterError(ErrorCode.kafka_storage_error, f"share state of {pid[0]}-{pid[1]} failed")
         return part
 
-    @staticmethod
-    def _unwrap(response: Any) -> Any:
-        error = _error_of(response)
-        if error != ErrorCode.none:
-            raise PersisterError(error, error.name)
-        return response
-
     async def _submit(self, key: SharePartitionKey, handle: Handler) -> Any:
-        return self._unwrap(await self._enqueue(self._partition(key), key, handle))
+        return unwrap(await self._enqueue(self._partition(key), key, handle))
 
     def _enqueue(
         self, part: _LogPartition, key: SharePartitionKey | None, handle: Handler
@@ -510,7 +488,7 @@ class InLogPersister:
             except Exception as exc:  # a bug in a handler must not kill the flusher
                 done.append((req, exc))
                 continue
-            if _error_of(result.response) == ErrorCode.none:
+            if error_of(result.response) == ErrorCode.none:
                 for record in result.records:
                     for key, value, control in self._controls(part, record, now):
                         offset = base + len(encoded)
