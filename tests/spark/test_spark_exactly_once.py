@@ -314,6 +314,21 @@ def test_driver_killed_again_during_the_replay(broker: BrokerProcess, tmp_path: 
     pipeline.check()
 
 
+def _restart_the_broker_and_resume(pipeline: Pipeline, broker: BrokerProcess, child: Any) -> None:
+    """SIGKILL and restart the broker under a commit stopped at its fault point, let the commit go
+    on, and wait until batch 1's commit finished one way or the other (the query may fail on the
+    restart)."""
+    broker.kill()
+    broker.start()
+    for pid in _in_session(child.pid, "T"):
+        os.kill(pid, signal.SIGCONT)
+    _wait_for(
+        lambda: any(r["batchId"] >= 1 for r in pipeline.reports()) or child.poll() is not None,
+        QUERY_DEADLINE_S,
+        "the commit after the broker restart",
+    )
+
+
 @pytest.mark.timeout(400)
 def test_broker_killed_before_the_claim(broker: BrokerProcess, tmp_path: Path) -> None:
     """The commit process stops as its commit of batch 1 starts, before it stages anything; the
@@ -328,16 +343,7 @@ def test_broker_killed_before_the_claim(broker: BrokerProcess, tmp_path: Path) -
             lambda: bool(_in_session(child.pid, "T")), QUERY_DEADLINE_S, "the commit to stop before its claim"
         )
         assert [r["batchId"] for r in pipeline.reports()] == [0]
-        broker.kill()
-        broker.start()
-        for pid in _in_session(child.pid, "T"):
-            os.kill(pid, signal.SIGCONT)
-        # The commit of batch 1 finishes one way or the other (the query may fail on the restart).
-        _wait_for(
-            lambda: any(r["batchId"] >= 1 for r in pipeline.reports()) or child.poll() is not None,
-            QUERY_DEADLINE_S,
-            "the commit after the broker restart",
-        )
+        _restart_the_broker_and_resume(pipeline, broker, child)
     finally:
         _kill(child)
     first = [r for r in pipeline.reports() if r["batchId"] == 1]
@@ -360,16 +366,7 @@ def test_broker_killed_after_the_claim(broker: BrokerProcess, tmp_path: Path) ->
         _wait_for(
             lambda: bool(_in_session(child.pid, "T")), QUERY_DEADLINE_S, "the commit to stop after its claim"
         )
-        broker.kill()
-        broker.start()
-        for pid in _in_session(child.pid, "T"):
-            os.kill(pid, signal.SIGCONT)
-        # The commit of batch 1 finishes one way or the other (the query may fail on the restart).
-        _wait_for(
-            lambda: any(r["batchId"] >= 1 for r in pipeline.reports()) or child.poll() is not None,
-            QUERY_DEADLINE_S,
-            "the commit after the broker restart",
-        )
+        _restart_the_broker_and_resume(pipeline, broker, child)
     finally:
         _kill(child)
     pipeline.drain()
