@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import resource
 import socket
 import statistics
@@ -32,6 +33,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import psutil
 from confluent_kafka import Producer
@@ -124,13 +126,15 @@ def latencies(bootstrap: str, topic: str, count: int, interval: float) -> list[f
 
 
 class ConnectionSwarm:
-    """N raw connections: ApiVersions once, then Metadata for one topic every ``interval`` s."""
+    """N raw connections: ApiVersions once, then Metadata for one topic every ``interval`` s.
+
+    The connections live in a process of their own: in this one, their Python loop would hold
+    the GIL that the probe producer's delivery callbacks wait for, and the swarm's own cost
+    would show up as broker latency.
+    """
 
     def __init__(self, bootstrap: str, count: int, interval: float, topic: str) -> None:
         host, _, port = bootstrap.rpartition(":")
-        self.address = (host, int(port))
-        self.count = count
-        self.interval = interval
         versions = _codec.request_module(18, 0).ApiVersionsRequest()
         meta_module = _codec.request_module(3, 12)
         metadata = meta_module.MetadataRequest(
@@ -138,37 +142,72 @@ class ConnectionSwarm:
             allow_auto_topic_creation=False,
             include_topic_authorized_operations=False,
         )
-        self.hello = _codec.encode_request(versions, 1, "swarm")
-        self.metadata = _codec.encode_request(metadata, 2, "swarm")
-        self.sockets: list[socket.socket] = []
-        self.requests = 0
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
+        context = multiprocessing.get_context("spawn")
+        self._requests = context.Value("q", 0)
+        self._stop = context.Event()
+        self._ready = context.Event()
+        self._process = context.Process(
+            target=_swarm,
+            args=(
+                (host, int(port)),
+                count,
+                interval,
+                _codec.encode_request(versions, 1, "swarm"),
+                _codec.encode_request(metadata, 2, "swarm"),
+                self._requests,
+                self._stop,
+                self._ready,
+            ),
+            daemon=True,
+        )
+
+    @property
+    def requests(self) -> int:
+        """Metadata requests answered so far."""
+        return int(self._requests.value)
 
     def open(self) -> None:
-        for _ in range(self.count):
-            sock = socket.create_connection(self.address, timeout=30)
-            sock.sendall(self.hello)
-            self.sockets.append(sock)
-        for sock in self.sockets:
-            _read_frame(sock)
-        self.thread.start()
-
-    def _run(self) -> None:
-        while not self.stop.is_set():
-            started = time.monotonic()
-            for sock in self.sockets:
-                sock.sendall(self.metadata)
-            for sock in self.sockets:
-                _read_frame(sock)
-                self.requests += 1
-            self.stop.wait(max(0.0, self.interval - (time.monotonic() - started)))
+        self._process.start()
+        if not self._ready.wait(120):
+            self._process.kill()
+            raise RuntimeError("the swarm did not open its connections")
 
     def close(self) -> None:
-        self.stop.set()
-        self.thread.join(30)
-        for sock in self.sockets:
-            sock.close()
+        self._stop.set()
+        self._process.join(30)
+        if self._process.is_alive():
+            self._process.kill()
+
+
+def _swarm(
+    address: tuple[str, int],
+    count: int,
+    interval: float,
+    hello: bytes,
+    metadata: bytes,
+    requests: Any,
+    stop: Any,
+    ready: Any,
+) -> None:
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, 65536)), hard))
+    sockets = [socket.create_connection(address, timeout=30) for _ in range(count)]
+    for sock in sockets:
+        sock.sendall(hello)
+    for sock in sockets:
+        _read_frame(sock)
+    ready.set()
+    while not stop.is_set():
+        started = time.monotonic()
+        for sock in sockets:
+            sock.sendall(metadata)
+        for sock in sockets:
+            _read_frame(sock)
+        with requests.get_lock():
+            requests.value += count
+        stop.wait(max(0.0, interval - (time.monotonic() - started)))
+    for sock in sockets:
+        sock.close()
 
 
 def _read_frame(sock: socket.socket) -> None:
