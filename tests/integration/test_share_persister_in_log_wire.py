@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from share_consumers import SHARE_BROKER, create_topic, poll_values, produce, share_consumer, user_records
 
+import kafka_harness
 from shareq.client import Admin
 from shareq.embedded import EmbeddedBroker
 from shareq.persister.in_log import InLogPersister
@@ -145,3 +146,45 @@ def test_delete_records_stops_at_the_groups_checkpoint_until_the_group_is_delete
         assert _checkpoint_offset(broker, "held", "g") is None
         end = _log_end(broker, "held")
         assert admin.delete_records("held", {0: end}) == {0: end}
+
+
+@pytest.mark.parametrize("isolation", ["read_uncommitted", "read_committed"])
+def test_kafkas_java_consumer_reads_past_the_share_state_at_the_tail(tmp_path: Path, isolation: str) -> None:
+    """Kafka's Java consumer (ConsoleConsumer in a consumer group) reads a partition whose tail is
+    the in-log persister's share state: it prints every data record once, and the position it commits
+    is the log end, past the state, so its lag is 0 as after reading a transaction's markers."""
+    try:
+        kafka_harness.ensure_kafka_jars()
+    except (kafka_harness.KafkaUnavailable, OSError) as error:
+        if kafka_harness.in_ci():
+            pytest.fail(f"Kafka's jars are required in CI: {error}")
+        pytest.skip(f"Kafka's jars not available: {error}")
+    with EmbeddedBroker(tmp_path / "data", config=IN_LOG) as broker:
+        create_topic(broker.bootstrap, "tail", 1)
+        values = [b"j%d" % i for i in range(40)]
+        produce(broker.bootstrap, "tail", values, 1, per_batch=4)
+        consumer = share_consumer(broker.bootstrap, "g", ["tail"])
+        try:
+            assert len(poll_values(consumer, lambda out: len(out) >= 40)) == 40
+            deadline = time.monotonic() + 20
+            while _share_state_records(broker, "tail")[2] < 40:  # the last acks ride on later fetches
+                poll_values(consumer, lambda out: False, timeout=0.3)
+                assert time.monotonic() < deadline
+        finally:
+            consumer.close()
+        end = _log_end(broker, "tail")
+        assert end > 40  # share state follows the last data record
+        result = kafka_harness.run_tool(
+            "org.apache.kafka.tools.consumer.ConsoleConsumer",
+            *("--bootstrap-server", broker.bootstrap, "--topic", "tail", "--group", "java"),
+            *("--consumer-property", "auto.offset.reset=earliest"),
+            *("--isolation-level", isolation, "--timeout-ms", "8000"),
+            timeout=60,
+        )
+        # the tool ends on its idle timeout, logging that as an error line among the records
+        printed = [line for line in result.stdout.splitlines() if line.startswith("j")]
+        assert sorted(printed) == sorted(v.decode() for v in values), result.stdout[-2000:]
+        assert "Processed a total of 40 messages" in result.stderr
+        with Admin(broker.bootstrap) as admin:
+            committed = admin.list_consumer_group_offsets("java")
+        assert committed[("tail", 0)].offset == end
