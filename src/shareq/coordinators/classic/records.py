@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from shareq.coordinators.group.records import CoordinatorRecord
 
+from ..record_codec import RecordReader, write_bytes, write_str
 from .errors import ClassicStateError
 
 KEY_VERSION = 0
@@ -78,35 +79,6 @@ _Q = struct.Struct(">q")
 _GEN = struct.Struct(">i")
 
 
-def _str(out: bytearray, s: str) -> None:
-    raw = s.encode()
-    out += _UH.pack(len(raw))
-    out += raw
-
-
-class _Reader:
-    __slots__ = ("buf", "pos")
-
-    def __init__(self, buf: bytes, pos: int = 0) -> None:
-        self.buf = buf
-        self.pos = pos
-
-    def take(self, n: int) -> bytes:
-        if self.pos + n > len(self.buf):
-            raise ClassicStateError("truncated classic-group record")
-        chunk = self.buf[self.pos : self.pos + n]
-        self.pos += n
-        return chunk
-
-    def s(self) -> str:
-        (n,) = _UH.unpack(self.take(2))
-        return self.take(n).decode()
-
-    def done(self) -> None:
-        if self.pos != len(self.buf):
-            raise ClassicStateError("trailing bytes in classic-group record")
-
-
 def record_type(key: bytes) -> int:
     """The record type of any key on the group-metadata log (-1 if too short)."""
     if len(key) < 2:
@@ -117,14 +89,14 @@ def record_type(key: bytes) -> int:
 
 def group_key(group_id: str) -> bytes:
     out = bytearray(_HEAD.pack(ClassicRecordType.CLASSIC_GROUP, KEY_VERSION))
-    _str(out, group_id)
+    write_str(out, group_id)
     return bytes(out)
 
 
 def offset_key(group_id: str, topic: str, partition: int) -> bytes:
     out = bytearray(_HEAD.pack(ClassicRecordType.OFFSET_COMMIT, KEY_VERSION))
-    _str(out, group_id)
-    _str(out, topic)
+    write_str(out, group_id)
+    write_str(out, topic)
     out += _I.pack(partition)
     return bytes(out)
 
@@ -138,8 +110,8 @@ class DecodedKey:
 
 
 def decode_key(key: bytes) -> DecodedKey:
-    r = _Reader(key)
-    raw_type, version = _HEAD.unpack(r.take(4))
+    r = RecordReader(key, ClassicStateError, "classic-group record")
+    raw_type, version = r.h(), r.h()
     if version != KEY_VERSION:
         raise ClassicStateError(f"unknown key version {version}")
     try:
@@ -151,51 +123,44 @@ def decode_key(key: bytes) -> DecodedKey:
         r.done()
         return DecodedKey(kind, group_id)
     topic = r.s()
-    (partition,) = _I.unpack(r.take(4))
+    partition = r.i()
     r.done()
     return DecodedKey(kind, group_id, topic, partition)
 
 
-def _bytes(out: bytearray, b: bytes) -> None:
-    out += _I.pack(len(b))
-    out += b
-
-
 def encode_group_value(value: ClassicGroupValue) -> bytes:
     out = bytearray(_UH.pack(GROUP_VALUE_VERSION))
-    _str(out, value.protocol_type)
+    write_str(out, value.protocol_type)
     out += _GEN.pack(value.generation)
-    _str(out, value.protocol_name)
-    _str(out, value.leader)
+    write_str(out, value.protocol_name)
+    write_str(out, value.leader)
     out += _I.pack(len(value.members))
     for m in value.members:
-        _str(out, m.member_id)
-        _str(out, m.group_instance_id or "")
-        _str(out, m.client_id)
-        _str(out, m.client_host)
+        write_str(out, m.member_id)
+        write_str(out, m.group_instance_id or "")
+        write_str(out, m.client_id)
+        write_str(out, m.client_host)
         out += _I.pack(m.session_timeout_ms)
         out += _I.pack(m.rebalance_timeout_ms)
-        _bytes(out, m.metadata)
-        _bytes(out, m.assignment)
+        write_bytes(out, m.metadata)
+        write_bytes(out, m.assignment)
     return bytes(out)
 
 
 def decode_group_value(raw: bytes) -> ClassicGroupValue:
-    r = _Reader(raw)
-    (version,) = _UH.unpack(r.take(2))
+    r = RecordReader(raw, ClassicStateError, "classic-group record")
+    version = r.uh()
     if version not in (0, GROUP_VALUE_VERSION):
         raise ClassicStateError(f"unknown classic group value version {version}")
     protocol_type = r.s()
-    (generation,) = _GEN.unpack(r.take(4))
+    generation = r.i()
     protocol_name, leader = r.s(), r.s()
     members: list[ClassicMemberValue] = []
     if version >= 1:
-        (count,) = _I.unpack(r.take(4))
-        for _ in range(count):
+        for _ in range(r.i()):
             member_id, instance_id, client_id, client_host = r.s(), r.s(), r.s(), r.s()
-            session, rebalance = _I.unpack(r.take(4))[0], _I.unpack(r.take(4))[0]
-            metadata = r.take(_I.unpack(r.take(4))[0])
-            assignment = r.take(_I.unpack(r.take(4))[0])
+            session, rebalance = r.i(), r.i()
+            metadata, assignment = r.b(), r.b()
             members.append(
                 ClassicMemberValue(
                     member_id=member_id,
@@ -221,19 +186,19 @@ def decode_group_value(raw: bytes) -> ClassicGroupValue:
 def encode_offset_value(value: OffsetValue) -> bytes:
     out = bytearray(_UH.pack(VALUE_VERSION))
     out += _OFFSET.pack(value.offset, value.leader_epoch)
-    _str(out, value.metadata)
+    write_str(out, value.metadata)
     out += _Q.pack(value.commit_timestamp_ms)
     return bytes(out)
 
 
 def decode_offset_value(raw: bytes) -> OffsetValue:
-    r = _Reader(raw)
-    (version,) = _UH.unpack(r.take(2))
+    r = RecordReader(raw, ClassicStateError, "classic-group record")
+    version = r.uh()
     if version != VALUE_VERSION:
         raise ClassicStateError(f"unknown offset value version {version}")
     offset, leader_epoch = _OFFSET.unpack(r.take(12))
     metadata = r.s()
-    (ts,) = _Q.unpack(r.take(8))
+    ts = r.q()
     r.done()
     return OffsetValue(offset=offset, leader_epoch=leader_epoch, metadata=metadata, commit_timestamp_ms=ts)
 

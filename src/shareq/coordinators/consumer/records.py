@@ -26,6 +26,7 @@ from typing import Any
 from shareq.coordinators.classic.errors import ClassicStateError
 from shareq.coordinators.group.records import CoordinatorRecord
 
+from ..record_codec import RecordReader, write_str
 from .assignor import Assignment
 
 KEY_VERSION = 0
@@ -43,41 +44,31 @@ class ConsumerRecordType(enum.IntEnum):
 RECORD_TYPES = frozenset(int(t) for t in ConsumerRecordType)
 
 
-def _str(out: bytearray, s: str) -> None:
-    raw = s.encode()
-    out += _UH.pack(len(raw))
-    out += raw
-
-
 def group_key(group_id: str) -> bytes:
     out = bytearray(_HEAD.pack(ConsumerRecordType.CONSUMER_GROUP, KEY_VERSION))
-    _str(out, group_id)
+    write_str(out, group_id)
     return bytes(out)
 
 
 def member_key(group_id: str, member_id: str) -> bytes:
     out = bytearray(_HEAD.pack(ConsumerRecordType.CONSUMER_MEMBER, KEY_VERSION))
-    _str(out, group_id)
-    _str(out, member_id)
+    write_str(out, group_id)
+    write_str(out, member_id)
     return bytes(out)
 
 
 def decode_key(key: bytes) -> tuple[ConsumerRecordType, str, str]:
     """(record type, group id, member id; empty for a group record)."""
+    r = RecordReader(key, ClassicStateError, "consumer-group record key")
     try:
-        raw_type, version = _HEAD.unpack_from(key)
+        raw_type, version = r.h(), r.h()
         if version != KEY_VERSION:
             raise ClassicStateError(f"unknown consumer-group key version {version}")
         kind = ConsumerRecordType(raw_type)
-        pos = 4
         parts = []
-        while pos < len(key):
-            (n,) = _UH.unpack_from(key, pos)
-            if pos + 2 + n > len(key):
-                raise ClassicStateError("truncated consumer-group record key")
-            parts.append(key[pos + 2 : pos + 2 + n].decode())
-            pos += 2 + n
-    except (struct.error, ValueError, UnicodeDecodeError) as error:
+        while not r.at_end():
+            parts.append(r.s())
+    except (ValueError, UnicodeDecodeError) as error:
         raise ClassicStateError(f"corrupt consumer-group record key: {error}") from None
     expected = 1 if kind is ConsumerRecordType.CONSUMER_GROUP else 2
     if len(parts) != expected:

@@ -26,6 +26,8 @@ from dataclasses import dataclass
 
 from shareq.coordinators.group.errors import GroupStateError
 
+from ..record_codec import RecordReader, write_str
+
 KEY_VERSION = 0
 VALUE_VERSION = 0
 
@@ -81,51 +83,14 @@ _I = struct.Struct(">i")
 _KEY_HEAD = struct.Struct(">hh")
 
 
-def _str(out: bytearray, s: str) -> None:
-    raw = s.encode()
-    out += _UH.pack(len(raw))
-    out += raw
-
-
-class _Reader:
-    __slots__ = ("buf", "pos")
-
-    def __init__(self, buf: bytes) -> None:
-        self.buf = buf
-        self.pos = 0
-
-    def take(self, n: int) -> bytes:
-        if self.pos + n > len(self.buf):
-            raise GroupStateError("truncated group-coordinator record")
-        chunk = self.buf[self.pos : self.pos + n]
-        self.pos += n
-        return chunk
-
-    def h(self) -> int:
-        value: int = _H.unpack(self.take(2))[0]
-        return value
-
-    def i(self) -> int:
-        value: int = _I.unpack(self.take(4))[0]
-        return value
-
-    def s(self) -> str:
-        (n,) = _UH.unpack(self.take(2))
-        return self.take(n).decode()
-
-    def done(self) -> None:
-        if self.pos != len(self.buf):
-            raise GroupStateError("trailing bytes in group-coordinator record")
-
-
 def encode_key(record_type: RecordType, group_id: str) -> bytes:
     out = bytearray(_KEY_HEAD.pack(record_type, KEY_VERSION))
-    _str(out, group_id)
+    write_str(out, group_id)
     return bytes(out)
 
 
 def decode_key(key: bytes) -> tuple[RecordType, str]:
-    r = _Reader(key)
+    r = RecordReader(key, GroupStateError, "group-coordinator record")
     raw_type, version = r.h(), r.h()
     if version != KEY_VERSION:
         raise GroupStateError(f"unknown key version {version}")
@@ -141,26 +106,26 @@ def decode_key(key: bytes) -> tuple[RecordType, str]:
 def encode_value(value: RecordValue) -> bytes:
     out = bytearray(_H.pack(VALUE_VERSION))
     if isinstance(value, GroupMetadataValue):
-        _str(out, value.group_type)
+        write_str(out, value.group_type)
         out += _I.pack(value.group_epoch)
     elif isinstance(value, PartitionMetadataValue):
         out += _I.pack(len(value.initialized))
         for topic in value.initialized:
             out += topic.topic_id.bytes
-            _str(out, topic.topic_name)
+            write_str(out, topic.topic_name)
             out += _I.pack(len(topic.partitions))
             for p in topic.partitions:
                 out += _I.pack(p)
     else:
         out += _I.pack(len(value.configs))
         for name, val in value.configs:
-            _str(out, name)
-            _str(out, val)
+            write_str(out, name)
+            write_str(out, val)
     return bytes(out)
 
 
 def decode_value(record_type: RecordType, raw: bytes) -> RecordValue:
-    r = _Reader(raw)
+    r = RecordReader(raw, GroupStateError, "group-coordinator record")
     version = r.h()
     if version != VALUE_VERSION:
         raise GroupStateError(f"unknown value version {version} for {record_type.name}")
