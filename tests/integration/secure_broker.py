@@ -65,6 +65,7 @@ def secure_config(certs: Certificates, **extra: str) -> dict[str, str]:
         "share.coordinator.state.topic.num.partitions": "1",
         "group.share.min.heartbeat.interval.ms": "200",
         "group.share.heartbeat.interval.ms": "500",
+        "group.share.assignment.interval.ms": "0",
         "group.initial.rebalance.delay.ms": "0",
         **extra,
     }

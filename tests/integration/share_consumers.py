@@ -25,12 +25,13 @@ FAST = {
 }
 
 # Broker settings for share-group tests: few state partitions, consumers start at the beginning,
-# quick heartbeats so membership changes land fast.
+# quick heartbeats and assignments at once (no assignment interval) so membership changes land fast.
 SHARE_BROKER = {
     "share.coordinator.state.topic.num.partitions": "3",
     "group.share.auto.offset.reset": "earliest",
     "group.share.min.heartbeat.interval.ms": "200",
     "group.share.heartbeat.interval.ms": "500",
+    "group.share.assignment.interval.ms": "0",
 }
 
 

@@ -19,6 +19,7 @@ CONFIGS = (
     "group.share.auto.offset.reset=earliest",
     "group.share.min.heartbeat.interval.ms=100",
     "group.share.heartbeat.interval.ms=100",
+    "group.share.assignment.interval.ms=0",
 )
 DOWN_S = 1.5  # how long the broker stays down: the scenario, not a wait for a condition
 

@@ -34,6 +34,7 @@ BROKER_CONFIG = {
     # quick heartbeats so assignment changes reach the client fast
     "group.share.min.heartbeat.interval.ms": "100",
     "group.share.heartbeat.interval.ms": "100",
+    "group.share.assignment.interval.ms": "0",
 }
 
 

@@ -34,6 +34,7 @@ CONFIG = {
     "group.share.auto.offset.reset": "earliest",
     "group.share.min.heartbeat.interval.ms": "100",
     "group.share.heartbeat.interval.ms": "100",
+    "group.share.assignment.interval.ms": "0",
     "share.transactional.acks.enable": "true",
 }
 A = AcknowledgeType

@@ -41,6 +41,7 @@ CONFIGS = (
     "group.share.auto.offset.reset=earliest",
     "group.share.min.heartbeat.interval.ms=200",
     "group.share.heartbeat.interval.ms=300",
+    "group.share.assignment.interval.ms=0",
     "group.share.min.record.lock.duration.ms=1000",
     "group.share.record.lock.duration.ms=3000",
 )

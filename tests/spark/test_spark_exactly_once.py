@@ -50,6 +50,7 @@ CONFIGS = (
     "group.share.session.timeout.ms=6000",
     "group.share.min.heartbeat.interval.ms=200",
     "group.share.heartbeat.interval.ms=500",
+    "group.share.assignment.interval.ms=0",
 )
 QUERY_DEADLINE_S = 150.0
 

@@ -18,6 +18,9 @@ from shareq.coordinators.group import (
     TopicPartitions,
 )
 
+# Most tests are about membership, not pacing: the target is recomputed at every change
+# (share.assignment.interval.ms 0). The interval has tests of its own at the end.
+AT_ONCE = ShareBrokerConfig(assignment_interval_ms=0)
 T1 = uuid.UUID(int=1)
 T2 = uuid.UUID(int=2)
 TOPICS = {
@@ -62,7 +65,7 @@ def error_of(fn: object, *args: object, **kwargs: object) -> GroupErrorCode:
 
 
 def test_join_initializes_then_assigns() -> None:
-    c = ShareGroupCoordinator()
+    c = ShareGroupCoordinator(AT_ONCE)
     first = hb(c, "m1", 0, ("orders",))
     assert first.member_epoch == 1
     assert first.assignment == ()  # nothing is initialized yet
@@ -88,7 +91,7 @@ def test_join_initializes_then_assigns() -> None:
 
 
 def test_second_member_rebalances_and_first_sees_it() -> None:
-    c = ShareGroupCoordinator()
+    c = ShareGroupCoordinator(AT_ONCE)
     e1 = join_initialized(c, "m1", ("orders",))
     r2 = hb(c, "m2", 0, ("orders",))
     assert r2.member_epoch == e1 + 1
@@ -100,7 +103,7 @@ def test_second_member_rebalances_and_first_sees_it() -> None:
 
 
 def test_join_requires_subscription() -> None:
-    c = ShareGroupCoordinator()
+    c = ShareGroupCoordinator(AT_ONCE)
     assert error_of(hb, c, "m1", 0, None) is GroupErrorCode.INVALID_REQUEST
     assert error_of(hb, c, "m1", 0, ()) is GroupErrorCode.INVALID_REQUEST
     assert error_of(hb, c, "", 0, ("orders",)) is GroupErrorCode.INVALID_REQUEST
@@ -110,7 +113,7 @@ def test_join_requires_subscription() -> None:
 
 
 def test_unknown_group_and_member_and_fencing() -> None:
-    c = ShareGroupCoordinator()
+    c = ShareGroupCoordinator(AT_ONCE)
     assert error_of(hb, c, "m1", 3) is GroupErrorCode.GROUP_ID_NOT_FOUND
     joined = hb(c, "m1", 0, ("orders",))
     assert joined.initialize is not None
@@ -133,7 +136,7 @@ def test_unknown_group_and_member_and_fencing() -> None:
 
 
 def test_second_heartbeat_with_null_subscription_keeps_it() -> None:
-    c = ShareGroupCoordinator()
+    c = ShareGroupCoordinator(AT_ONCE)
     epoch = join_initialized(c, "m1", ("orders",))
     desc = c.describe("g")
     assert desc.members[0].subscribed_topic_names == ("orders",)
@@ -142,7 +145,7 @@ def test_second_heartbeat_with_null_subscription_keeps_it() -> None:
 
 
 def test_subscription_change_bumps_epoch_and_initializes_new_topic() -> None:
-    c = ShareGroupCoordinator()
+    c = ShareGroupCoordinator(AT_ONCE)
     epoch = join_initialized(c, "m1", ("orders",))
     res = hb(c, "m1", epoch, ("orders", "audit"))
     assert res.member_epoch == epoch + 1
@@ -151,7 +154,7 @@ def test_subscription_change_bumps_epoch_and_initializes_new_topic() -> None:
 
 
 def test_leave_removes_member_and_reports_partitions() -> None:
-    c = ShareGroupCoordinator()
+    c = ShareGroupCoordinator(AT_ONCE)
     epoch = join_initialized(c, "m1", ("orders",))
     res = hb(c, "m1", -1)
     assert res.member_epoch == -1 and res.assignment is None
@@ -166,7 +169,7 @@ def test_leave_removes_member_and_reports_partitions() -> None:
 
 
 def test_rejoin_with_epoch_zero_resends_full_assignment() -> None:
-    c = ShareGroupCoordinator()
+    c = ShareGroupCoordinator(AT_ONCE)
     epoch = join_initialized(c, "m1", ("orders",))
     res = hb(c, "m1", 0, ("orders",))
     assert res.member_epoch == epoch
@@ -174,7 +177,7 @@ def test_rejoin_with_epoch_zero_resends_full_assignment() -> None:
 
 
 def test_group_max_size() -> None:
-    c = ShareGroupCoordinator(ShareBrokerConfig(max_size=2))
+    c = ShareGroupCoordinator(ShareBrokerConfig(max_size=2, assignment_interval_ms=0))
     hb(c, "a", 0, ("orders",))
     hb(c, "b", 0, ("orders",))
     assert error_of(hb, c, "c", 0, ("orders",)) is GroupErrorCode.GROUP_MAX_SIZE_REACHED
@@ -182,7 +185,7 @@ def test_group_max_size() -> None:
 
 
 def test_inconsistent_group_protocol_for_foreign_group() -> None:
-    c = ShareGroupCoordinator()
+    c = ShareGroupCoordinator(AT_ONCE)
     c.register_group_type("classic-g", "classic")
     assert (
         error_of(hb, c, "m1", 0, ("orders",), group="classic-g") is GroupErrorCode.INCONSISTENT_GROUP_PROTOCOL
@@ -194,7 +197,7 @@ def test_inconsistent_group_protocol_for_foreign_group() -> None:
 
 
 def test_more_members_than_partitions_all_get_work() -> None:
-    c = ShareGroupCoordinator()
+    c = ShareGroupCoordinator(AT_ONCE)
     for m in ("a", "b", "c"):
         join_initialized(c, m, ("audit",))
     for m in ("a", "b", "c"):
@@ -209,7 +212,7 @@ def _epoch_of(c: ShareGroupCoordinator, member_id: str) -> int:
 
 
 def test_session_timeout_expires_at_exact_deadline() -> None:
-    c = ShareGroupCoordinator()
+    c = ShareGroupCoordinator(AT_ONCE)
     assert c.next_deadline() is None
     join_initialized(c, "m1", ("orders",), now=1_000)
     hb(c, "m2", 0, ("orders",), now=2_000)
@@ -231,7 +234,7 @@ def test_session_timeout_expires_at_exact_deadline() -> None:
 
 
 def test_session_timeout_follows_group_config() -> None:
-    c = ShareGroupCoordinator()
+    c = ShareGroupCoordinator(AT_ONCE)
     c.alter_configs("g", {"share.session.timeout.ms": "50000", "share.heartbeat.interval.ms": "6000"})
     res = hb(c, "m1", 0, ("orders",), now=0)
     assert res.heartbeat_interval_ms == 6000
@@ -239,7 +242,7 @@ def test_session_timeout_follows_group_config() -> None:
 
 
 def test_metadata_change_triggers_reassignment_and_initialization() -> None:
-    c = ShareGroupCoordinator()
+    c = ShareGroupCoordinator(AT_ONCE)
     epoch = join_initialized(c, "m1", ("orders", "later"))
     later = uuid.UUID(int=9)
     image = {**TOPICS, "later": TopicMetadata(topic_id=later, partitions=2)}
@@ -261,7 +264,7 @@ def test_metadata_change_triggers_reassignment_and_initialization() -> None:
 
 
 def test_topic_deletion_drops_state_and_assignment() -> None:
-    c = ShareGroupCoordinator()
+    c = ShareGroupCoordinator(AT_ONCE)
     epoch = join_initialized(c, "m1", ("orders",))
     result = c.metadata_changed({"audit": TOPICS["audit"]})
     assert [d.topics for d in result.delete_state] == [
@@ -273,7 +276,7 @@ def test_topic_deletion_drops_state_and_assignment() -> None:
 
 
 def test_initialize_failed_is_retried_on_next_heartbeat() -> None:
-    c = ShareGroupCoordinator()
+    c = ShareGroupCoordinator(AT_ONCE)
     res = hb(c, "m1", 0, ("orders",))
     assert res.initialize is not None
     c.initialize_failed("g", res.initialize.topics)
@@ -282,7 +285,7 @@ def test_initialize_failed_is_retried_on_next_heartbeat() -> None:
 
 
 def test_describe_list_and_delete() -> None:
-    c = ShareGroupCoordinator()
+    c = ShareGroupCoordinator(AT_ONCE)
     assert error_of(c.describe, "g") is GroupErrorCode.GROUP_ID_NOT_FOUND
     assert error_of(c.delete, "g") is GroupErrorCode.GROUP_ID_NOT_FOUND
     join_initialized(c, "m1", ("orders",))
@@ -303,7 +306,7 @@ def test_describe_list_and_delete() -> None:
 
 
 def test_member_assignment_lookup() -> None:
-    c = ShareGroupCoordinator()
+    c = ShareGroupCoordinator(AT_ONCE)
     join_initialized(c, "m1", ("orders",))
     assert c.member_assignment("g", "m1") == (
         TopicPartitions(topic_id=T1, topic_name="orders", partitions=(0, 1, 2)),
@@ -313,6 +316,71 @@ def test_member_assignment_lookup() -> None:
 
 
 def test_records_are_encoded_bytes() -> None:
-    c = ShareGroupCoordinator()
+    c = ShareGroupCoordinator(AT_ONCE)
     res = hb(c, "m1", 0, ("orders",))
     assert all(isinstance(r, CoordinatorRecord) and isinstance(r.key, bytes) for r in res.records)
+
+
+# ----------------------------------------------------------------- share.assignment.interval.ms
+
+
+def _initialized_group(c: ShareGroupCoordinator, now: int) -> int:
+    """m1 alone on ``orders``, its partitions initialized and assigned; returns its epoch."""
+    res = hb(c, "m1", 0, ("orders",), now=now)
+    assert res.initialize is not None
+    c.initialize_complete("g", res.initialize.topics)
+    return res.member_epoch
+
+
+def test_a_join_within_the_interval_waits_for_the_next_assignment() -> None:
+    """Kafka's KIP-1263 pacing (default 1 s): m2 joins 200 ms after the last target was computed;
+    it is a member at that target's epoch with nothing, and m1 keeps its partitions, until a
+    heartbeat after the interval computes the next target, which then splits them."""
+    c = ShareGroupCoordinator()  # the default interval, Kafka's 1,000 ms
+    epoch = _initialized_group(c, now=0)
+    # the first target (before initialization) was computed at 0, so the one that covers the
+    # initialized partitions waits for the interval too
+    assert hb(c, "m1", epoch, now=500).member_epoch == epoch
+    settled = hb(c, "m1", epoch, now=1_000)
+    assert owned(settled) == {("orders", 0), ("orders", 1), ("orders", 2)}
+    m1_epoch = settled.member_epoch
+
+    joined = hb(c, "m2", 0, ("orders",), now=1_200)
+    assert joined.member_epoch == m1_epoch and joined.assignment == ()
+    assert c.describe("g").group_epoch > c.describe("g").assignment_epoch
+    assert hb(c, "m1", m1_epoch, now=1_900).assignment is None  # unchanged, no new epoch
+
+    after = hb(c, "m1", m1_epoch, now=2_000)  # the interval has passed: the next target
+    assert after.member_epoch == c.describe("g").group_epoch > m1_epoch
+    second = hb(c, "m2", m1_epoch, now=2_050)
+    assert owned(after) | owned(second) == {("orders", 0), ("orders", 1), ("orders", 2)}
+    assert owned(after) and owned(second) and not owned(after) & owned(second)
+
+
+def _beat(c: ShareGroupCoordinator, member: str, now: int) -> HeartbeatResult:
+    """A heartbeat at the member's current epoch."""
+    epoch = next(m.member_epoch for m in c.describe("g").members if m.member_id == member)
+    return hb(c, member, epoch, now=now)
+
+
+def test_a_leave_within_the_interval_hands_its_partitions_on_after_it() -> None:
+    """m2 leaves 1 s after the last target, with a 5 s interval: m1 gets m2's partitions from the
+    first heartbeat 5 s after that target, not before."""
+    c = ShareGroupCoordinator(ShareBrokerConfig(assignment_interval_ms=5_000))
+    _initialized_group(c, now=0)
+    second = hb(c, "m2", 0, ("orders",), now=5_000)  # the interval has passed: a target for both
+    first = _beat(c, "m1", 5_001)
+    assert owned(first) and owned(second)
+    hb(c, "m2", -1, now=6_000)
+    assert _beat(c, "m1", 9_999).assignment is None
+    assert owned(_beat(c, "m1", 10_000)) == {("orders", 0), ("orders", 1), ("orders", 2)}
+
+
+def test_the_groups_own_interval_overrides_the_brokers() -> None:
+    """``share.assignment.interval.ms`` set on the group (0 here) replaces the broker's 1 s."""
+    c = ShareGroupCoordinator()
+    c.alter_configs("g", {"share.assignment.interval.ms": "0"})
+    epoch = _initialized_group(c, now=0)
+    assert owned(hb(c, "m1", epoch, now=1)) == {("orders", 0), ("orders", 1), ("orders", 2)}
+    joined = hb(c, "m2", 0, ("orders",), now=2)
+    assert owned(joined)  # assigned at once

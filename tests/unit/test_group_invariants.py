@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from shareq.coordinators.group import (
     GroupRequestError,
     HeartbeatRequest,
+    ShareBrokerConfig,
     ShareGroupCoordinator,
     TopicMetadata,
 )
@@ -28,9 +29,10 @@ steps = st.lists(
 
 
 @settings(max_examples=150, deadline=None)
-@given(steps)
-def test_invariants(script: list[tuple[str, str, tuple[str, ...], int]]) -> None:
-    c = ShareGroupCoordinator()
+@given(steps, st.sampled_from([0, 1_000]))
+def test_invariants(script: list[tuple[str, str, tuple[str, ...], int]], interval: int) -> None:
+    """With the target assigned at once (interval 0) or no sooner than 1 s after the last one."""
+    c = ShareGroupCoordinator(ShareBrokerConfig(assignment_interval_ms=interval))
     image = {"a": TopicMetadata(topic_id=TA, partitions=2), "b": TopicMetadata(topic_id=TB, partitions=1)}
     pending = []
     now = 0
@@ -79,7 +81,9 @@ def test_invariants(script: list[tuple[str, str, tuple[str, ...], int]]) -> None
         desc = c.describe("g")
         assert desc.group_epoch >= last_epoch
         last_epoch = desc.group_epoch
-        assert desc.assignment_epoch == desc.group_epoch
+        assert desc.assignment_epoch <= desc.group_epoch
+        if interval == 0:
+            assert desc.assignment_epoch == desc.group_epoch
         assert all(m.member_epoch <= desc.group_epoch for m in desc.members)
         assert desc.group_state == ("Stable" if desc.members else "Empty")
         # Members only hold initialized partitions of topics they subscribe to.
@@ -88,7 +92,9 @@ def test_invariants(script: list[tuple[str, str, tuple[str, ...], int]]) -> None
             for tp in m.assignment:
                 assert tp.topic_name in m.subscribed_topic_names
                 assert {(tp.topic_name, p) for p in tp.partitions} <= initialized
-        # Once every member has caught up, every subscribed initialized partition is covered.
+        # Once the interval has passed and every member has caught up, every subscribed initialized
+        # partition is covered.
+        now += interval
         for m in desc.members:
             res = c.heartbeat(
                 HeartbeatRequest(group_id="g", member_id=m.member_id, member_epoch=m.member_epoch),
@@ -97,6 +103,7 @@ def test_invariants(script: list[tuple[str, str, tuple[str, ...], int]]) -> None
             )
             pending += [res.initialize] if res.initialize else []
         caught_up = c.describe("g")
+        assert not caught_up.members or caught_up.assignment_epoch == caught_up.group_epoch
         held = {(tp.topic_name, p) for m in caught_up.members for tp in m.assignment for p in tp.partitions}
         subscribed = set().union(*(m.subscribed_topic_names for m in caught_up.members))
         assert {(t, p) for t, p in initialized if t in subscribed and p < image[t].partitions} <= held

@@ -145,7 +145,7 @@ class ShareGroupConfig:
     dlq_topic_name: str
     dlq_copy_record: bool = False
     assignment_interval_ms: int = 1_000
-    """Described and validated as Kafka's; the coordinator assigns at once, without batching."""
+    """The least time between two target assignments of the group (Kafka's KIP-1263)."""
     renew_acknowledge_enable: bool = True
     consumer_session_timeout_ms: int = 45_000
     consumer_heartbeat_interval_ms: int = 5_000

@@ -179,6 +179,7 @@ class ShareGroupCoordinator(ShareGroupAdmin):
         bump |= delete_state is not None
         if bump:
             self._bump_epoch(group, records)
+        self._maybe_assign(group, now_ms, config.assignment_interval_ms)
         initialize = self._partitions_to_initialize(group)
 
         new_assignment = group.target.get(mid, {})
@@ -234,7 +235,8 @@ class ShareGroupCoordinator(ShareGroupAdmin):
     # ----------------------------------------------------------------- epochs and assignment
 
     def _bump_epoch(self, group: ShareGroup, records: list[CoordinatorRecord]) -> None:
-        """Move the group epoch forward and recompute the target assignment at that epoch."""
+        """Move the group epoch forward. With no assignment interval the target follows at once;
+        otherwise a heartbeat computes it when the interval allows (``_maybe_assign``)."""
         new_epoch = group.group_epoch + 1
         if new_epoch > _MAX_EPOCH:
             raise GroupStateError(f"group epoch of {group.group_id} overflowed")
@@ -244,7 +246,21 @@ class ShareGroupCoordinator(ShareGroupAdmin):
             group.group_id,
             GroupMetadataValue(group_type=SHARE_GROUP_TYPE, group_epoch=new_epoch),
         )
+        if self.group_config(group.group_id).assignment_interval_ms == 0:
+            self._compute_target(group)
+
+    def _maybe_assign(self, group: ShareGroup, now_ms: int, interval_ms: int) -> None:
+        """Kafka's ``canComputeNextTargetAssignment`` (KIP-1263): a group behind its epoch computes
+        its next target at once the first time, or when ``share.assignment.interval.ms`` is 0, else
+        no sooner than that long after the last one. Until then members (a joining one too) stay at
+        the last target's epoch, so a burst of joins and leaves costs one assignment an interval."""
+        if group.assignment_epoch >= group.group_epoch:
+            return
+        last = group.assignment_timestamp_ms
+        if last is not None and interval_ms > 0 and now_ms < last + interval_ms:
+            return
         self._compute_target(group)
+        group.assignment_timestamp_ms = now_ms
 
     def _compute_target(self, group: ShareGroup) -> None:
         name_to_id = {name: meta.topic_id for name, meta in group.subscription_metadata.items()}

@@ -45,6 +45,8 @@ class ShareGroup:
     initializing: dict[uuid.UUID, set[int]] = field(default_factory=dict)
     """Share-partitions handed to the shell for initialization, not yet confirmed (not durable)."""
     target: dict[str, MemberAssignment] = field(default_factory=dict)
+    assignment_timestamp_ms: int | None = None
+    """When the target was last computed (``None``: not since this broker loaded the group)."""
 
     @property
     def state(self) -> GroupState:
