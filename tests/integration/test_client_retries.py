@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from broker_harness import BrokerProcess
 
-from shareq.client import Admin, BrokerConnectionError, ClientError, Producer, ShareConsumer
+from shareq.client import Admin, BrokerConnectionError, ClientError, GroupConsumer, Producer, ShareConsumer
 
 pytestmark = [pytest.mark.integration]
 
@@ -104,5 +104,42 @@ def test_a_failed_send_reports_the_first_error_not_a_later_one(tmp_path: Path) -
         with pytest.raises(ClientError) as closing:
             producer.close()
         assert "never sent" not in str(closing.value)
+    finally:
+        broker.kill()
+
+
+@pytest.mark.timeout(120)
+def test_a_group_consumer_rides_out_a_broker_restart(tmp_path: Path) -> None:
+    """shareq's KIP-848 ``GroupConsumer`` keeps polling through a restart of its coordinator: its
+    heartbeats find the coordinator again (and wait out COORDINATOR_LOAD_IN_PROGRESS) as Kafka's
+    consumer does, and every record is read at least once."""
+    broker = BrokerProcess(tmp_path / "data", *CONFIGS).start()
+    try:
+        with Admin(broker.bootstrap, request_timeout=10) as admin:
+            admin.create_topic("gc", 2)
+            admin.cluster.wait_for_topic("gc", 10)
+        producer = Producer(broker.bootstrap, request_timeout=5)
+        try:
+            for i in range(100):
+                producer.send("gc", b"%d" % i, partition=i % 2)
+            producer.flush()
+        finally:
+            producer.close()
+        consumer = GroupConsumer(broker.bootstrap, "cg", ["gc"], request_timeout=5)
+        try:
+            seen: set[bytes] = set()
+            deadline = time.monotonic() + 20
+            while len(seen) < 30 and time.monotonic() < deadline:
+                seen.update(bytes(r.value or b"") for r in consumer.poll(0.2, max_records=10))
+            consumer.commit()
+            assert len(seen) >= 30, f"only {len(seen)} records before the restart"
+            restart = _restart_later(broker)
+            deadline = time.monotonic() + 60
+            while len(seen) < 100 and time.monotonic() < deadline:
+                seen.update(bytes(r.value or b"") for r in consumer.poll(0.2, max_records=10))
+            restart.join(30)
+            assert seen == {b"%d" % i for i in range(100)}
+        finally:
+            consumer.close()
     finally:
         broker.kill()

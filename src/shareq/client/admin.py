@@ -44,9 +44,9 @@ from .admin_types import (
     TransactionDescription,
     TransactionListing,
 )
-from .cluster import Cluster, TopicInfo
+from .cluster import COORDINATOR_ATTEMPTS, Cluster, TopicInfo
 from .connection import API_VERSIONS, BrokerConnection
-from .errors import BrokerConnectionError, KafkaError, raise_for
+from .errors import KafkaError, raise_for
 from .security import ClientSecurity
 
 MATCH_ALL_ACLS = AclFilter(
@@ -598,7 +598,7 @@ class Admin:
         request = m.InitProducerIdRequest(
             transactional_id=transactional_id, transaction_timeout=datetime.timedelta(milliseconds=timeout_ms)
         )
-        for _ in range(_COORDINATOR_ATTEMPTS):
+        for _ in range(COORDINATOR_ATTEMPTS):
             response = conn.send(request)
             if response.error_code is not ErrorCode.concurrent_transactions:
                 break
@@ -637,44 +637,7 @@ class Admin:
         return security.describe_scram_credentials(self.cluster.any_connection(), users)
 
     def _coordinator_call(self, group_id: str, api_key: int, build: Any) -> Any:
-        """Send to the group coordinator, as Kafka's clients do: look it up again when it moved, is not
-        available or its connection dropped (a restarting broker), wait while it loads, with a growing
-        backoff, for at least ten attempts and up to the request timeout."""
-        backoff = 0.05
-        code: ErrorCode | None = None
-        deadline = time.monotonic() + self.cluster.request_timeout
-        attempt = 0
-        while True:
-            attempt += 1
-            last = attempt >= _COORDINATOR_ATTEMPTS and time.monotonic() + backoff >= deadline
-            try:
-                # a coordinator that moved or is unavailable is looked up again; one loading is waited on
-                conn = self.cluster.coordinator(group_id, refresh=code is not None and code is not _LOADING)
-                _v, m = conn.module(api_key)
-                response = conn.send(build(m))
-            except BrokerConnectionError:
-                if last:
-                    raise
-                code = ErrorCode.not_coordinator
-            else:
-                code = _retriable(response)
-                if code is None or last:
-                    return response
-            time.sleep(backoff)
-            backoff = min(backoff * 2, 1.0)
-
-
-_COORDINATOR_ATTEMPTS = 10
-_LOADING = ErrorCode.coordinator_load_in_progress
-_RETRIABLE = (ErrorCode.not_coordinator, ErrorCode.coordinator_not_available, _LOADING)
-
-
-def _retriable(response: Any) -> ErrorCode | None:
-    """The coordinator error that makes the whole call worth repeating, if any."""
-    codes = [getattr(response, "error_code", ErrorCode.none)]
-    codes += [getattr(g, "error_code", ErrorCode.none) for g in getattr(response, "groups", ()) or ()]
-    codes += [getattr(r, "error_code", ErrorCode.none) for r in getattr(response, "results", ()) or ()]
-    return next((c for c in codes if c in _RETRIABLE), None)
+        return self.cluster.coordinator_call(group_id, api_key, build)
 
 
 def _config_source(value: int) -> ConfigSource:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -310,5 +311,49 @@ class Cluster:
             self._coordinators[(key_type, key)] = node_id
         return self.connection(node_id)
 
+    def coordinator_call(self, group_id: str, api_key: int, build: Callable[[Any], Any]) -> Any:
+        """Send ``build(module)`` to the group coordinator, as Kafka's clients do: look it up again
+        when it moved, is not available or its connection dropped (a restarting broker), wait while
+        it loads, with a growing backoff, for at least ten attempts and up to the request timeout.
+        Returns the last response (it may still carry an error the caller reports)."""
+        backoff = 0.05
+        code: ErrorCode | None = None
+        deadline = time.monotonic() + self.request_timeout
+        attempt = 0
+        while True:
+            attempt += 1
+            last = attempt >= COORDINATOR_ATTEMPTS and time.monotonic() + backoff >= deadline
+            try:
+                # a coordinator that moved or is unavailable is looked up again; one loading is waited on
+                conn = self.coordinator(group_id, refresh=code is not None and code is not _LOADING)
+                _v, m = conn.module(api_key)
+                response = conn.send(build(m))
+            except BrokerConnectionError:
+                if last:
+                    raise
+                code = ErrorCode.not_coordinator
+            else:
+                code = _coordinator_retriable(response)
+                if code is None or last:
+                    return response
+            time.sleep(backoff)
+            backoff = min(backoff * 2, 1.0)
+
     def forget_coordinator(self, key: str, key_type: int = COORDINATOR_GROUP) -> None:
         self._coordinators.pop((key_type, key), None)
+
+
+COORDINATOR_ATTEMPTS = 10
+_LOADING = ErrorCode.coordinator_load_in_progress
+_COORDINATOR_ERRORS = (ErrorCode.not_coordinator, ErrorCode.coordinator_not_available, _LOADING)
+
+
+def _coordinator_retriable(response: Any) -> ErrorCode | None:
+    """The coordinator error that makes the whole call worth repeating, if any: on the response,
+    a group or result of it, or a partition of it (OffsetCommit answers per partition)."""
+    codes = [getattr(response, "error_code", ErrorCode.none)]
+    codes += [getattr(g, "error_code", ErrorCode.none) for g in getattr(response, "groups", ()) or ()]
+    codes += [getattr(r, "error_code", ErrorCode.none) for r in getattr(response, "results", ()) or ()]
+    for topic in getattr(response, "topics", ()) or ():
+        codes += [getattr(p, "error_code", ErrorCode.none) for p in getattr(topic, "partitions", ()) or ()]
+    return next((c for c in codes if c in _COORDINATOR_ERRORS), None)

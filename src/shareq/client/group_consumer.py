@@ -21,13 +21,19 @@ from kio.schema.errors import ErrorCode
 from . import _admin_consumer
 from .admin_types import OffsetSpec
 from .consumer import Consumer
-from .errors import KafkaError
+from .errors import BrokerConnectionError, KafkaError
 from .records import ConsumerRecord
 
 CONSUMER_GROUP_HEARTBEAT = 68
 OFFSET_COMMIT = 8
 OFFSET_FETCH = 9
 _REJOIN = {ErrorCode.unknown_member_id, ErrorCode.fenced_member_epoch}
+_REDISCOVER = {
+    ErrorCode.not_coordinator,
+    ErrorCode.coordinator_not_available,
+    ErrorCode.coordinator_load_in_progress,
+}
+_RETRY_BACKOFF_S = 0.1  # Kafka's retry.backoff.ms
 
 
 class GroupConsumer:
@@ -62,7 +68,13 @@ class GroupConsumer:
     # -- membership --------------------------------------------------------------------------------
 
     def _heartbeat(self, *, leave: bool = False) -> None:
-        conn = self.cluster.coordinator(self.group_id)
+        try:
+            conn = self.cluster.coordinator(self.group_id)
+        except BrokerConnectionError:
+            if leave:
+                raise
+            self._next_heartbeat = time.monotonic() + _RETRY_BACKOFF_S
+            return
         _v, m = conn.module(CONSUMER_GROUP_HEARTBEAT)
         joining = self.epoch == 0
         request = m.ConsumerGroupHeartbeatRequest(
@@ -75,7 +87,20 @@ class GroupConsumer:
                 m.TopicPartitions(topic_id=t, partitions=tuple(sorted(ps))) for t, ps in self._owned.items()
             ),
         )
-        response = conn.send(request)
+        try:
+            response = conn.send(request)
+        except BrokerConnectionError:
+            if leave:
+                raise
+            self.cluster.forget_coordinator(self.group_id)  # found again, and retried, after a backoff
+            self._next_heartbeat = time.monotonic() + _RETRY_BACKOFF_S
+            return
+        if response.error_code in _REDISCOVER and not leave:
+            # the coordinator moved or is loading the group: Kafka's consumer looks it up again
+            # and retries after its backoff rather than failing the poll
+            self.cluster.forget_coordinator(self.group_id)
+            self._next_heartbeat = time.monotonic() + _RETRY_BACKOFF_S
+            return
         if response.error_code in _REJOIN and not leave:  # fenced: what it held is no longer its own
             self._drop(set(self._owned_names()), commit=False)
             self.member_id, self.epoch, self._owned = _new_member_id(), 0, {}
@@ -124,9 +149,11 @@ class GroupConsumer:
         wanted: dict[str, list[int]] = {}
         for topic, partition in partitions:
             wanted.setdefault(topic, []).append(partition)
-        conn = self.cluster.coordinator(self.group_id)
-        _v, m = conn.module(OFFSET_FETCH)
-        response = conn.send(_admin_consumer.build_offset_fetch(m, self.group_id, wanted))
+        response = self.cluster.coordinator_call(
+            self.group_id,
+            OFFSET_FETCH,
+            lambda m: _admin_consumer.build_offset_fetch(m, self.group_id, wanted),
+        )
         found = _admin_consumer.parse_offset_fetch(response, self.group_id)
         return {key: o.offset for key, o in found.items()}
 
@@ -166,16 +193,17 @@ class GroupConsumer:
     def _commit(self, positions: dict[tuple[str, int], int]) -> None:
         if not positions:
             return
-        conn = self.cluster.coordinator(self.group_id)
-        _v, m = conn.module(OFFSET_COMMIT)
-        request: Any = _admin_consumer.build_offset_commit(m, self.group_id, positions)
-        request = type(request)(
-            group_id=request.group_id,
-            generation_id_or_member_epoch=self.epoch,
-            member_id=self.member_id,
-            topics=request.topics,
-        )
-        response = conn.send(request)
+
+        def build(m: Any) -> Any:
+            request: Any = _admin_consumer.build_offset_commit(m, self.group_id, positions)
+            return type(request)(
+                group_id=request.group_id,
+                generation_id_or_member_epoch=self.epoch,
+                member_id=self.member_id,
+                topics=request.topics,
+            )
+
+        response = self.cluster.coordinator_call(self.group_id, OFFSET_COMMIT, build)
         for (topic, partition), code in _admin_consumer.parse_partition_errors(response).items():
             if code != ErrorCode.none:
                 raise KafkaError(code, context=f"OffsetCommit({self.group_id}) {topic}-{partition}")
