@@ -245,6 +245,13 @@ def test_batch_of_record_tails_is_the_batch_of_the_records(records: list[Record]
     ]
 
 
+def test_batch_of_record_tails_past_the_kept_offset_deltas() -> None:
+    records = [Record(value=b"%d" % i) for i in range(70_000)]
+    tails = [encode_record_tail(None, r.value, b"", 0) for r in records]
+    assert encode_tails_batch(tails, base_timestamp=5) == encode_batch(records, base_timestamp=5)
+    assert encode_tails_batch(tails[:3], base_timestamp=5) == encode_batch(records[:3], base_timestamp=5)
+
+
 def test_batch_of_no_record_tails_refused() -> None:
     with pytest.raises(ValueError):
         encode_tails_batch([], base_timestamp=0)

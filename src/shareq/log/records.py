@@ -139,6 +139,8 @@ def _varint(n: int) -> bytes:
     z = ((n << 1) ^ (n >> 63)) & 0xFFFFFFFFFFFFFFFF
     if z < 0x80:
         return _ONE_BYTE[z]
+    if z < 0x4000:  # record lengths of up to 8 KiB
+        return bytes(((z & 0x7F) | 0x80, z >> 7))
     out = bytearray()
     while z >= 0x80:
         out.append((z & 0x7F) | 0x80)
@@ -297,6 +299,20 @@ varint (at most 4), attributes (1), timestamp delta 0 (1), offset delta (at most
 _TAIL_HEAD = b"\x00\x00"  # attributes (unused), timestamp delta 0
 
 
+_HEADS: list[bytes] = []
+
+
+def _tail_heads(n: int) -> list[bytes]:
+    """What precedes the tails of records 0..n-1 of a batch (attributes, timestamp delta 0,
+    offset delta), kept for the largest batch seen up to 65,536 records."""
+    heads = _HEADS
+    if len(heads) < n:
+        heads.extend(_TAIL_HEAD + _varint(delta) for delta in range(len(heads), min(n, 1 << 16)))
+        if len(heads) < n:
+            return heads + [_TAIL_HEAD + _varint(delta) for delta in range(len(heads), n)]
+    return heads
+
+
 def encode_tails_batch(tails: Sequence[bytes], *, base_timestamp: int) -> bytes:
     """One uncompressed batch of records given as tails (:func:`encode_record_tail`), every one
     stamped ``base_timestamp`` (create time), at consecutive offsets; no producer id. The same
@@ -306,8 +322,8 @@ def encode_tails_batch(tails: Sequence[bytes], *, base_timestamp: int) -> bytes:
     parts: list[bytes] = [bytes(HEADER_SIZE)]
     append = parts.append
     varint = _varint
-    for delta, tail in enumerate(tails):
-        head = _TAIL_HEAD + varint(delta)
+    heads = _tail_heads(len(tails))
+    for head, tail in zip(heads, tails):
         append(varint(len(head) + len(tail)))
         append(head)
         append(tail)

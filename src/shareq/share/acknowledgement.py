@@ -139,6 +139,18 @@ def stretch_segments(
     neighbours across batch boundaries joined: what one ``InFlightMap.carve`` takes."""
     out: list[list[tuple[int, int, AcknowledgeType]]] = []
     for batch in batches:
+        types = batch.types
+        if len(types) == 1:  # the usual batch: one type (clients split where the type changes)
+            first, ack = batch.first_offset, types[0]
+            if out and out[-1][-1][1] + 1 == first:
+                tail = out[-1]
+                if tail[-1][2] is ack:
+                    tail[-1] = (tail[-1][0], batch.last_offset, ack)
+                else:
+                    tail.append((first, batch.last_offset, ack))
+            else:
+                out.append([(first, batch.last_offset, ack)])
+            continue
         segs = segments(batch)
         if out and out[-1][-1][1] + 1 == segs[0][0]:
             tail = out[-1]

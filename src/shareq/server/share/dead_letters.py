@@ -33,7 +33,7 @@ from shareq.log.records import (
     encode_record_tail,
     encode_tails_batch,
 )
-from shareq.share import RunView, SharePartition
+from shareq.share import SharePartition
 from shareq.share.dead_letter import (
     HEADER_OFFSET,
     DeadLetterPlanner,
@@ -150,7 +150,7 @@ class DeadLetterWriter:
         if sp is None or source is None:
             self.planner.forget(key)
             return
-        ranges = _take(sp.archiving_runs(MAX_RECORDS_PER_ROUND), MAX_RECORDS_PER_ROUND)
+        ranges = _take(sp.archiving_spans(MAX_RECORDS_PER_ROUND), MAX_RECORDS_PER_ROUND)
         if not ranges:
             self.planner.written(key)
             return
@@ -244,7 +244,7 @@ class DeadLetterWriter:
                 self._failed(key, self.group_stats(key.group_id))
                 return
         self.planner.written(key)
-        if services.partitions.cached(key) is sp and sp.archiving_runs(1):
+        if services.partitions.cached(key) is sp and sp.archiving_spans(1):
             self.notify(key)
 
     def _failed(self, key: SharePartitionKey, stats: DlqStats) -> None:
@@ -337,15 +337,16 @@ class DeadLetterWriter:
         return found
 
 
-def _take(runs: tuple[RunView, ...], budget: int) -> list[tuple[int, int, int]]:
+def _take(spans: list[tuple[int, int, int]], budget: int) -> list[tuple[int, int, int]]:
     """(first, last, delivery count) of the first ``budget`` ARCHIVING records, in offset order."""
     out: list[tuple[int, int, int]] = []
-    for run in runs:
+    for first, last, count in spans:
         if budget <= 0:
             break
-        last = min(run.last_offset, run.first_offset + budget - 1)
-        out.append((run.first_offset, last, run.delivery_count))
-        budget -= last - run.first_offset + 1
+        if last - first + 1 > budget:
+            last = first + budget - 1
+        out.append((first, last, count))
+        budget -= last - first + 1
     return out
 
 
