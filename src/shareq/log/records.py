@@ -323,7 +323,7 @@ def encode_tails_batch(tails: Sequence[bytes], *, base_timestamp: int) -> bytes:
     append = parts.append
     varint = _varint
     heads = _tail_heads(len(tails))
-    for head, tail in zip(heads, tails):
+    for head, tail in zip(heads, tails, strict=False):  # heads may be the longer
         append(varint(len(head) + len(tail)))
         append(head)
         append(tail)

@@ -66,11 +66,11 @@ class StateBatch:
     delivery_count: int
 
 
-_new = object.__new__
-_set_first = StateBatch.first_offset.__set__  # type: ignore[attr-defined]
-_set_last = StateBatch.last_offset.__set__  # type: ignore[attr-defined]
-_set_state = StateBatch.delivery_state.__set__  # type: ignore[attr-defined]
-_set_count = StateBatch.delivery_count.__set__  # type: ignore[attr-defined]
+_new = object.__new__  # with the slots' own setters below: no frozen __setattr__ per field
+_set_first = StateBatch.__dict__["first_offset"].__set__
+_set_last = StateBatch.__dict__["last_offset"].__set__
+_set_state = StateBatch.__dict__["delivery_state"].__set__
+_set_count = StateBatch.__dict__["delivery_count"].__set__
 
 
 def state_batch(first_offset: int, last_offset: int, delivery_state: int, delivery_count: int) -> StateBatch:

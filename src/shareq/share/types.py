@@ -78,10 +78,10 @@ class AcknowledgementBatch:
     types: tuple[AcknowledgeType, ...]
 
 
-_new = object.__new__
-_set_first = AcknowledgementBatch.first_offset.__set__  # type: ignore[attr-defined]
-_set_last = AcknowledgementBatch.last_offset.__set__  # type: ignore[attr-defined]
-_set_types = AcknowledgementBatch.types.__set__  # type: ignore[attr-defined]
+_new = object.__new__  # with the slots' own setters below: no frozen __setattr__ per field
+_set_first = AcknowledgementBatch.__dict__["first_offset"].__set__
+_set_last = AcknowledgementBatch.__dict__["last_offset"].__set__
+_set_types = AcknowledgementBatch.__dict__["types"].__set__
 
 
 def acknowledgement_batch(
