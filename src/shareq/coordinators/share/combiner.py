@@ -105,9 +105,14 @@ def combine_state_batches(
     ``start_offset`` of ``NO_START_OFFSET`` (-1) prunes nothing.
     """
     start = start_offset if start_offset != NO_START_OFFSET else -1
-    if new and current and current[-1].last_offset < new[0].first_offset:
-        # The usual acknowledgement: runs past everything recorded (hundreds of them when types
-        # alternate), appended as they are.
-        if _is_normal(new) and _is_normal(current):
-            return _prune_and_coalesce([*current, *new], start)
+    # The usual acknowledgement: runs past everything recorded (hundreds of them when types
+    # alternate), appended as they are.
+    if (
+        new
+        and current
+        and current[-1].last_offset < new[0].first_offset
+        and _is_normal(new)
+        and _is_normal(current)
+    ):
+        return _prune_and_coalesce([*current, *new], start)
     return _prune_and_coalesce(_overlay(_normalize(current), _normalize(new)), start)
