@@ -290,6 +290,15 @@ class DeadLetterWriter:
                     after,
                 )
             bare, before, after = parts
+            if not sources:  # headers only: one join per letter
+                lengths = _LENGTH
+                out.extend(
+                    [
+                        bare + lengths[len(text)] + text + after
+                        for text in map(b"%d".__mod__, range(first, last + 1))
+                    ]
+                )
+                continue
             for offset in range(first, last + 1):
                 text = b"%d" % offset
                 value = _LENGTH[len(text)] + text
