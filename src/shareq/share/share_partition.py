@@ -519,7 +519,7 @@ class SharePartition:
             if target is _ACQUIRED or target is _TX_PENDING:
                 continue
             targets[run.first] = target
-            if target is _ACKNOWLEDGED or target is _ARCHIVED:
+            if target is _ACKNOWLEDGED or target is _ARCHIVED:  # TERMINAL, by identity
                 newly_terminal += run.last - run.first + 1
             durable.append(piece)
         spso, dropped, _ = self._terminal_prefix(txn, targets)
@@ -633,7 +633,7 @@ class SharePartition:
                 run.member = None
             run.state = target
             committed[target] = committed.get(target, 0) + size
-            if target is _ACKNOWLEDGED or target is _ARCHIVED:
+            if target is _ACKNOWLEDGED or target is _ARCHIVED:  # TERMINAL, by identity
                 self._dcc += size
             elif target is _AVAILABLE:
                 released = True
