@@ -1,6 +1,6 @@
 """Share consumption with 10% of records rejected into a dead-letter queue, against none rejected.
 
-    PYTHONPATH=src python bench/dlq.py [--records 200000] [--consumers 4]
+    PYTHONPATH=src python bench/dlq.py [--records 200000] [--consumers 4] [--rounds 3] [--control]
 
 A fresh broker runs as a subprocess (``python -m shareq serve``, DLQ auto-creation on) and N records
 of 100 bytes are produced to a 4-partition topic. Then two phases on the same data, each with its
@@ -9,13 +9,17 @@ acknowledgement, one ShareAcknowledge per poll):
 
 * ``0% rejected``: every record ACCEPTed (the group has no DLQ);
 * ``10% rejected``: every tenth record REJECTed; the group's DLQ topic ``dlq.bench`` receives them
-  (headers only, the default).
+  (headers only, the default);
+* with ``--control``, also 10% rejected in a group without a DLQ (archived at once).
 
-A phase's clock starts when every consumer is connected and stops when the last one has its last
-acknowledgement answered. Printed: consume+ack rec/s of each phase, their ratio (target >= 0.8),
-the broker's CPU per record over each phase's clock and the consumer processes' CPU per record
-(the whole process: connecting too), and DLQ writes per second (dead letters in the DLQ topic
-over the time from the phase's start to the last one landing).
+A phase's clock runs from the first records any consumer receives to the last acknowledgement
+answered (joining the group and closing the consumers are not timed). Printed: consume+ack rec/s
+of each phase, the ratio to 0% (target >= 0.8), the broker's CPU per record over each phase and
+the consumer processes' CPU per record (the whole process: connecting too), and DLQ writes per
+second (dead letters in the DLQ topic over the time from the first records to the last one
+landing). ``--rounds N`` repeats this N times, each round on a fresh broker with the phases'
+order rotated (0% first, then the DLQ phase first, ...), and prints the median ratio and CPU per
+record: the box is shared, and a single pair of phases drifts with its neighbours' load.
 """
 
 from __future__ import annotations
@@ -25,10 +29,12 @@ import multiprocessing as mp
 import os
 import shutil
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from multiprocessing.sharedctypes import Synchronized
 from pathlib import Path
 
@@ -104,7 +110,7 @@ def consumer_process(
     start: Synchronized[int],
     done: Synchronized[int],
     total: int,
-    out: mp.Queue[tuple[int, float]],
+    out: mp.Queue[tuple[int, float, float, float]],
 ) -> None:
     from confluent_kafka import AcknowledgeType, ShareConsumer
 
@@ -117,6 +123,7 @@ def consumer_process(
     while not start.value:
         time.sleep(0.01)
     got = 0
+    first = 0.0  # when the first records arrived (joining the group is not timed)
     idle_since = time.monotonic()
     while done.value < total:
         messages = consumer.poll(0.2)
@@ -125,6 +132,7 @@ def consumer_process(
                 break
             continue
         idle_since = time.monotonic()
+        first = first or idle_since
         for m in messages:
             kind = (
                 AcknowledgeType.REJECT
@@ -137,9 +145,10 @@ def consumer_process(
         with done.get_lock():
             done.value += len(messages)
     consumer.commit_sync()
+    acked = time.monotonic()  # the last acknowledgement answered (closing is not timed)
     consumer.close()
     times = os.times()
-    out.put((got, times.user + times.system))
+    out.put((got, times.user + times.system, first, acked))
 
 
 def dlq_count(bootstrap: str) -> int:
@@ -184,7 +193,7 @@ def phase(
                 ConfigResource(ResourceType.GROUP, group), {"errors.deadletterqueue.topic.name": DLQ}
             )
     ready, start, done = mp.Value("i", 0), mp.Value("i", 0), mp.Value("i", 0)
-    out: mp.Queue[tuple[int, float]] = mp.Queue()
+    out: mp.Queue[tuple[int, float, float, float]] = mp.Queue()
     procs = [
         mp.Process(target=consumer_process, args=(bootstrap, group, reject_every, ready, start, done, n, out))
         for _ in range(consumers)
@@ -196,13 +205,14 @@ def phase(
     broker_cpu = cpu_seconds(broker)
     began = time.monotonic()
     start.value = 1
-    for p in procs:
-        p.join(300)
-    elapsed = time.monotonic() - began
+    results = [out.get(timeout=300) for _ in procs]
     broker_cpu = cpu_seconds(broker) - broker_cpu
-    results = [out.get() for _ in procs]
-    consumed = sum(got for got, _ in results)
-    client_cpu = sum(cpu for _, cpu in results)
+    for p in procs:
+        p.join(60)
+    began = min(first for _, _, first, _ in results if first)
+    elapsed = max(acked for _, _, _, acked in results) - began
+    consumed = sum(got for got, _, _, _ in results)
+    client_cpu = sum(cpu for _, cpu, _, _ in results)
     assert consumed >= n, f"{group}: consumed {consumed} of {n}"
     dlq_elapsed = 0.0
     if reject_every and dlq:
@@ -215,37 +225,40 @@ def phase(
     return elapsed, dlq_elapsed, broker_cpu, client_cpu
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--records", type=int, default=200_000)
-    parser.add_argument("--consumers", type=int, default=4)
-    parser.add_argument("--control", action="store_true", help="also 10%% rejected without a DLQ")
-    parser.add_argument(
-        "--record-locks",
-        type=int,
-        default=None,
-        help="the share-partitions' in-flight window (group.share.partition.max.record.locks; default 2000)",
-    )
-    args = parser.parse_args()
-    n = args.records - args.records % (PARTITIONS * 10)
+@dataclass(frozen=True, slots=True)
+class Phase:
+    name: str
+    group: str
+    reject_every: int
+    dlq: bool
+
+
+PHASES = {
+    "0%": Phase("0% rejected", "bench-0", 0, True),
+    "dlq": Phase("10% rejected into a DLQ", "bench-10", 10, True),
+    "archive": Phase("10% rejected, no DLQ (archived at once)", "bench-10-archive", 10, False),
+}
+
+
+def one_round(
+    names: list[str], n: int, consumers: int, record_locks: int | None
+) -> dict[str, tuple[float, float, float, float]]:
+    """One fresh broker, the records produced once, then each phase in ``names``' order."""
     data = Path(tempfile.mkdtemp(prefix="dlq-bench-"))
     port = free_port()
     bootstrap = f"127.0.0.1:{port}"
-    broker = start_broker(data, port, args.record_locks)
+    broker = start_broker(data, port, record_locks)
     proc = psutil.Process(broker.pid)
+    out: dict[str, tuple[float, float, float, float]] = {}
     try:
         from shareq.client import Admin
 
         with Admin(bootstrap) as admin:
             admin.create_topic(TOPIC, PARTITIONS)
         produce(bootstrap, n)
-        base, _, base_cpu, base_clients = phase(bootstrap, proc, "bench-0", 0, n, args.consumers)
-        with_dlq, until_dlq, dlq_cpu, dlq_clients = phase(bootstrap, proc, "bench-10", 10, n, args.consumers)
-        no_dlq, _, no_dlq_cpu, no_dlq_clients = (
-            phase(bootstrap, proc, "bench-10-archive", 10, n, args.consumers, dlq=False)
-            if args.control
-            else (0.0, 0.0, 0.0, 0.0)
-        )
+        for name in names:
+            ph = PHASES[name]
+            out[name] = phase(bootstrap, proc, ph.group, ph.reject_every, n, consumers, dlq=ph.dlq)
     finally:
         broker.terminate()
         try:
@@ -254,32 +267,70 @@ def main() -> None:
             broker.kill()
             broker.wait(10)
         shutil.rmtree(data, ignore_errors=True)
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--records", type=int, default=200_000)
+    parser.add_argument("--consumers", type=int, default=4)
+    parser.add_argument("--control", action="store_true", help="also 10%% rejected without a DLQ")
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="rounds, each on a fresh broker, the phases' order rotating from one round to the next",
+    )
+    parser.add_argument(
+        "--record-locks",
+        type=int,
+        default=None,
+        help="the share-partitions' in-flight window (group.share.partition.max.record.locks; default 2000)",
+    )
+    args = parser.parse_args()
+    n = args.records - args.records % (PARTITIONS * 10)
+    names = ["0%", "dlq", *(["archive"] if args.control else [])]
     rejected = n // 10
     print(
         f"{n} records x 100 B, {PARTITIONS} partitions, "
         f"{args.consumers} librdkafka ShareConsumers (explicit acks), "
-        f"in-flight window {args.record_locks or 2000}"
+        f"in-flight window {args.record_locks or 2000}, load average {os.getloadavg()[0]:.1f}"
     )
 
-    def cpu(broker_cpu: float, clients_cpu: float) -> str:
+    def line(name: str, figures: tuple[float, float, float, float], base: float) -> str:
+        elapsed, _, broker_cpu, clients_cpu = figures
+        ratio = "" if name == "0%" else f" ({base / elapsed:.2f}x of 0%)"
         return (
-            f"broker CPU {broker_cpu / n * 1e6:5.1f} us/rec, "
-            f"consumers' CPU {clients_cpu / n * 1e6:5.1f} us/rec"
+            f"  {PHASES[name].name + ':':42s}{n / elapsed:9.0f} rec/s consume+ack{ratio:14s}  "
+            f"broker CPU {broker_cpu / n * 1e6:4.2f} us/rec, "
+            f"consumers' CPU {clients_cpu / n * 1e6:4.2f} us/rec"
         )
 
-    print(f"  0% rejected:  {n / base:10.0f} rec/s consume+ack  {cpu(base_cpu, base_clients)}")
-    print(
-        f"  10% rejected: {n / with_dlq:10.0f} rec/s consume+ack  "
-        f"({base / with_dlq:.2f}x of 0%, target >= 0.8)  {cpu(dlq_cpu, dlq_clients)}"
-    )
-    if no_dlq:
+    ratios: list[float] = []
+    writes: list[float] = []
+    cpu: dict[str, list[float]] = {name: [] for name in names}
+    for r in range(args.rounds):
+        order = names[r % len(names) :] + names[: r % len(names)]
+        results = one_round(order, n, args.consumers, args.record_locks)
+        base = results["0%"][0]
+        print(f"round {r + 1} ({' -> '.join(order)}), load average {os.getloadavg()[0]:.1f}:")
+        for name in names:
+            print(line(name, results[name], base))
+            cpu[name].append(results[name][2] / n * 1e6)
+        until_dlq = results["dlq"][1]
         print(
-            f"  10% rejected, no DLQ (archived at once): {n / no_dlq:10.0f} rec/s consume+ack  "
-            f"{cpu(no_dlq_cpu, no_dlq_clients)}"
+            f"  {'DLQ writes:':42s}{rejected / until_dlq:9.0f} rec/s "
+            f"({rejected} dead letters in {until_dlq:.2f} s)"
         )
-    print(
-        f"  DLQ writes:   {rejected / until_dlq:10.0f} rec/s ({rejected} dead letters in {until_dlq:.2f} s)"
-    )
+        ratios.append(base / results["dlq"][0])
+        writes.append(rejected / until_dlq)
+    if args.rounds > 1:
+        print(
+            f"median of {args.rounds} rounds: 10% into a DLQ / 0% = {statistics.median(ratios):.2f}x "
+            f"(target >= 0.8; rounds {', '.join(f'{x:.2f}' for x in ratios)}), "
+            + ", ".join(f"broker CPU {name} {statistics.median(v):.2f} us/rec" for name, v in cpu.items())
+            + f", DLQ writes {statistics.median(writes):.0f} rec/s"
+        )
 
 
 if __name__ == "__main__":

@@ -25,6 +25,9 @@ from shareq.log.records import (
     decode_batches,
     encode_batch,
     encode_control_batch,
+    encode_headers,
+    encode_record_tail,
+    encode_tails_batch,
     read_varint,
     write_varint,
 )
@@ -225,6 +228,33 @@ def test_round_trip_from_kafka_python(records: list[Record]) -> None:
     assert [(r.key, r.value, r.headers, r.timestamp) for r in decode_batches(raw)[0].records] == [
         (r.key, r.value, r.headers, r.timestamp) for r in records
     ]
+
+
+@given(records=_records, stamp=st.integers(min_value=0, max_value=2**50))
+def test_batch_of_record_tails_is_the_batch_of_the_records(records: list[Record], stamp: int) -> None:
+    """The dead-letter writer's encoding (ready record tails, one timestamp) gives the very bytes
+    of the generic one, which kafka-python reads too."""
+    tails = [encode_record_tail(r.key, r.value, encode_headers(r.headers), len(r.headers)) for r in records]
+    raw = encode_tails_batch(tails, base_timestamp=stamp)
+    stamped = [Record(key=r.key, value=r.value, headers=r.headers) for r in records]
+    assert raw == encode_batch(stamped, base_timestamp=stamp)
+    theirs = DefaultRecordBatch(raw)
+    assert theirs.validate_crc()
+    assert [(r.offset, r.timestamp, r.key, r.value, tuple(r.headers)) for r in theirs] == [
+        (i, stamp, r.key, r.value, r.headers) for i, r in enumerate(records)
+    ]
+
+
+def test_batch_of_record_tails_past_the_kept_offset_deltas() -> None:
+    records = [Record(value=b"%d" % i) for i in range(70_000)]
+    tails = [encode_record_tail(None, r.value, b"", 0) for r in records]
+    assert encode_tails_batch(tails, base_timestamp=5) == encode_batch(records, base_timestamp=5)
+    assert encode_tails_batch(tails[:3], base_timestamp=5) == encode_batch(records[:3], base_timestamp=5)
+
+
+def test_batch_of_no_record_tails_refused() -> None:
+    with pytest.raises(ValueError):
+        encode_tails_batch([], base_timestamp=0)
 
 
 @given(st.integers(-(2**63), 2**63 - 1))

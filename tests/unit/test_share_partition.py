@@ -21,7 +21,8 @@ from shareq.share import (
     SharePartition,
     parse_acknowledge_types,
 )
-from shareq.share.persister import NO_START_OFFSET, SharePartitionKey, ShareState, StateBatch
+from shareq.share.persister import NO_START_OFFSET, SharePartitionKey, ShareState, StateBatch, state_batch
+from shareq.share.types import acknowledgement_batch
 
 KEY = SharePartitionKey(group_id="g", topic_id=uuid.UUID(int=3), partition=0)
 A = AcknowledgeType
@@ -314,6 +315,33 @@ def test_dead_lettered_spans_archive_only_the_archiving_records_named() -> None:
     h.persist(h.sp.dead_lettered_spans([(6, 6), (9, 9)]), 0)
     assert (h.sp.spso, h.runs(), h.sp.archiving_count()) == (10, [], 0)
     assert h.rebuilt().runs() == (), "ARCHIVED is what was persisted"
+
+
+def test_a_dead_letter_write_leaves_out_the_deltas_below_the_start_offset_it_moves_to() -> None:
+    h = Harness(ShareConfig(dlq_enabled=True))
+    h.acquire("c1", [(0, 9)], 10)
+    h.ack("c1", 0, 6, A.REJECT, A.ACCEPT, A.REJECT, A.ACCEPT, A.ACCEPT, A.ACCEPT, A.REJECT)  # 7..9 held
+    assert [(v.first_offset, v.last_offset) for v in h.sp.archiving_runs()] == [(0, 0), (2, 2), (6, 6)]
+    write = h.sp.dead_lettered_spans([(0, 0), (2, 2), (6, 6)])
+    assert write is not None
+    # the write moves the start offset to 7, which drops the state below it: no delta is needed
+    assert (write.params.start_offset, write.params.state_batches) == (7, ())
+    h.persist(write, 0)
+    assert (h.sp.spso, h.rebuilt().spso) == (7, 7)
+    assert h.sp.stats.dead_lettered == 3
+    # a dead letter above a record still held keeps its delta (the start offset stays)
+    h.ack("c1", 8, 9, A.REJECT, A.ACCEPT)
+    write = h.sp.dead_lettered_spans([(8, 8)])
+    assert write is not None
+    assert (write.params.start_offset, write.params.state_batches) == (
+        NO_START_OFFSET,
+        (StateBatch(first_offset=8, last_offset=8, delivery_state=4, delivery_count=1),),
+    )
+    h.persist(write, 0)
+    assert [(r.first_offset, r.last_offset, r.state) for r in h.rebuilt().runs()] == [
+        (8, 8, S.ARCHIVED),
+        (9, 9, S.ACKNOWLEDGED),
+    ]
 
 
 def test_reject_goes_archiving_with_a_dlq_and_archived_without() -> None:
@@ -713,3 +741,13 @@ def test_member_release_and_expiry_after_a_move_touch_only_what_is_left() -> Non
     h.acquire("c2", [(6, 9)], 10, now=2)
     h.persist(h.sp.expire(500), 500)
     assert h.runs() == [(6, 9, "AVAILABLE", 2, None)]
+
+
+def test_the_engines_quick_constructors_give_the_dataclasses_values() -> None:
+    batch = state_batch(3, 7, 4, 2)
+    assert batch == StateBatch(first_offset=3, last_offset=7, delivery_state=4, delivery_count=2)
+    assert hash(batch) == hash(StateBatch(first_offset=3, last_offset=7, delivery_state=4, delivery_count=2))
+    with pytest.raises(AttributeError):
+        batch.first_offset = 4  # type: ignore[misc]
+    ack = acknowledgement_batch(3, 7, (A.ACCEPT, A.REJECT))
+    assert ack == ab(3, 7, A.ACCEPT, A.REJECT) and repr(ack) == repr(ab(3, 7, A.ACCEPT, A.REJECT))

@@ -96,3 +96,27 @@ def test_worked_example() -> None:
         StateBatch(first_offset=105, last_offset=109, delivery_state=2, delivery_count=1),
         StateBatch(first_offset=110, last_offset=119, delivery_state=0, delivery_count=1),
     )
+
+
+@settings(max_examples=500)
+@given(current=batches(), new=batches(), start=st.sampled_from([-1, 0, 5, 20, 40, 80, 120]))
+def test_runs_appended_past_the_recorded_state_match_the_model(
+    current: list[StateBatch], new: list[StateBatch], start: int
+) -> None:
+    """The acknowledgement's usual shape: normalized state, then many runs past its end (the
+    fast path), and the same with the new runs out of order or overlapping (the general one)."""
+    recorded = list(combine_state_batches((), current, -1))
+    end = recorded[-1].last_offset + 1 if recorded else 0
+    shifted = [
+        StateBatch(
+            first_offset=b.first_offset + end,
+            last_offset=b.last_offset + end,
+            delivery_state=b.delivery_state,
+            delivery_count=b.delivery_count,
+        )
+        for b in new
+    ]
+    result = combine_state_batches(recorded, shifted, start)
+    assert _expand(result) == _model([recorded, shifted], start)
+    for a, b in itertools.pairwise(result):
+        assert a.last_offset < b.first_offset

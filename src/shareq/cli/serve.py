@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import logging
 import signal
@@ -71,6 +72,11 @@ async def _serve(data_dir: Path, host: str, port: int, config: BrokerConfig) -> 
     except BaseException:
         await broker.stop()  # close whatever opened before the failure
         raise
+    # What start-up built (modules, schemas, the logs' indexes) lives as long as the broker: out
+    # of the collector's sight, a full collection no longer walks it. Requests that allocate
+    # much (hundreds of acknowledgement batches each) triggered full collections costing tens
+    # of milliseconds each, a quarter of the broker's CPU at a REJECT every tenth record.
+    gc.freeze()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):

@@ -139,6 +139,8 @@ def _varint(n: int) -> bytes:
     z = ((n << 1) ^ (n >> 63)) & 0xFFFFFFFFFFFFFFFF
     if z < 0x80:
         return _ONE_BYTE[z]
+    if z < 0x4000:  # record lengths of up to 8 KiB
+        return bytes(((z & 0x7F) | 0x80, z >> 7))
     out = bytearray()
     while z >= 0x80:
         out.append((z & 0x7F) | 0x80)
@@ -214,6 +216,34 @@ def encode_batch(
         attributes |= TRANSACTIONAL_MASK
     if control:
         attributes |= CONTROL_MASK
+    return _seal(
+        out,
+        len(records),
+        base_offset=base_offset,
+        base_timestamp=base_timestamp,
+        max_timestamp=max_timestamp,
+        attributes=attributes,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=base_sequence,
+        partition_leader_epoch=partition_leader_epoch,
+    )
+
+
+def _seal(
+    out: bytearray,
+    count: int,
+    *,
+    base_offset: int,
+    base_timestamp: int,
+    max_timestamp: int,
+    attributes: int,
+    producer_id: int = NO_PRODUCER_ID,
+    producer_epoch: int = NO_PRODUCER_EPOCH,
+    base_sequence: int = NO_SEQUENCE,
+    partition_leader_epoch: int = -1,
+) -> bytes:
+    """Fill in the batch header before the records already in ``out``, then the CRC."""
     HEADER.pack_into(
         out,
         0,
@@ -223,16 +253,89 @@ def encode_batch(
         2,
         0,
         attributes,
-        len(records) - 1,
+        count - 1,
         base_timestamp,
         max_timestamp,
         producer_id,
         producer_epoch,
         base_sequence,
-        len(records),
+        count,
     )
     _CRC.pack_into(out, CRC_OFFSET, crc32c(memoryview(out)[ATTRIBUTES_OFFSET:]))
     return bytes(out)
+
+
+def encode_headers(headers: Sequence[Header]) -> bytes:
+    """Headers as a record carries them after its header count (the count itself not included)."""
+    parts: list[bytes] = []
+    for name, data in headers:
+        parts.append(_header_name(name))
+        if data is None:
+            parts.append(_NULL)
+        else:
+            parts += (_varint(len(data)), data)
+    return b"".join(parts)
+
+
+def encode_record_tail(key: bytes | None, value: bytes | None, headers: bytes, header_count: int) -> bytes:
+    """What follows a record's offset delta in a batch: key, value, header count and the headers
+    (``headers`` as :func:`encode_headers` gives them). A writer that builds many similar records
+    (the dead-letter writer) assembles tails from ready parts and batches them with
+    :func:`encode_tails_batch`."""
+    return b"".join(
+        (
+            _NULL if key is None else _varint(len(key)) + key,
+            _NULL if value is None else _varint(len(value)) + value,
+            _varint(header_count),
+            headers,
+        )
+    )
+
+
+TAIL_OVERHEAD = 9
+"""Bytes a record adds to its tail in a batch of at most 2**20 records each under 64 MiB: length
+varint (at most 4), attributes (1), timestamp delta 0 (1), offset delta (at most 3)."""
+
+_TAIL_HEAD = b"\x00\x00"  # attributes (unused), timestamp delta 0
+
+
+_HEADS: list[bytes] = []
+
+
+def _tail_heads(n: int) -> list[bytes]:
+    """What precedes the tails of records 0..n-1 of a batch (attributes, timestamp delta 0,
+    offset delta), kept for the largest batch seen up to 65,536 records."""
+    heads = _HEADS
+    if len(heads) < n:
+        heads.extend(_TAIL_HEAD + _varint(delta) for delta in range(len(heads), min(n, 1 << 16)))
+        if len(heads) < n:
+            return heads + [_TAIL_HEAD + _varint(delta) for delta in range(len(heads), n)]
+    return heads
+
+
+def encode_tails_batch(tails: Sequence[bytes], *, base_timestamp: int) -> bytes:
+    """One uncompressed batch of records given as tails (:func:`encode_record_tail`), every one
+    stamped ``base_timestamp`` (create time), at consecutive offsets; no producer id. The same
+    bytes :func:`encode_batch` gives for the same records, without a ``Record`` per record."""
+    if not tails:
+        raise ValueError("a record batch needs at least one record")
+    parts: list[bytes] = [bytes(HEADER_SIZE)]
+    append = parts.append
+    varint = _varint
+    heads = _tail_heads(len(tails))
+    for head, tail in zip(heads, tails, strict=False):  # heads may be the longer
+        append(varint(len(head) + len(tail)))
+        append(head)
+        append(tail)
+    out = bytearray(b"".join(parts))
+    return _seal(
+        out,
+        len(tails),
+        base_offset=0,
+        base_timestamp=base_timestamp,
+        max_timestamp=base_timestamp,
+        attributes=int(Compression.NONE),
+    )
 
 
 def encode_control_batch(

@@ -45,11 +45,15 @@ def validate_acknowledgements(
     prev_last = -1
     floor = _open_floor(runs, spso) if batches and batches[0].first_offset < spso else spso
     for i, batch in enumerate(batches):
-        malformed = _malformed(batch, prev_last, spso, floor, end)
-        if malformed is not None:
-            good = i
-            break
-        prev_last = batch.last_offset
+        first, last = batch.first_offset, batch.last_offset
+        # the usual batch (one type, after the previous one, inside the acquired records) is well
+        # formed at a glance; anything else gets every check
+        if not (spso <= first <= last < end and prev_last < first and len(batch.types) == 1):
+            malformed = _malformed(batch, prev_last, spso, floor, end)
+            if malformed is not None:
+                good = i
+                break
+        prev_last = last
     batches = above_start(batches[:good], spso)
     if not renew and any(AcknowledgeType.RENEW in batch.types for batch in batches):
         # the group's share.renew.acknowledge.enable is off (Kafka's code and message)
@@ -139,6 +143,18 @@ def stretch_segments(
     neighbours across batch boundaries joined: what one ``InFlightMap.carve`` takes."""
     out: list[list[tuple[int, int, AcknowledgeType]]] = []
     for batch in batches:
+        types = batch.types
+        if len(types) == 1:  # the usual batch: one type (clients split where the type changes)
+            first, ack = batch.first_offset, types[0]
+            if out and out[-1][-1][1] + 1 == first:
+                tail = out[-1]
+                if tail[-1][2] is ack:
+                    tail[-1] = (tail[-1][0], batch.last_offset, ack)
+                else:
+                    tail.append((first, batch.last_offset, ack))
+            else:
+                out.append([(first, batch.last_offset, ack)])
+            continue
         segs = segments(batch)
         if out and out[-1][-1][1] + 1 == segs[0][0]:
             tail = out[-1]

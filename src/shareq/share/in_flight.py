@@ -126,7 +126,8 @@ class InFlightMap:
         return len(self._runs)
 
     def __iter__(self) -> Iterator[InFlightBatch]:
-        return iter(self._runs.values())
+        runs = self._runs
+        return map(runs.__getitem__, runs)  # half the cost of the values view's generator
 
     def first_run(self) -> InFlightBatch | None:
         runs = self._runs
@@ -246,8 +247,9 @@ class InFlightMap:
         first, last = segments[0][0], segments[-1][1]
         self.isolate(first, last)
         out: list[tuple[InFlightBatch, _T]] = []
+        new: dict[int, InFlightBatch] = {}
         i = 0
-        for run in list(self.overlapping(first, last)):
+        for run in self.overlapping(first, last):
             cur = run
             while True:
                 while segments[i][1] < cur.first:
@@ -260,9 +262,15 @@ class InFlightMap:
                 right.txn = cur.txn
                 right.staged = cur.staged
                 cur.last = seg_last
-                self.insert(right)
+                new[right.first] = right
                 out.append((cur, tag))
                 cur = right
+        if new:  # one update: a sorted rebuild in C when the pieces are many (a REJECT every tenth)
+            self._runs.update(new)
+            acquirable = self._acquirable
+            for piece in new.values():
+                if piece.state is _AVAILABLE and piece.txn is None:
+                    acquirable.add(piece.first)
         return out
 
     def coalesce(self, first: int, last: int) -> None:
@@ -273,7 +281,12 @@ class InFlightMap:
         prev: InFlightBatch | None = None
         for key in list(runs.irange(start, last + 1)):
             run: InFlightBatch = runs[key]
-            if prev is not None and prev.last + 1 == run.first and prev.same_as(run):
+            if (
+                prev is not None
+                and prev.state is run.state
+                and prev.last + 1 == run.first
+                and prev.same_as(run)
+            ):
                 prev.last = run.last
                 self.remove(run)
                 continue

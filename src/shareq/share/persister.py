@@ -66,6 +66,25 @@ class StateBatch:
     delivery_count: int
 
 
+_new = object.__new__  # with the slots' own setters below: no frozen __setattr__ per field
+_set_first = StateBatch.__dict__["first_offset"].__set__
+_set_last = StateBatch.__dict__["last_offset"].__set__
+_set_state = StateBatch.__dict__["delivery_state"].__set__
+_set_count = StateBatch.__dict__["delivery_count"].__set__
+
+
+def state_batch(first_offset: int, last_offset: int, delivery_state: int, delivery_count: int) -> StateBatch:
+    """``StateBatch(...)`` for the engine's writes, which build hundreds at a time (a REJECT every
+    tenth record): the frozen dataclass's ``__init__`` sets each field through
+    ``object.__setattr__``; this fills the slots directly, at a third of the cost. Same value."""
+    batch: StateBatch = _new(StateBatch)
+    _set_first(batch, first_offset)
+    _set_last(batch, last_offset)
+    _set_state(batch, delivery_state)
+    _set_count(batch, delivery_count)
+    return batch
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PendingTxnBatch:
     """Offsets ``first_offset..last_offset`` staged (TX_PENDING) by transaction ``producer_id``.

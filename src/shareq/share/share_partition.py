@@ -26,10 +26,12 @@ from shareq.share.persister import (
     ShareState,
     StateBatch,
     WriteStateParams,
+    state_batch,
 )
 from shareq.share.record_state import (
     ACK_TARGET,
     TERMINAL,
+    TRANSITIONS,
     AcknowledgeType,
     RecordState,
     release_target,
@@ -52,6 +54,9 @@ from shareq.share.types import (
 
 _ACQUIRED = RecordState.ACQUIRED
 _AVAILABLE = RecordState.AVAILABLE
+_ACKNOWLEDGED = RecordState.ACKNOWLEDGED
+_ARCHIVED = RecordState.ARCHIVED
+_ACCEPT = AcknowledgeType.ACCEPT
 _RENEW = AcknowledgeType.RENEW
 _RELEASE = AcknowledgeType.RELEASE
 _REJECT = AcknowledgeType.REJECT
@@ -319,23 +324,29 @@ class SharePartition:
             return AcknowledgeResult(write=None)
         txn = StateTransition(next(self._handles), TransitionKind.ACKNOWLEDGE)
         runs = self._runs
+        pieces = txn.pieces
         durable = False
+        dlq = self._config.dlq_enabled
         for stretch in stretch_segments(batches):
-            for run, ack in runs.carve(stretch):
-                self.stats.on_acknowledged(ack, run, now, self._config.record_lock_duration_ms)
-                if ack is _RENEW:
+            carved = runs.carve(stretch)
+            self.stats.on_acknowledged_runs(carved, now, self._config.record_lock_duration_ms)
+            for run, ack in carved:
+                if ack is _ACCEPT:
+                    target = _ACKNOWLEDGED
+                    durable = True
+                elif ack is _RENEW:
                     target = _ACQUIRED
                 elif ack is _RELEASE:
                     target = self._release_target(run)
                     durable = True
-                elif ack is _REJECT and self._config.dlq_enabled:
+                elif ack is _REJECT and dlq:
                     target = _ARCHIVING  # to the dead-letter queue first
                     durable = True
                 else:
                     target = ACK_TARGET[ack]
                     durable = True
                 run.txn = txn
-                txn.pieces.append((run, target))
+                pieces.append((run, target))
         if not durable:
             self._commit(txn, now)
             return AcknowledgeResult(write=None)
@@ -441,34 +452,31 @@ class SharePartition:
         """Runs waiting for the dead-letter queue (ARCHIVING, no transition in progress), adjacent
         ones of equal delivery count merged; with ``max_records``, the first runs holding at least
         that many (the scan stops there: the writer takes a bounded round from the front)."""
-        out: list[RunView] = []
+        return tuple(
+            RunView(first_offset=first, last_offset=last, state=_ARCHIVING, delivery_count=count, member=None)
+            for first, last, count in self.archiving_spans(max_records)
+        )
+
+    def archiving_spans(self, max_records: int | None = None) -> list[tuple[int, int, int]]:
+        """``archiving_runs`` as ``(first, last, delivery count)``: what the dead-letter writer
+        takes, without a view per run (a REJECT every tenth record makes hundreds a round)."""
+        out: list[tuple[int, int, int]] = []
         found = 0
+        limit = -1 if max_records is None else max_records
+        prev_last = prev_count = -2
         for run in self._runs:
             if run.state is not _ARCHIVING or run.txn is not None:
                 continue
-            if max_records is not None and found >= max_records:
+            if 0 <= limit <= found:
                 break
-            found += run.last - run.first + 1
-            if out and out[-1].last_offset + 1 == run.first and out[-1].delivery_count == run.count:
-                prev = out[-1]
-                out[-1] = RunView(
-                    first_offset=prev.first_offset,
-                    last_offset=run.last,
-                    state=_ARCHIVING,
-                    delivery_count=run.count,
-                    member=None,
-                )
-                continue
-            out.append(
-                RunView(
-                    first_offset=run.first,
-                    last_offset=run.last,
-                    state=_ARCHIVING,
-                    delivery_count=run.count,
-                    member=None,
-                )
-            )
-        return tuple(out)
+            first, last, count = run.first, run.last, run.count
+            found += last - first + 1
+            if prev_last + 1 == first and prev_count == count:
+                out[-1] = (out[-1][0], last, count)
+            else:
+                out.append((first, last, count))
+            prev_last, prev_count = last, count
+        return out
 
     def dead_lettered(self, first: int, last: int) -> PendingWrite | None:
         """The DLQ writer produced ``first..last``: their ARCHIVING records become ARCHIVED."""
@@ -503,41 +511,40 @@ class SharePartition:
 
     # ------------------------------------------------------------------ persist, then commit
     def _start_write(self, txn: StateTransition) -> PendingWrite:
-        deltas: list[StateBatch] = []
         targets: dict[int, RecordState] = {}
         newly_terminal = 0
-        for run, target in txn.pieces:
+        durable: list[tuple[InFlightBatch, RecordState]] = []
+        for piece in txn.pieces:
+            run, target = piece
             if target is _ACQUIRED or target is _TX_PENDING:
                 continue
             targets[run.first] = target
-            if target in TERMINAL:
+            if target is _ACKNOWLEDGED or target is _ARCHIVED:  # TERMINAL, by identity
                 newly_terminal += run.last - run.first + 1
-            if deltas:
-                prev = deltas[-1]
-                if (
-                    prev.last_offset + 1 == run.first
-                    and prev.delivery_state == target
-                    and prev.delivery_count == run.count
-                ):
-                    deltas[-1] = StateBatch(
-                        first_offset=prev.first_offset,
-                        last_offset=run.last,
-                        delivery_state=int(target),
-                        delivery_count=run.count,
-                    )
-                    continue
-            deltas.append(
-                StateBatch(
-                    first_offset=run.first,
-                    last_offset=run.last,
-                    delivery_state=int(target),
-                    delivery_count=run.count,
-                )
-            )
+            durable.append(piece)
         spso, dropped, _ = self._terminal_prefix(txn, targets)
         self._pending[txn.handle] = txn
         moved = spso != self._durable_spso and spso > self._log_start_floor  # never move it back
         txn.start_offset = spso if moved else NO_START_OFFSET
+        # A dead-letter round's ARCHIVED deltas below the start offset it moves to are pruned by
+        # the very write that carries them (the state below the start offset is gone): they are
+        # left out. With a REJECT every tenth record that is every delta of the round.
+        floor = spso if moved and txn.kind is TransitionKind.DEAD_LETTER else -1
+        deltas: list[StateBatch] = []
+        cur_first = cur_last = -2
+        cur_state = cur_count = 0
+        for run, target in durable:
+            first, last, count = run.first, run.last, run.count
+            if last < floor:
+                continue
+            if cur_last + 1 == first and cur_state == target and cur_count == count:
+                cur_last = last  # adjacent and equal: one delta
+                continue
+            if cur_last >= 0:
+                deltas.append(state_batch(cur_first, cur_last, cur_state, cur_count))
+            cur_first, cur_last, cur_state, cur_count = first, last, int(target), count
+        if cur_last >= 0:
+            deltas.append(state_batch(cur_first, cur_last, cur_state, cur_count))
         params = WriteStateParams(
             key=self.key,
             state_epoch=self._state_epoch,
@@ -599,6 +606,8 @@ class SharePartition:
         forced = txn.kind is TransitionKind.ARCHIVE
         renew_lock: AcquisitionLock | None = None
         touched: list[tuple[int, int]] = []
+        committed: dict[RecordState, int] = {}  # records per target, for the counters
+        transitions = TRANSITIONS
         for run, target in txn.pieces:
             run.txn = None
             size = run.last - run.first + 1
@@ -613,18 +622,25 @@ class SharePartition:
                 renew_lock.last = run.last
                 self._move_to_lock(run, renew_lock)
                 continue
-            validate_transition(run.state, target, forced_archive=forced)
-            if run.state is _ACQUIRED:
-                self._unhold(run.lock, size)
+            state = run.state
+            if target not in transitions[state]:
+                validate_transition(state, target, forced_archive=forced)  # raises unless forced
+            if state is _ACQUIRED:
+                lock = run.lock
+                if lock is not None:
+                    lock.held -= size
                 run.lock = None
                 run.member = None
             run.state = target
-            self.stats.on_committed(txn.kind, target, size)
-            if target in TERMINAL:
+            committed[target] = committed.get(target, 0) + size
+            if target is _ACKNOWLEDGED or target is _ARCHIVED:  # TERMINAL, by identity
                 self._dcc += size
             elif target is _AVAILABLE:
                 released = True
-            runs.reindex(run)
+            if state is _AVAILABLE or target is _AVAILABLE:  # only these are or become acquirable
+                runs.reindex(run)
+        for target, size in committed.items():
+            self.stats.on_committed(txn.kind, target, size)
         # the SPSO first: runs it passes are dropped, so only the touched spans still in flight
         # are coalesced (REJECTs among ACCEPTs leave thousands of spans, mostly passed at once)
         self._advance_spso()

@@ -8,6 +8,7 @@ state, lag) are not kept here: they are computed from the in-flight runs when as
 from __future__ import annotations
 
 from bisect import bisect_left
+from collections.abc import Sequence
 
 from shareq.share.in_flight import InFlightBatch
 from shareq.share.record_state import AcknowledgeType, RecordState
@@ -71,16 +72,36 @@ class SharePartitionStats:
             if r.delivery_count > 1:
                 self.redelivered += r.last_offset - r.first_offset + 1
 
-    def on_acknowledged(self, ack: AcknowledgeType, run: InFlightBatch, now: int, lock_ms: int) -> None:
-        """``run`` acknowledged with ``ack`` at ``now``; its lock tells when it was leased (the
-        deadline less the lock duration: a renewal counts from the renewal)."""
-        self.acknowledged[ack] += run.last - run.first + 1
-        lock = run.lock
-        if lock is not None:
-            held_ms = max(now - lock.deadline + lock_ms, 0)
-            self.ack_latency_buckets[bisect_left(ACK_LATENCY_BOUNDS_MS, held_ms)] += 1
-            self.ack_latency_count += 1
-            self.ack_latency_sum_ms += held_ms
+    def on_acknowledged_runs(
+        self, runs: Sequence[tuple[InFlightBatch, AcknowledgeType]], now: int, lock_ms: int
+    ) -> None:
+        """``runs`` acknowledged at ``now``, each with its type; a run's lock tells when it was
+        leased (the deadline less the lock duration: a renewal counts from the renewal). Runs of
+        one lock (the pieces of one acquisition a REJECT every tenth record cuts up) share one
+        latency, looked up once."""
+        counts = self.acknowledged
+        buckets = self.ack_latency_buckets
+        last_lock: object = None
+        held_ms = bucket = n = 0
+        for run, ack in runs:
+            counts[ack] += run.last - run.first + 1
+            lock = run.lock
+            if lock is None:
+                continue
+            if lock is not last_lock:
+                if n:
+                    buckets[bucket] += n
+                    self.ack_latency_count += n
+                    self.ack_latency_sum_ms += held_ms * n
+                last_lock = lock
+                held_ms = max(now - lock.deadline + lock_ms, 0)
+                bucket = bisect_left(ACK_LATENCY_BOUNDS_MS, held_ms)
+                n = 0
+            n += 1
+        if n:
+            buckets[bucket] += n
+            self.ack_latency_count += n
+            self.ack_latency_sum_ms += held_ms * n
 
     def on_committed(self, kind: TransitionKind, target: RecordState, records: int) -> None:
         """A durable transition of ``records`` to ``target`` committed."""

@@ -78,6 +78,25 @@ class AcknowledgementBatch:
     types: tuple[AcknowledgeType, ...]
 
 
+_new = object.__new__  # with the slots' own setters below: no frozen __setattr__ per field
+_set_first = AcknowledgementBatch.__dict__["first_offset"].__set__
+_set_last = AcknowledgementBatch.__dict__["last_offset"].__set__
+_set_types = AcknowledgementBatch.__dict__["types"].__set__
+
+
+def acknowledgement_batch(
+    first_offset: int, last_offset: int, types: tuple[AcknowledgeType, ...]
+) -> AcknowledgementBatch:
+    """``AcknowledgementBatch(...)`` for the server, which builds one per wire batch (hundreds a
+    request with a REJECT every tenth record): the slots are filled directly rather than through
+    the frozen dataclass's ``object.__setattr__`` per field. Same value."""
+    batch: AcknowledgementBatch = _new(AcknowledgementBatch)
+    _set_first(batch, first_offset)
+    _set_last(batch, last_offset)
+    _set_types(batch, types)
+    return batch
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AcknowledgeResult:
     """``write`` is None when nothing needs persisting (renewals only); then it already applied."""

@@ -105,9 +105,14 @@ def combine_state_batches(
     ``start_offset`` of ``NO_START_OFFSET`` (-1) prunes nothing.
     """
     start = start_offset if start_offset != NO_START_OFFSET else -1
-    if len(new) == 1 and current:
-        # The usual acknowledgement: one run past everything recorded, appended as it is.
-        b = new[0]
-        if current[-1].last_offset < b.first_offset <= b.last_offset and _is_normal(current):
-            return _prune_and_coalesce([*current, b], start)
+    # The usual acknowledgement: runs past everything recorded (hundreds of them when types
+    # alternate), appended as they are.
+    if (
+        new
+        and current
+        and current[-1].last_offset < new[0].first_offset
+        and _is_normal(new)
+        and _is_normal(current)
+    ):
+        return _prune_and_coalesce([*current, *new], start)
     return _prune_and_coalesce(_overlay(_normalize(current), _normalize(new)), start)

@@ -26,8 +26,14 @@ from kio.schema.errors import ErrorCode
 from shareq.client.records import iter_record_batches
 from shareq.log.batch import HEADER_SIZE
 from shareq.log.errors import LogError, OffsetOutOfRangeError, RecordTooLargeError
-from shareq.log.records import Header, Record, encode_batch
-from shareq.share import RunView, SharePartition
+from shareq.log.records import (
+    TAIL_OVERHEAD,
+    Record,
+    encode_headers,
+    encode_record_tail,
+    encode_tails_batch,
+)
+from shareq.share import SharePartition
 from shareq.share.dead_letter import (
     HEADER_OFFSET,
     DeadLetterPlanner,
@@ -50,7 +56,9 @@ log = logging.getLogger("shareq.share.dlq")
 MAX_RECORDS_PER_ROUND = 2_000
 """Dead letters one share-partition contributes to one round (one ARCHIVED write)."""
 _READ_BYTES = 1 << 20
-_RECORD_OVERHEAD = 32  # varints and attributes of one record, a safe upper bound for sizing
+_LENGTH = [bytes(((n << 1),)) for n in range(32)]
+"""The varint length prefix of an offset's decimal text (at most 20 digits)."""
+_HEADER_COUNT = len(dlq_record_headers(topic="", partition=0, offset=0, group="", delivery_count=0, cause=""))
 
 
 @dataclass(slots=True)
@@ -142,7 +150,7 @@ class DeadLetterWriter:
         if sp is None or source is None:
             self.planner.forget(key)
             return
-        ranges = _take(sp.archiving_runs(MAX_RECORDS_PER_ROUND), MAX_RECORDS_PER_ROUND)
+        ranges = _take(sp.archiving_spans(MAX_RECORDS_PER_ROUND), MAX_RECORDS_PER_ROUND)
         if not ranges:
             self.planner.written(key)
             return
@@ -185,21 +193,21 @@ class DeadLetterWriter:
         if partition is None:
             self._failed(key, stats)
             return
-        records = self._build(sp, key, source.name, ranges, group.dlq_copy_record, group.delivery_count_limit)
+        tails = self._build(key, source.name, ranges, group.dlq_copy_record, group.delivery_count_limit)
         limit = partition.log.config.max_message_bytes - HEADER_SIZE
         now = services.now_ms()
         written = 0
         too_large = 0
-        for chunk in _chunks(records, limit):
+        for chunk in _chunks(tails, limit):
             try:
-                partition.log.append(encode_batch(chunk, base_timestamp=now), now_ms=now)
+                partition.log.append(encode_tails_batch(chunk, base_timestamp=now), now_ms=now)
                 stats.produce_requests += 1
                 written += len(chunk)
             except RecordTooLargeError as error:
                 if len(chunk) > 1:  # the estimate was short: one record per append
-                    for record in chunk:
+                    for tail in chunk:
                         try:
-                            partition.log.append(encode_batch([record], base_timestamp=now), now_ms=now)
+                            partition.log.append(encode_tails_batch([tail], base_timestamp=now), now_ms=now)
                             stats.produce_requests += 1
                             written += 1
                         except RecordTooLargeError:
@@ -236,7 +244,7 @@ class DeadLetterWriter:
                 self._failed(key, self.group_stats(key.group_id))
                 return
         self.planner.written(key)
-        if services.partitions.cached(key) is sp and sp.archiving_runs(1):
+        if services.partitions.cached(key) is sp and sp.archiving_spans(1):
             self.notify(key)
 
     def _failed(self, key: SharePartitionKey, stats: DlqStats) -> None:
@@ -246,21 +254,24 @@ class DeadLetterWriter:
 
     def _build(
         self,
-        sp: SharePartition,
         key: SharePartitionKey,
         topic: str,
         ranges: list[tuple[int, int, int]],
         copy: bool,
         limit: int,
-    ) -> list[Record]:
+    ) -> list[bytes]:
+        """The round's dead letters as record tails (``encode_record_tail``), in offset order.
+
+        A round's dead letters differ only in their offset and delivery count: the headers around
+        the offset are encoded once per delivery count, and a dead letter is those bytes joined
+        around its offset (the source's key, value and headers in front when copying)."""
         sources = self._read(key, ranges) if copy else {}
-        out: list[Record] = []
-        # a round's dead letters differ only in their offset and delivery count: the other headers
-        # are built once per delivery count
-        around: dict[int, tuple[tuple[Header, ...], tuple[Header, ...]]] = {}
+        out: list[bytes] = []
+        append = out.append
+        around: dict[int, tuple[bytes, bytes, bytes]] = {}
         for first, last, count in ranges:
-            pair = around.get(count)
-            if pair is None:
+            parts = around.get(count)
+            if parts is None:
                 common = dlq_record_headers(
                     topic=topic,
                     partition=key.partition,
@@ -270,16 +281,38 @@ class DeadLetterWriter:
                     cause=cause_of(count, limit),
                 )
                 at = next(i for i, (name, _) in enumerate(common) if name == HEADER_OFFSET)
-                pair = around[count] = (common[:at], common[at + 1 :])
-            before, after = pair
+                # the offset header's name, then its value's length and value per record
+                before = encode_headers((*common[:at], (HEADER_OFFSET, b"")))[:-1]
+                after = encode_headers(common[at + 1 :])
+                parts = around[count] = (
+                    encode_record_tail(None, None, before, _HEADER_COUNT),
+                    before,
+                    after,
+                )
+            bare, before, after = parts
+            if not sources:  # headers only: one join per letter
+                lengths = _LENGTH
+                out.extend(
+                    [
+                        bare + lengths[len(text)] + text + after
+                        for text in map(b"%d".__mod__, range(first, last + 1))
+                    ]
+                )
+                continue
             for offset in range(first, last + 1):
-                headers = (*before, (HEADER_OFFSET, b"%d" % offset), *after)
+                text = b"%d" % offset
+                value = _LENGTH[len(text)] + text
                 original = sources.get(offset)
                 if original is None:
-                    out.append(Record(headers=headers))
+                    append(bare + value + after)
                 else:
-                    out.append(
-                        Record(key=original.key, value=original.value, headers=original.headers + headers)
+                    append(
+                        encode_record_tail(
+                            original.key,
+                            original.value,
+                            encode_headers(original.headers) + before + value + after,
+                            len(original.headers) + _HEADER_COUNT,
+                        )
                     )
         return out
 
@@ -313,36 +346,30 @@ class DeadLetterWriter:
         return found
 
 
-def _take(runs: tuple[RunView, ...], budget: int) -> list[tuple[int, int, int]]:
+def _take(spans: list[tuple[int, int, int]], budget: int) -> list[tuple[int, int, int]]:
     """(first, last, delivery count) of the first ``budget`` ARCHIVING records, in offset order."""
     out: list[tuple[int, int, int]] = []
-    for run in runs:
+    for first, last, count in spans:
         if budget <= 0:
             break
-        last = min(run.last_offset, run.first_offset + budget - 1)
-        out.append((run.first_offset, last, run.delivery_count))
-        budget -= last - run.first_offset + 1
+        if last - first + 1 > budget:
+            last = first + budget - 1
+        out.append((first, last, count))
+        budget -= last - first + 1
     return out
 
 
-def _size(record: Record) -> int:
-    size = _RECORD_OVERHEAD + len(record.key or b"") + len(record.value or b"")
-    for name, value in record.headers:
-        size += 10 + len(name) + len(value or b"")
-    return size
-
-
-def _chunks(records: list[Record], limit: int) -> list[list[Record]]:
-    """Split ``records`` into batches whose estimated size stays within ``limit`` bytes."""
-    out: list[list[Record]] = []
-    current: list[Record] = []
+def _chunks(tails: list[bytes], limit: int) -> list[list[bytes]]:
+    """Split record ``tails`` into batches whose size stays within ``limit`` bytes."""
+    out: list[list[bytes]] = []
+    current: list[bytes] = []
     used = 0
-    for record in records:
-        size = _size(record)
+    for tail in tails:
+        size = len(tail) + TAIL_OVERHEAD
         if current and used + size > limit:
             out.append(current)
             current, used = [], 0
-        current.append(record)
+        current.append(tail)
         used += size
     if current:
         out.append(current)

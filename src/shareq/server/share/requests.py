@@ -18,6 +18,7 @@ from shareq.share import (
 )
 from shareq.share.persister import PersisterError, SharePartitionKey
 from shareq.share.session import ShareSessionError, TopicIdPartition
+from shareq.share.types import acknowledgement_batch
 
 if TYPE_CHECKING:
     from .services import ShareServices
@@ -61,18 +62,20 @@ async def resolve(
         return None, persister_error_code(error)
 
 
+_RENEW = AcknowledgeType.RENEW
+
+
 def parse_batches(wire: Sequence[Any], *, renew: bool) -> tuple[AcknowledgementBatch, ...]:
     """Wire acknowledgement batches to engine ones; raises ``ShareRequestError`` (INVALID_REQUEST)."""
     out: list[AcknowledgementBatch] = []
+    append = out.append
     for batch in wire:
         types = parse_acknowledge_types(batch.acknowledge_types)
-        if not renew and AcknowledgeType.RENEW in types:
+        if not renew and _RENEW in types:
             from shareq.share import InvalidRequest
 
             raise InvalidRequest("RENEW needs is_renew_ack")
-        out.append(
-            AcknowledgementBatch(first_offset=batch.first_offset, last_offset=batch.last_offset, types=types)
-        )
+        append(acknowledgement_batch(batch.first_offset, batch.last_offset, types))
     return tuple(out)
 
 
