@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 
 from shareq.coordinators.group.admin import ShareGroupAdmin
-from shareq.coordinators.group.assignor import assign
+from shareq.coordinators.group.assignor import MemberAssignment, assign
 from shareq.coordinators.group.config import (
     DLQ_TOPIC_NAME,
     ConfigEntry,
@@ -182,7 +182,7 @@ class ShareGroupCoordinator(ShareGroupAdmin):
         self._maybe_assign(group, now_ms, config.assignment_interval_ms)
         initialize = self._partitions_to_initialize(group)
 
-        new_assignment = group.target.get(mid, {})
+        new_assignment = self._current_target(group, member)
         send = epoch == JOIN_EPOCH or epoch != member.member_epoch or new_assignment != member.assignment
         if member.member_epoch != group.assignment_epoch:
             member.previous_member_epoch = member.member_epoch
@@ -248,6 +248,26 @@ class ShareGroupCoordinator(ShareGroupAdmin):
         )
         if self.group_config(group.group_id).assignment_interval_ms == 0:
             self._compute_target(group)
+
+    @staticmethod
+    def _current_target(group: ShareGroup, member: ShareGroupMember) -> MemberAssignment:
+        """The member's part of the last target, less what changed since it was computed (while
+        the assignment interval holds the next one back): topics it no longer subscribes to, and
+        share-partitions whose state was deleted with their topic."""
+        target = group.target.get(member.member_id, {})
+        subscribed = {
+            group.subscription_metadata[name].topic_id
+            for name in member.subscribed_topic_names
+            if name in group.subscription_metadata
+        }
+        held: MemberAssignment = {}
+        for topic_id, partitions in target.items():
+            initialized = group.initialized.get(topic_id)
+            if topic_id in subscribed and initialized is not None:
+                kept = partitions & initialized[1]
+                if kept:
+                    held[topic_id] = kept
+        return held
 
     def _maybe_assign(self, group: ShareGroup, now_ms: int, interval_ms: int) -> None:
         """Kafka's ``canComputeNextTargetAssignment`` (KIP-1263): a group behind its epoch computes
