@@ -7,6 +7,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from share_consumers import SHARE_BROKER, create_topic, poll_values, produce, share_consumer, user_records
@@ -46,6 +47,21 @@ def _share_state_records(broker: EmbeddedBroker, topic: str) -> tuple[int, int, 
     return broker.run(read())
 
 
+def _drain_and_settle(broker: EmbeddedBroker, consumer: Any, topic: str, values: list[bytes]) -> int:
+    """Consume every value once, then keep polling (nothing more arrives) until the durable SPSO
+    has passed every data record: the last acknowledgements ride on the next fetches. Returns the
+    log end then, share state included."""
+    got = poll_values(consumer, lambda out: len(out) >= len(values))
+    assert sorted(m.value() for m in got) == sorted(values)
+    deadline = time.monotonic() + 20
+    while True:
+        assert poll_values(consumer, lambda out: False, timeout=0.3) == []
+        end, count, spso = _share_state_records(broker, topic)
+        if spso >= len(values):
+            return end
+        assert time.monotonic() < deadline, (end, count, spso)
+
+
 def test_acknowledging_never_feeds_on_its_own_state_records(tmp_path: Path) -> None:
     """Every acknowledgement appends share state to the partition being consumed; those offsets
     are passed without being delivered or acknowledged, so once the consumer is done the log end
@@ -56,18 +72,7 @@ def test_acknowledging_never_feeds_on_its_own_state_records(tmp_path: Path) -> N
         produce(broker.bootstrap, "loop", values, 1, per_batch=3)
         consumer = share_consumer(broker.bootstrap, "g", ["loop"])
         try:
-            got = poll_values(consumer, lambda out: len(out) >= 60)
-            assert sorted(m.value() for m in got) == sorted(values)
-            # the last acknowledgements ride on the next fetches: poll until the durable SPSO has
-            # passed every data record
-            deadline = time.monotonic() + 20
-            while True:
-                assert poll_values(consumer, lambda out: False, timeout=0.3) == []
-                end, count, spso = _share_state_records(broker, "loop")
-                if spso >= 60:
-                    break
-                assert time.monotonic() < deadline, (end, count, spso)
-            settled = end
+            settled = _drain_and_settle(broker, consumer, "loop", values)
             assert settled > 60  # the state is in the partition itself
             for _ in range(10):  # more fetch rounds, each reading the trailing state records, over
                 assert poll_values(consumer, lambda out: False, timeout=0.3) == []  # six lock spans
@@ -165,14 +170,9 @@ def test_kafkas_java_consumer_reads_past_the_share_state_at_the_tail(tmp_path: P
         produce(broker.bootstrap, "tail", values, 1, per_batch=4)
         consumer = share_consumer(broker.bootstrap, "g", ["tail"])
         try:
-            assert len(poll_values(consumer, lambda out: len(out) >= 40)) == 40
-            deadline = time.monotonic() + 20
-            while _share_state_records(broker, "tail")[2] < 40:  # the last acks ride on later fetches
-                poll_values(consumer, lambda out: False, timeout=0.3)
-                assert time.monotonic() < deadline
+            end = _drain_and_settle(broker, consumer, "tail", values)
         finally:
             consumer.close()
-        end = _log_end(broker, "tail")
         assert end > 40  # share state follows the last data record
         result = kafka_harness.run_tool(
             "org.apache.kafka.tools.consumer.ConsoleConsumer",

@@ -173,13 +173,7 @@ def _encode_record(out: bytearray, record: Record, offset_delta: int, timestamp_
         parts.append(_NULL)
     else:
         parts += (_varint(len(value)), value)
-    parts.append(_varint(len(headers)))
-    for name, data in headers:
-        parts.append(_header_name(name))
-        if data is None:
-            parts.append(_NULL)
-        else:
-            parts += (_varint(len(data)), data)
+    parts += (_varint(len(headers)), encode_headers(headers))
     body = b"".join(parts)
     out += _varint(len(body))
     out += body
