@@ -20,7 +20,9 @@ same broker and data, one phase after another, each with its own consumer *proce
 
 A phase's clock starts when every consumer is connected and stops when the last one has its last
 acknowledgement answered (``commit_sync``, which returns once the broker made it durable). Each
-phase prints rec/s, its ratio to ``assign``, broker CPU µs per record, the broker's log bytes read
+phase prints rec/s, its ratio to ``assign``, broker CPU µs per record (and how it splits: the
+event loop's thread, user + system, and the other threads, which are the share-state fsync
+threads, user + system), the broker's log bytes read
 and response bytes sent against the record bytes delivered (the broker's per-api I/O counters,
 printed on SIGUSR1), round trips and records per round trip; each size ends with the broker's peak
 RSS. Then the peers run the same workload at the same size (Redis Streams, RabbitMQ quorum, via
@@ -212,6 +214,22 @@ class Phase:
     rate: float
     cpu_us: float
     io: dict[str, dict[str, int]]
+    # broker CPU µs per record by thread: the event loop's user and system time, then the
+    # other threads' (the share-state fsync threads) user and system time
+    split: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0)
+
+
+def thread_times(proc: psutil.Process) -> tuple[float, float, float, float]:
+    """CPU seconds of ``proc``: its main thread (the event loop) user and system, then every
+    other thread's user and system (threads that ended are not counted)."""
+    loop_user = loop_sys = other_user = other_sys = 0.0
+    for thread in proc.threads():
+        if thread.id == proc.pid:
+            loop_user, loop_sys = thread.user_time, thread.system_time
+        else:
+            other_user += thread.user_time
+            other_sys += thread.system_time
+    return loop_user, loop_sys, other_user, other_sys
 
 
 def run_phase(
@@ -248,6 +266,7 @@ def run_phase(
     proc = psutil.Process(pid)
     before_io = counters()
     cpu_before = sum(proc.cpu_times()[:2])
+    threads_before = thread_times(proc)
     started = time.time()
     go.set()
     deadline = time.monotonic() + 900
@@ -259,6 +278,7 @@ def run_phase(
         ready.acquire(timeout=900)
     elapsed = float(finished.value) - started
     cpu = sum(proc.cpu_times()[:2]) - cpu_before
+    threads_after = thread_times(proc)
     after_io = counters()
     stop.set()
     for p in processes:
@@ -269,7 +289,8 @@ def run_phase(
         api: {k: v - before_io.get(api, {}).get(k, 0) for k, v in counters.items()}
         for api, counters in after_io.items()
     }
-    return Phase(name, n / elapsed, cpu / n * 1e6, delta)
+    lu, ls, ou, os_ = ((b - a) / n * 1e6 for a, b in zip(threads_before, threads_after, strict=True))
+    return Phase(name, n / elapsed, cpu / n * 1e6, delta, (lu, ls, ou, os_))
 
 
 def peak_rss_mb(pid: int) -> float:
@@ -288,7 +309,9 @@ def describe(phase: Phase, ceiling: float) -> str:
     trips = max(io.get("requests", 0), 1)
     return (
         f"{phase.name:<15} {phase.rate:>11,.0f} rec/s  {phase.rate / ceiling:>5.2f}x  "
-        f"{phase.cpu_us:>5.2f} us/rec  read {io.get('bytes_read', 0) / delivered:>5.2f}x  "
+        f"{phase.cpu_us:>5.2f} us/rec (loop {phase.split[0]:.2f}+{phase.split[1]:.2f}, "
+        f"threads {phase.split[2]:.2f}+{phase.split[3]:.2f})  "
+        f"read {io.get('bytes_read', 0) / delivered:>5.2f}x  "
         f"sent {io.get('bytes_sent', 0) / delivered:>5.2f}x  "
         f"buffered {io.get('bytes_buffered', 0) / delivered:>4.2f}x"
         f"  {trips:>7,} fetches  {io.get('records_delivered', 0) / trips:>7,.0f} rec/fetch"
