@@ -272,15 +272,20 @@ class ShareGroupCoordinator(ShareGroupAdmin):
     def _maybe_assign(self, group: ShareGroup, now_ms: int, interval_ms: int) -> None:
         """Kafka's ``canComputeNextTargetAssignment`` (KIP-1263): a group behind its epoch computes
         its next target at once the first time, or when ``share.assignment.interval.ms`` is 0, else
-        no sooner than that long after the last one. Until then members (a joining one too) stay at
-        the last target's epoch, so a burst of joins and leaves costs one assignment an interval."""
+        no sooner than that long after the last one that assigned anything. Until then members (a
+        joining one too) stay at the last target's epoch, so a burst of joins and leaves costs one
+        assignment an interval."""
         if group.assignment_epoch >= group.group_epoch:
             return
         last = group.assignment_timestamp_ms
         if last is not None and interval_ms > 0 and now_ms < last + interval_ms:
             return
         self._compute_target(group)
-        group.assignment_timestamp_ms = now_ms
+        # Beyond Kafka: a target that gave nobody anything (a new group whose share-partitions are
+        # still being initialized) paced nothing, so it does not hold the next one back; a new
+        # group's first consumer starts at once instead of after the interval and a heartbeat
+        assigned = any(partitions for target in group.target.values() for partitions in target.values())
+        group.assignment_timestamp_ms = now_ms if assigned else None
 
     def _compute_target(self, group: ShareGroup) -> None:
         name_to_id = {name: meta.topic_id for name, meta in group.subscription_metadata.items()}
