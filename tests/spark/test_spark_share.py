@@ -375,3 +375,71 @@ def test_the_window_is_raised_for_max_records_per_trigger_and_capped_by_the_brok
     assert any("g-window-capped" in w and str(bound) in w for w in warnings), warnings
     # A window the query sets itself is left alone.
     assert driver_window("g-window-own", 9_000, **{"share.partition.max.record.locks": "3000"}) == 3_000
+
+
+@pytest.mark.timeout(120)
+def test_the_next_micro_batch_is_acquired_ahead_and_acknowledged_only_after_its_commit(broker: Any) -> None:
+    from shareq.client import Admin, ShareConsumer
+    from shareq.spark.offsets import ShareBatchOffset
+    from shareq.spark.options import ShareSourceOptions
+    from shareq.spark.stream import ShareDriver
+
+    _create(broker, "ahead", 2)
+    _produce(broker, "ahead", [f"a{i}".encode() for i in range(3_000)], batch=250)
+    with Admin(broker.bootstrap) as admin:
+        ends = {p: info.offset for p, info in admin.list_offsets("ahead").items()}
+    options = ShareSourceOptions.parse(
+        {
+            "kafka.bootstrap.servers": broker.bootstrap,
+            "subscribe": "ahead",
+            "group.id": "g-ahead",
+            "startingOffsets": "earliest",
+            "maxRecordsPerTrigger": "1000",
+            "share.record.lock.duration.ms": str(LOCK_MS),
+            "share.partition.max.record.locks": "5000",  # room for two micro-batches in flight
+        }
+    )
+
+    def offsets(batch: ShareBatchOffset) -> set[tuple[int, int]]:
+        return {
+            (p, o)
+            for (_, p), runs in batch.acquired.items()
+            for first, last, _ in runs
+            for o in range(first, last + 1)
+        }
+
+    def held(driver: ShareDriver) -> set[tuple[int, int]]:
+        return {(p, o) for _, p, first, last, _ in driver.carry for o in range(first, last + 1)}
+
+    driver = ShareDriver(options)
+    try:
+        assert driver.acquire_ahead
+        first = None
+        deadline = time.monotonic() + 30
+        while first is None and time.monotonic() < deadline:  # the share-partitions initialise
+            first = driver.next_batch(ShareBatchOffset(seq=0), 1000)
+        assert first is not None and first.record_count == 1000
+        _wait_for(lambda: len(held(driver)) >= 1000, 30, "the next micro-batch acquired ahead")
+        assert not held(driver) & offsets(first)
+        # Nothing is acknowledged before Spark reports the first batch committed.
+        assert _drained(broker, "ahead", "g-ahead") == {p: (0, end) for p, end in ends.items()}
+        ahead = held(driver)
+        # latestOffset(start=first): the first batch is committed; the next is what was acquired ahead.
+        driver.acknowledge_through(first)
+        second = driver.next_batch(first, 1000)
+        assert second is not None and second.record_count == 1000 and offsets(second) <= ahead
+    finally:
+        driver.close()
+    # The first batch was acknowledged; the second (never committed) and what was acquired ahead of
+    # a third (released on close) come back to the group with one delivery spent.
+    with ShareConsumer(broker.bootstrap, "g-ahead", topics=["ahead"]) as consumer:
+        seen: dict[tuple[int, int], int | None] = {}
+        deadline = time.monotonic() + 60
+        while len(seen) < 2_000 and time.monotonic() < deadline:
+            for record in consumer.poll(1.0):
+                seen[(record.partition, record.offset)] = record.delivery_count
+                consumer.acknowledge(record)
+            consumer.commit()
+    assert set(seen) == {(p, o) for p, end in ends.items() for o in range(end)} - offsets(first)
+    again = {k for k, count in seen.items() if count == 2}
+    assert offsets(second) < again
