@@ -16,13 +16,6 @@ One micro-batch:
 3. ``read(task)`` fetches the runs' bytes with a plain Fetch: a pure function of the task, so a
    replay after a crash reads the same records.
 
-With ``maxRecordsPerTrigger`` and lock renewal (at least once), the round trips of step 1 leave the
-critical path: once ``latestOffset`` has returned batch N+1, a thread acknowledges the committed
-batches and acquires batch N+2's records while batch N+1 runs; they wait, locks renewed, for the
-next ``latestOffset``. A ShareFetch acquires only records it returns, so the driver cannot acquire
-without receiving their bytes; acquiring ahead hides that cost rather than removing it. Records
-acquired ahead when the query stops are released, which spends one delivery attempt of them.
-
 With availableNow, an empty poll ends the query only once the group has nothing left below the
 end offsets recorded at the start (a share-partition may still be initialising, or another member
 may hold records until their locks lapse).
@@ -98,15 +91,10 @@ class ShareDriver:
         self.lock_duration_ms = self._lock_duration()
         self._check_lock_duration()
         self._claim_seen = False  # exactly once: the sink claimed a batch of this run
-        self._unacked: list[ShareBatchOffset] = []  # committed, acknowledgements not sent yet
-        self._ahead: threading.Thread | None = None  # acknowledges and acquires while tasks run
         self._renewer: threading.Thread | None = None
         if options.renew_locks and self.session.supports_renew:
             self._renewer = threading.Thread(target=self._renew_loop, name="shareq-renew", daemon=True)
             self._renewer.start()
-        # Acquiring ahead holds records before their micro-batch is planned, so only while their
-        # locks are renewed, and not in exactly-once mode, whose sink acknowledges by batch.
-        self.acquire_ahead = self._renewer is not None and not options.exactly_once
 
     # -- configuration -------------------------------------------------------------------------
 
@@ -208,20 +196,8 @@ class ShareDriver:
                 done.seq,
                 done.record_count,
             )
-        if not any(seq <= done.seq for seq in self.pending):
-            # Spark's commit(end) repeats what latestOffset did, right after it returned, while the
-            # thread acquiring ahead holds the lock: return without waiting for it. (Batches are
-            # added and removed only by Spark's calls, which come one at a time.)
-            return
         with self._lock:
-            self._unacked += [self.pending.pop(seq) for seq in sorted(self.pending) if seq <= done.seq]
-        if not self.acquire_ahead:
-            self._send_acknowledgements()
-
-    def _send_acknowledgements(self) -> None:
-        """ACCEPT (or as the pipeline decided) every committed batch not acknowledged yet."""
-        with self._lock:
-            batches, self._unacked = self._unacked, []
+            batches = [self.pending.pop(seq) for seq in sorted(self.pending) if seq <= done.seq]
             if not batches:
                 return
             self.decisions.poll()
@@ -335,46 +311,13 @@ class ShareDriver:
                 rest.append((topic, partition, first, last, count))
         return taken, rest
 
-    def _start_ahead(self, max_rows: int) -> None:
-        """While the micro-batch just planned runs, acknowledge the committed ones and acquire the
-        next one's records (held in ``carry``, locks renewed): ``latestOffset`` then costs no round
-        trip. The acknowledgements still follow the commit of their batch, as before."""
-        self._ahead = threading.Thread(
-            target=self._run_ahead, args=(max_rows,), name="shareq-acquire-ahead", daemon=True
-        )
-        self._ahead.start()
-
-    def _run_ahead(self, max_rows: int) -> None:
-        try:
-            self._send_acknowledgements()
-            with self._lock:
-                held = sum(last - first + 1 for _, _, first, last, _ in self.carry)
-                if self._closed.is_set() or held >= max_rows:
-                    return
-                runs = self.session.acquire(max_records=max_rows - held, wait_ms=0)
-                kept, beyond = self._split_at_target(runs)
-                if beyond:
-                    self.session.acknowledge(
-                        [(t, p, first, last, AckType.RELEASE) for t, p, first, last, _ in beyond]
-                    )
-                self.carry.extend(kept)
-        except Exception as exc:  # the next latestOffset acquires (and acknowledges) itself
-            log.warning("acquiring ahead of the next micro-batch failed: %s", exc)
-
-    def _join_ahead(self) -> None:
-        if self._ahead is not None:
-            self._ahead.join()
-            self._ahead = None
-
     def acquire(self, max_rows: int | None) -> dict[TopicPartition, list[Run]]:
         """ShareFetch until the limit, an empty poll or the time budget; returns runs per partition.
 
         Only the broker's AcquiredRecords ranges are used: the driver never decodes a record.
         ``max_rows`` is a hard cap: a broker acquires whole batches (and each leader up to the
         ShareFetch's MaxRecords), so records acquired beyond it are held, locks renewed, for the next
-        micro-batch rather than released (a release would count as a delivery attempt). Records
-        acquired ahead while the previous micro-batch ran come first."""
-        self._join_ahead()
+        micro-batch rather than released (a release would count as a delivery attempt)."""
         self.session.wait_for_assignment(ASSIGNMENT_TIMEOUT_S)
         got: dict[TopicPartition, list[Run]] = {}
         count = 0
@@ -393,7 +336,6 @@ class ShareDriver:
             take(carried)
         if max_rows is not None and count >= max_rows:
             return got
-        self._send_acknowledgements()  # before polling: an empty poll may end an availableNow run
         deadline = time.monotonic() + self.options.acquire_time_budget_ms / 1000.0
         wait_ms = 0 if got else self.options.poll_timeout_ms
         while True:
@@ -478,14 +420,10 @@ class ShareDriver:
         )
         with self._lock:
             self.pending[end.seq] = end
-        if self.acquire_ahead and max_rows is not None:
-            self._start_ahead(max_rows)
         return end
 
     def close(self) -> None:
         self._closed.set()
-        self._join_ahead()
-        self._send_acknowledgements()  # committed batches Spark reported before stopping
         with self._lock:
             carried, self.carry = self.carry, []
             if carried:  # never part of a micro-batch: hand them back at once
