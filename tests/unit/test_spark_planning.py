@@ -89,6 +89,15 @@ def test_plan_tasks_without_a_cap_reads_a_partition_in_one_task_like_spark() -> 
     assert [(t.partition, t.record_count) for t in tasks] == [(0, 250_000)] * 4 + [(1, 250_000)] * 2
 
 
+def test_plan_tasks_puts_the_largest_tasks_first() -> None:
+    # A share micro-batch of 200,000: a partition's tail and most of the next partition.
+    runs = {("t", 0): ((200_000, 202_967, 1),), ("t", 1): ((0, 197_031, 1),)}
+    tasks = plan_tasks(runs, min_tasks=4, max_records_per_task=None)
+    # Spark starts tasks in index order: on two cores, the small one last keeps both busy.
+    assert [(t.partition, t.record_count) for t in tasks] == [(1, 49_258)] * 4 + [(0, 2_968)]
+    assert [t.first_offset for t in tasks[:4]] == [0, 49_258, 98_516, 147_774]
+
+
 def test_batch_ranges_and_offset_specs() -> None:
     tps = [("t", 0), ("t", 1)]
     assert parse_offset_spec("earliest", tps, name="s") == {("t", 0): EARLIEST, ("t", 1): EARLIEST}

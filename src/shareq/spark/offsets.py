@@ -146,6 +146,12 @@ def plan_tasks(
     (``maxRecordsPerPartition``, no cap when None), and at least ``min_tasks`` tasks in all when
     there are that many records (``minPartitions``; more tasks than partitions is the point of a
     share group). Each partition gets tasks in proportion to its records.
+
+    The largest tasks come first. Spark starts a stage's tasks in index order, and a share
+    micro-batch is often uneven (a broker hands out one partition's records until MaxRecords, so a
+    micro-batch is the tail of one partition and most of the next): in partition order, the small
+    task of the tail would go first and push one large task into a wave of its own on an
+    otherwise idle core (longest first keeps the waves full).
     """
     counts = {tp: sum(last - first + 1 for first, last, _ in runs) for tp, runs in acquired.items()}
     total = sum(counts.values())
@@ -159,6 +165,7 @@ def plan_tasks(
             pieces = max(pieces, -(-min_tasks * n // total))
         for group in _split_runs(sorted(runs), min(pieces, n)):
             tasks.append(ReadTask(topic=tp[0], partition=tp[1], runs=group, share=share))
+    tasks.sort(key=lambda task: task.record_count, reverse=True)  # stable: ties stay in order
     return tasks
 
 
