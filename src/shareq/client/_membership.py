@@ -19,17 +19,12 @@ from kio.schema.errors import ErrorCode
 
 from ._share_requests import build_heartbeat
 from ._share_state import TopicIdPartition, member_id_from_uuid
-from .cluster import Cluster
+from .cluster import COORDINATOR_ERRORS, Cluster
 from .errors import BrokerConnectionError, ClientError, KafkaError
 
 SHARE_GROUP_HEARTBEAT = 76
 LEAVE_EPOCH = -1
 _REJOIN = {ErrorCode.fenced_member_epoch, ErrorCode.unknown_member_id}
-_REDISCOVER = {
-    ErrorCode.not_coordinator,
-    ErrorCode.coordinator_not_available,
-    ErrorCode.coordinator_load_in_progress,
-}
 
 
 class Membership:
@@ -121,7 +116,7 @@ class Membership:
                 if (
                     isinstance(exc, KafkaError)
                     and not exc.retriable
-                    and exc.code not in _REJOIN | _REDISCOVER
+                    and exc.code not in _REJOIN | COORDINATOR_ERRORS
                 ):
                     self._fail(exc)
                     return
@@ -159,7 +154,7 @@ class Membership:
 
     def _handle(self, response: Any, sent_epoch: int) -> None:
         code = response.error_code
-        if code in _REDISCOVER:
+        if code in COORDINATOR_ERRORS:
             self.cluster.forget_coordinator(self.group_id)
             raise KafkaError(code, response.error_message, context="ShareGroupHeartbeat")
         if code in _REJOIN:

@@ -345,7 +345,8 @@ class Cluster:
 
 COORDINATOR_ATTEMPTS = 10
 _LOADING = ErrorCode.coordinator_load_in_progress
-_COORDINATOR_ERRORS = (ErrorCode.not_coordinator, ErrorCode.coordinator_not_available, _LOADING)
+COORDINATOR_ERRORS = frozenset((ErrorCode.not_coordinator, ErrorCode.coordinator_not_available, _LOADING))
+"""A group coordinator that moved, is not available or is loading: look it up again and retry."""
 
 
 def _coordinator_retriable(response: Any) -> ErrorCode | None:
@@ -356,4 +357,4 @@ def _coordinator_retriable(response: Any) -> ErrorCode | None:
     codes += [getattr(r, "error_code", ErrorCode.none) for r in getattr(response, "results", ()) or ()]
     for topic in getattr(response, "topics", ()) or ():
         codes += [getattr(p, "error_code", ErrorCode.none) for p in getattr(topic, "partitions", ()) or ()]
-    return next((c for c in codes if c in _COORDINATOR_ERRORS), None)
+    return next((c for c in codes if c in COORDINATOR_ERRORS), None)

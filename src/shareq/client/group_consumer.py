@@ -20,6 +20,7 @@ from kio.schema.errors import ErrorCode
 
 from . import _admin_consumer
 from .admin_types import OffsetSpec
+from .cluster import COORDINATOR_ERRORS
 from .consumer import Consumer
 from .errors import BrokerConnectionError, KafkaError
 from .records import ConsumerRecord
@@ -28,11 +29,6 @@ CONSUMER_GROUP_HEARTBEAT = 68
 OFFSET_COMMIT = 8
 OFFSET_FETCH = 9
 _REJOIN = {ErrorCode.unknown_member_id, ErrorCode.fenced_member_epoch}
-_REDISCOVER = {
-    ErrorCode.not_coordinator,
-    ErrorCode.coordinator_not_available,
-    ErrorCode.coordinator_load_in_progress,
-}
 _RETRY_BACKOFF_S = 0.1  # Kafka's retry.backoff.ms
 
 
@@ -73,7 +69,7 @@ class GroupConsumer:
         except BrokerConnectionError:
             if leave:
                 raise
-            self._next_heartbeat = time.monotonic() + _RETRY_BACKOFF_S
+            self._retry_heartbeat()
             return
         _v, m = conn.module(CONSUMER_GROUP_HEARTBEAT)
         joining = self.epoch == 0
@@ -92,14 +88,12 @@ class GroupConsumer:
         except BrokerConnectionError:
             if leave:
                 raise
-            self.cluster.forget_coordinator(self.group_id)  # found again, and retried, after a backoff
-            self._next_heartbeat = time.monotonic() + _RETRY_BACKOFF_S
-            return
-        if response.error_code in _REDISCOVER and not leave:
-            # the coordinator moved or is loading the group: Kafka's consumer looks it up again
-            # and retries after its backoff rather than failing the poll
             self.cluster.forget_coordinator(self.group_id)
-            self._next_heartbeat = time.monotonic() + _RETRY_BACKOFF_S
+            self._retry_heartbeat()
+            return
+        if response.error_code in COORDINATOR_ERRORS and not leave:
+            self.cluster.forget_coordinator(self.group_id)
+            self._retry_heartbeat()
             return
         if response.error_code in _REJOIN and not leave:  # fenced: what it held is no longer its own
             self._drop(set(self._owned_names()), commit=False)
@@ -118,6 +112,11 @@ class GroupConsumer:
             topics = response.assignment.topic_partitions
             self._assign({tp.topic_id: frozenset(int(p) for p in tp.partitions) for tp in topics})
         self._settling = response.assignment is not None or previous_epoch != self.epoch
+
+    def _retry_heartbeat(self) -> None:
+        """The coordinator moved, is loading or dropped the connection: as Kafka's consumer, look
+        it up again and retry after the backoff rather than failing the poll."""
+        self._next_heartbeat = time.monotonic() + _RETRY_BACKOFF_S
 
     def _owned_names(self) -> list[tuple[str, int]]:
         return [(self.cluster.topic_name(t), p) for t, ps in self._owned.items() for p in ps]
