@@ -6,15 +6,12 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from confluent_kafka import AcknowledgeType
-from kio.schema.errors import ErrorCode
 from share_consumers import SHARE_BROKER, consume_then_die, create_topic, poll_values, produce, share_consumer
 from share_wire_log import ACQUIRED, AVAILABLE, TERMINAL, ShareWireLog
 
-from shareq.client import Admin, KafkaError
 from shareq.embedded import EmbeddedBroker
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
@@ -206,60 +203,3 @@ def test_clean_close_acknowledges_pending_and_releases_the_rest(share_broker: Em
     finally:
         second.close()
     assert ACQUIRED not in log.states("g", _tid(share_broker, "closing"), 0).values()  # type: ignore[arg-type]
-
-
-def test_the_assignment_interval_paces_a_second_consumer(tmp_path: Path) -> None:
-    """``group.share.assignment.interval.ms`` (Kafka's KIP-1263) at 8 s: a consumer that joins just
-    after the group's last target assignment is a member with nothing, at that target's epoch, while
-    the group epoch runs ahead; once the interval has passed, the next target splits the two
-    partitions between the two consumers."""
-    config = {**SHARE_BROKER, "group.share.assignment.interval.ms": "8000"}
-    with EmbeddedBroker(tmp_path / "data", config=config) as broker, Admin(broker.bootstrap) as admin:
-        create_topic(broker.bootstrap, "paced", 2)
-        consumers = [share_consumer(broker.bootstrap, "g", ["paced"])]
-        stop = threading.Event()
-
-        def poll(consumer: Any) -> None:  # heartbeats ride on the consumer's own threads; keep it polled
-            while not stop.is_set():
-                consumer.poll(0.1)
-
-        def holdings() -> dict[str, tuple[int, ...]]:
-            try:
-                described = admin.describe_share_group("g")
-            except KafkaError as error:  # before the first consumer's join
-                assert error.code == ErrorCode.group_id_not_found
-                return {}
-            return {
-                m.member_id: tuple(sorted(p for ps in m.assignment.values() for p in ps))
-                for m in described.members
-            }
-
-        threads = [threading.Thread(target=poll, args=(consumers[0],), daemon=True)]
-        threads[0].start()
-        try:
-            deadline = time.monotonic() + 30
-            while list(holdings().values()) != [(0, 1)]:  # initialized, then assigned after the interval
-                assert time.monotonic() < deadline, holdings()
-                time.sleep(0.1)
-            consumers.append(share_consumer(broker.bootstrap, "g", ["paced"]))
-            threads.append(threading.Thread(target=poll, args=(consumers[1],), daemon=True))
-            threads[1].start()
-            while len(holdings()) < 2:
-                assert time.monotonic() < deadline
-                time.sleep(0.05)
-            described = admin.describe_share_group("g")
-            assert described.group_epoch > described.assignment_epoch
-            assert sorted(holdings().values()) == [(), (0, 1)]
-            assert {m.member_epoch for m in described.members} == {described.assignment_epoch}
-            deadline = time.monotonic() + 30
-            while sorted(holdings().values()) != [(0,), (1,)]:
-                assert time.monotonic() < deadline, holdings()
-                time.sleep(0.1)
-            described = admin.describe_share_group("g")
-            assert described.assignment_epoch == described.group_epoch
-        finally:
-            stop.set()
-            for thread in threads:
-                thread.join(5)
-            for consumer in consumers:
-                consumer.close()
