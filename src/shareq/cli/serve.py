@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import click
 
 from shareq.config import BrokerConfig, ConfigError
+from shareq.heap import retain_large_buffers
 
 if TYPE_CHECKING:
     from shareq.server import Broker
@@ -77,6 +78,8 @@ async def _serve(data_dir: Path, host: str, port: int, config: BrokerConfig) -> 
     # much (hundreds of acknowledgement batches each) triggered full collections costing tens
     # of milliseconds each, a quarter of the broker's CPU at a REJECT every tenth record.
     gc.freeze()
+    # Fetch and ShareFetch read and send megabytes per request: reuse those buffers' pages.
+    retain_large_buffers()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):

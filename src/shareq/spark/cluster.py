@@ -19,6 +19,7 @@ from typing import Any
 
 from shareq.client import Admin, ClientError, ConfigResource, Consumer, KafkaError, Producer, ResourceType
 from shareq.client.security import ClientSecurity
+from shareq.heap import retain_large_buffers
 
 from .offsets import EARLIEST, TopicPartition
 from .options import ConnectOptions
@@ -98,6 +99,9 @@ class Cluster:
     """Short-lived connections for one planning step or one task (opened lazily, closed on exit)."""
 
     def __init__(self, connect: ConnectOptions) -> None:
+        # Drivers and tasks receive a micro-batch's bytes in responses of megabytes: reuse their
+        # pages instead of faulting in fresh ones per response (once per process).
+        retain_large_buffers()
         self._connect = connect
         self._kwargs = _client_kwargs(connect)
         self._consumer: Consumer | None = None
