@@ -61,3 +61,29 @@ def test_freed_large_buffers_are_reused_without_page_faults() -> None:
 def test_the_operators_malloc_settings_win() -> None:
     applied, _, _ = _run("retain", MALLOC_TRIM_THRESHOLD_="131072")
     assert not applied
+
+
+def test_a_worker_freezes_its_heap_once_per_process() -> None:
+    """What a worker holds after its first task leaves the collector's sight once; a forked
+    worker (Spark's daemon forks them) freezes its own heap after its own first task."""
+    probe = """
+import gc, os
+from shareq.heap import freeze_once_per_process as _freeze_worker_heap
+before = gc.get_freeze_count()
+_freeze_worker_heap()
+first = gc.get_freeze_count()
+kept = [object() for _ in range(1000)]
+_freeze_worker_heap()
+again = gc.get_freeze_count()
+pid = os.fork()
+if pid == 0:
+    gc.unfreeze()
+    _freeze_worker_heap()
+    os._exit(0 if gc.get_freeze_count() > 0 else 1)
+_, status = os.waitpid(pid, 0)
+print(before, first > before, again == first, os.waitstatus_to_exitcode(status))
+"""
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=120
+    ).stdout.split()
+    assert out == ["0", "True", "True", "0"], out

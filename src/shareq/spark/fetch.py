@@ -16,6 +16,7 @@ from kio.schema.errors import ErrorCode
 from pyspark.sql.types import StructType
 
 from shareq.client import BrokerConnectionError, ClientError, KafkaError
+from shareq.heap import freeze_once_per_process
 
 from .cluster import Cluster
 from .decode import RunCursor, decode_into
@@ -63,6 +64,8 @@ def read_with_worker_cluster(
             for batch in read_task(cluster, task, schema, fail_on_data_loss=fail_on_data_loss):
                 started = True
                 yield batch
+            # Spark's daemon runs a full collection after each task of a reused worker
+            freeze_once_per_process()
             return
         except DataLossError:
             raise

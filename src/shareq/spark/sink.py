@@ -18,6 +18,8 @@ from typing import Any
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
+from shareq.heap import freeze_once_per_process
+
 from .cluster import Cluster, OutRecord
 from .options import OptionError, SinkOptions
 from .schema import column
@@ -87,6 +89,7 @@ def produce_batches(options: SinkOptions, batches: Iterator[Any]) -> SinkCommit:
                 out.append(OutRecord(topic=topic, partition=partition, key=key, value=value, headers=hdrs))
                 counts[topic] = counts.get(topic, 0) + 1
             cluster.produce(out)
+    freeze_once_per_process()  # see read_with_worker_cluster
     return SinkCommit(counts)
 
 
