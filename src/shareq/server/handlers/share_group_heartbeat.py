@@ -8,6 +8,8 @@ through the persister and answers with the resulting assignment in the same resp
 from __future__ import annotations
 
 import datetime
+import uuid
+from collections.abc import Iterable
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -40,21 +42,41 @@ async def handle_share_group_heartbeat(request: Any, ctx: RequestContext) -> Any
         return heartbeat_error(ctx, ErrorCode(error.code.value), error.message)
     assignment = None
     if result.assignment is not None:
-        assignment = ctx.build(
-            "Assignment",
-            topic_partitions=tuple(
-                ctx.build("TopicPartitions", topic_id=tp.topic_id, partitions=tp.partitions)
-                for tp in result.assignment
-            ),
-        )
+        assignment = [(tp.topic_id, tp.partitions) for tp in result.assignment]
+    return heartbeat_answer(
+        ctx,
+        member_id=result.member_id,
+        member_epoch=result.member_epoch,
+        heartbeat_interval_ms=result.heartbeat_interval_ms,
+        assignment=assignment,
+    )
+
+
+def heartbeat_answer(
+    ctx: RequestContext,
+    *,
+    member_id: str,
+    member_epoch: int,
+    heartbeat_interval_ms: int,
+    assignment: Iterable[tuple[uuid.UUID, Iterable[int]]] | None,
+) -> Any:
+    """A successful ShareGroupHeartbeat or ConsumerGroupHeartbeat (both responses have these
+    fields); ``assignment`` the (topic id, partitions) now assigned, None when unchanged."""
     return ctx.build(
         throttle_time=NO_THROTTLE,
         error_code=ErrorCode.none,
         error_message=None,
-        member_id=result.member_id,
-        member_epoch=result.member_epoch,
-        heartbeat_interval=datetime.timedelta(milliseconds=result.heartbeat_interval_ms),
-        assignment=assignment,
+        member_id=member_id,
+        member_epoch=member_epoch,
+        heartbeat_interval=datetime.timedelta(milliseconds=heartbeat_interval_ms),
+        assignment=None
+        if assignment is None
+        else ctx.build(
+            "Assignment",
+            topic_partitions=tuple(
+                ctx.build("TopicPartitions", topic_id=t, partitions=tuple(ps)) for t, ps in assignment
+            ),
+        ),
     )
 
 
