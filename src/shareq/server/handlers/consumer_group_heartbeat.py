@@ -55,13 +55,7 @@ def handle_consumer_group_heartbeat(request: Any, ctx: RequestContext) -> Any:
     if result.assignment is not None:
         by_topic = sorted(result.assignment.items(), key=lambda kv: str(kv[0]))
         assignment = [(t, sorted(ps)) for t, ps in by_topic]
-    return heartbeat_answer(
-        ctx,
-        member_id=result.member_id,
-        member_epoch=result.member_epoch,
-        heartbeat_interval_ms=result.heartbeat_interval_ms,
-        assignment=assignment,
-    )
+    return heartbeat_answer(ctx, result, assignment)
 
 
 HANDLERS = {CONSUMER_GROUP_HEARTBEAT: (VersionRange(0, 1), handle_consumer_group_heartbeat)}

@@ -14,7 +14,8 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from shareq.coordinators.group import GroupRequestError, HeartbeatRequest
+from shareq.coordinators.consumer import ConsumerHeartbeatResult
+from shareq.coordinators.group import GroupRequestError, HeartbeatRequest, HeartbeatResult
 from shareq.protocol import VersionRange
 
 from ..context import RequestContext
@@ -43,21 +44,12 @@ async def handle_share_group_heartbeat(request: Any, ctx: RequestContext) -> Any
     assignment = None
     if result.assignment is not None:
         assignment = [(tp.topic_id, tp.partitions) for tp in result.assignment]
-    return heartbeat_answer(
-        ctx,
-        member_id=result.member_id,
-        member_epoch=result.member_epoch,
-        heartbeat_interval_ms=result.heartbeat_interval_ms,
-        assignment=assignment,
-    )
+    return heartbeat_answer(ctx, result, assignment)
 
 
 def heartbeat_answer(
     ctx: RequestContext,
-    *,
-    member_id: str,
-    member_epoch: int,
-    heartbeat_interval_ms: int,
+    result: HeartbeatResult | ConsumerHeartbeatResult,
     assignment: Iterable[tuple[uuid.UUID, Iterable[int]]] | None,
 ) -> Any:
     """A successful ShareGroupHeartbeat or ConsumerGroupHeartbeat (both responses have these
@@ -66,9 +58,9 @@ def heartbeat_answer(
         throttle_time=NO_THROTTLE,
         error_code=ErrorCode.none,
         error_message=None,
-        member_id=member_id,
-        member_epoch=member_epoch,
-        heartbeat_interval=datetime.timedelta(milliseconds=heartbeat_interval_ms),
+        member_id=result.member_id,
+        member_epoch=result.member_epoch,
+        heartbeat_interval=datetime.timedelta(milliseconds=result.heartbeat_interval_ms),
         assignment=None
         if assignment is None
         else ctx.build(
