@@ -40,6 +40,7 @@ from typing import Any
 import psutil
 from confluent_kafka import Producer
 
+import broker_process
 from shareq.client import Admin, ConfigResource, ResourceType, _codec
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
@@ -78,44 +79,14 @@ print(json.dumps(seen), flush=True)
 """
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 def start_broker(data_dir: Path) -> tuple[subprocess.Popen[str], str]:
-    port = free_port()
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "shareq",
-            "serve",
-            "--data-dir",
-            str(data_dir),
-            "--port",
-            str(port),
-            "--log-level",
-            "WARNING",
-            "--config",
-            "group.share.auto.offset.reset=earliest",
-            "--config",
-            "group.share.max.size=1000",
-            "--config",
-            "share.coordinator.state.topic.num.partitions=5",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
+    port = broker_process.free_port()
+    configs = (
+        "group.share.auto.offset.reset=earliest",
+        "group.share.max.size=1000",
+        "share.coordinator.state.topic.num.partitions=5",
     )
-    assert process.stdout is not None
-    line = process.stdout.readline()
-    if not line.startswith("shareq listening on"):
-        process.kill()
-        raise RuntimeError(f"broker did not start: {line!r}")
-    return process, f"127.0.0.1:{port}"
+    return broker_process.start_broker(data_dir, port, configs=configs, quiet=True), f"127.0.0.1:{port}"
 
 
 def latencies(bootstrap: str, topic: str, count: int, interval: float, warm_up: int = 0) -> list[float]:

@@ -50,11 +50,11 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from broker_process import free_port
 from share_consume import (
     PARTITIONS,
     TOPIC,
     create_topic,
-    free_port,
     produce,
     start_broker,
     stop_broker,

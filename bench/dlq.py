@@ -28,10 +28,8 @@ import argparse
 import multiprocessing as mp
 import os
 import shutil
-import socket
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -40,32 +38,15 @@ from pathlib import Path
 
 import psutil
 
-READY = "shareq listening on "
+import broker_process
+from broker_process import free_port
+
 TOPIC = "bench"
 DLQ = "dlq.bench"
 PARTITIONS = 4
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 def start_broker(data_dir: Path, port: int, record_locks: int | None = None) -> subprocess.Popen[str]:
-    prof = ["-m", "cProfile", "-o", os.environ["DLQ_PROFILE"]] if os.environ.get("DLQ_PROFILE") else []
-    command = [
-        sys.executable,
-        *prof,
-        "-m",
-        "shareq",
-        "serve",
-        "--data-dir",
-        str(data_dir),
-        "--port",
-        str(port),
-    ]
     pairs = [
         "group.share.auto.offset.reset=earliest",
         "errors.deadletterqueue.auto.create.topics.enable=true",
@@ -75,16 +56,8 @@ def start_broker(data_dir: Path, port: int, record_locks: int | None = None) -> 
             f"group.share.max.partition.max.record.locks={record_locks}",
             f"group.share.partition.max.record.locks={record_locks}",
         ]
-    for pair in pairs:
-        command += ["--config", pair]
-    command += ["--log-level", "WARNING"]
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=os.environ.copy())
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    if not line.startswith(READY):
-        proc.kill()
-        raise RuntimeError(f"broker did not start: {line!r}")
-    return proc
+    profile = os.environ.get("DLQ_PROFILE") or None
+    return broker_process.start_broker(data_dir, port, configs=pairs, profile=profile)
 
 
 def produce(bootstrap: str, n: int) -> None:

@@ -16,11 +16,9 @@ open, which pushes the web view's state every second); the scrape's own time is 
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import statistics
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -30,7 +28,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from share_consume import READY, free_port, produce, run_phase, stop_broker
+from broker_process import free_port, start_broker
+from share_consume import produce, run_phase, stop_broker
 
 PHASES = (("share", "implicit"), ("share explicit", "explicit"))
 
@@ -46,18 +45,12 @@ class Setting:
 
 
 def start(data_dir: Path, port: int, http_port: int | None) -> subprocess.Popen[str]:
-    command = [sys.executable, "-m", "shareq", "serve", "--data-dir", str(data_dir), "--port", str(port)]
-    command += ["--config", "group.share.auto.offset.reset=earliest", "--log-level", "WARNING"]
-    if http_port is not None:
-        command += ["--http-port", str(http_port)]
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=os.environ.copy())
-    assert proc.stdout is not None
-    while True:
-        line = proc.stdout.readline()
-        if line.startswith(READY):
-            return proc
-        if not line:
-            raise RuntimeError("broker did not start")
+    return start_broker(
+        data_dir,
+        port,
+        configs=("group.share.auto.offset.reset=earliest",),
+        args=() if http_port is None else ("--http-port", str(http_port)),
+    )
 
 
 @contextmanager

@@ -30,9 +30,7 @@ import multiprocessing as mp
 import os
 import shutil
 import signal
-import socket
 import subprocess
-import sys
 import tempfile
 import time
 import urllib.request
@@ -42,7 +40,9 @@ from pathlib import Path
 
 import psutil
 
-READY = "shareq listening on "
+import broker_process
+from broker_process import free_port
+
 TOPIC = "bench"
 PLAIN = "plain"
 PARTITIONS = 4
@@ -50,39 +50,15 @@ PERSISTERS = ("coordinator", "in-log")
 ACK_EVERY = 20
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 def start_broker(data_dir: Path, port: int, http_port: int, persister: str) -> subprocess.Popen[str]:
     profile = os.environ.get("PERSISTERS_PROFILE")
-    prof = ["-m", "cProfile", "-o", f"{profile}.{persister}"] if profile else []
-    command = [
-        sys.executable,
-        *prof,
-        "-m",
-        "shareq",
-        "serve",
-        "--data-dir",
-        str(data_dir),
-        "--port",
-        str(port),
-    ]
-    command += ["--http-port", str(http_port), "--log-level", "WARNING"]
-    for pair in ("group.share.auto.offset.reset=earliest", f"share.persister={persister}"):
-        command += ["--config", pair]
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=os.environ.copy())
-    assert proc.stdout is not None
-    while True:
-        line = proc.stdout.readline()
-        if line.startswith(READY):
-            return proc
-        if not line:
-            proc.kill()
-            raise RuntimeError("broker did not start")
+    return broker_process.start_broker(
+        data_dir,
+        port,
+        configs=("group.share.auto.offset.reset=earliest", f"share.persister={persister}"),
+        args=("--http-port", str(http_port)),
+        profile=f"{profile}.{persister}" if profile else None,
+    )
 
 
 def metric(http_port: int, name: str) -> float:

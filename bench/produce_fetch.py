@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import argparse
 import os
-import socket
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -22,29 +20,14 @@ import psutil
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+import broker_process
+
 RECORD_BYTES = 100
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 def start_broker(data_dir: Path) -> tuple[subprocess.Popen[str], str]:
-    port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "shareq", "serve", "--data-dir", str(data_dir), "--port", str(port)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-    assert process.stdout is not None
-    line = process.stdout.readline()
-    if not line.startswith("shareq listening on"):
-        process.kill()
-        raise RuntimeError(f"broker did not start: {line!r}")
+    port = broker_process.free_port()
+    process = broker_process.start_broker(data_dir, port, log_level=None, quiet=True)
     return process, f"127.0.0.1:{port}"
 
 

@@ -53,9 +53,10 @@ from typing import Any
 
 import psutil
 
+import broker_process
 import peers
+from broker_process import free_port
 
-READY = "shareq listening on "
 TOPIC = "bench"
 PARTITIONS = 4
 PEER_CONSUMERS = 4
@@ -66,17 +67,9 @@ def start_broker(
     data_dir: Path, port: int, profile: str | None = None, cpus: set[int] | None = None
 ) -> subprocess.Popen[str]:
     """The broker as a subprocess, on ``cpus`` only when given (its threads inherit that)."""
-    command = [sys.executable, *(["-m", "cProfile", "-o", profile] if profile else [])]
-    command += ["-m", "shareq", "serve", "--data-dir", str(data_dir), "--port", str(port)]
-    command += ["--config", "group.share.auto.offset.reset=earliest", "--log-level", "WARNING"]
-    pin = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=os.environ.copy(), preexec_fn=pin)
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    if not line.startswith(READY):
-        proc.kill()
-        raise RuntimeError(f"broker did not start: {line!r}")
-    return proc
+    return broker_process.start_broker(
+        data_dir, port, configs=("group.share.auto.offset.reset=earliest",), profile=profile, cpus=cpus
+    )
 
 
 def io_counters(broker: subprocess.Popen[str]) -> dict[str, dict[str, int]]:
@@ -90,15 +83,6 @@ def io_counters(broker: subprocess.Popen[str]) -> dict[str, dict[str, int]]:
         if line.startswith("io "):
             counters: dict[str, dict[str, int]] = json.loads(line[3:])
             return counters
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def create_topic(bootstrap: str, topic: str, partitions: int = PARTITIONS) -> None:

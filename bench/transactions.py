@@ -26,7 +26,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from share_consume import create_topic, free_port, start_broker, stop_broker
+from broker_process import free_port
+from share_consume import create_topic, start_broker, stop_broker
 
 PARTITIONS = 4
 VALUE = b"x" * 100

@@ -15,16 +15,13 @@ Prints records/s of both and the ratio (target >= 0.5).
 from __future__ import annotations
 
 import argparse
-import os
-import socket
 import statistics
-import subprocess
-import sys
 import tempfile
 import threading
 import time
 import uuid
 
+from broker_process import free_port, start_broker
 from shareq.client import AcknowledgeType, Admin, Producer, ShareConsumer
 
 CONFIGS = (
@@ -33,37 +30,6 @@ CONFIGS = (
     "group.share.min.heartbeat.interval.ms=200",
     "group.share.heartbeat.interval.ms=300",
 )
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _start(data: str, port: int) -> subprocess.Popen[str]:
-    cmd = [
-        sys.executable,
-        "-m",
-        "shareq",
-        "serve",
-        "--data-dir",
-        data,
-        "--port",
-        str(port),
-        "--host",
-        "127.0.0.1",
-    ]
-    for c in CONFIGS:
-        cmd += ["--config", c]
-    proc = subprocess.Popen(
-        cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=os.environ.copy()
-    )
-    assert proc.stdout is not None
-    for line in proc.stdout:
-        if line.startswith("shareq listening on "):
-            break
-    return proc
 
 
 def _run(bootstrap: str, source: str, records: int, workers: int, eos: bool, max_poll: int) -> float:
@@ -135,8 +101,10 @@ def main() -> None:
     )
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-txn-acks-") as data:
-        port = _free_port()
-        proc = _start(data, port)
+        port = free_port()
+        proc = start_broker(
+            data, port, configs=CONFIGS, args=("--host", "127.0.0.1"), log_level=None, quiet=True
+        )
         bootstrap = f"127.0.0.1:{port}"
         try:
             source = f"in-{uuid.uuid4().hex[:6]}"

@@ -33,7 +33,8 @@ from pathlib import Path
 
 import psutil
 
-from share_consume import free_port, peak_rss_mb, produce, run_phase, start_broker, stop_broker
+from broker_process import free_port
+from share_consume import peak_rss_mb, produce, run_phase, start_broker, stop_broker
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from kafka_harness import java_command, kafka_cluster

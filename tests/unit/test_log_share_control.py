@@ -127,6 +127,25 @@ def test_gap_batch_is_a_producerless_commit_marker_at_its_last_offset() -> None:
     assert [r.offset for r in theirs] == [14]
 
 
+# The bytes both writers of a batch header gave before they shared one sealing function: a gap
+# marker (last offset delta spanning the gap, 70,000 offsets past a base above 2**32) and an
+# ordinary two-record batch (last offset delta count - 1).
+GAP_BYTES = bytes.fromhex(
+    "000001000000000000000044ffffffff02d24bab1000200001117000000000000000050000000000000005"
+    "ffffffffffffffffffffffffffff00000001240000e0c50808000000010c00000000000000"
+)
+BATCH_BYTES = bytes.fromhex(
+    "000000000000000300000042ffffffff02ccd14aa600000000000100000000000000050000000000000005"
+    "ffffffffffffffffffffffffffff0000000210000000026b0276000e00000201027700"
+)
+
+
+def test_gap_marker_and_plain_batch_keep_their_bytes() -> None:
+    assert gap_batch(2**40, 2**40 + 70_000, timestamp=5) == GAP_BYTES
+    two = [Record(key=b"k", value=b"v", timestamp=5), Record(value=b"w")]
+    assert encode_batch(two, base_offset=3) == BATCH_BYTES
+
+
 def test_visible_end_follows_appends_and_is_found_again_after_reopening(tmp_path: Path) -> None:
     log = PartitionLog.open(tmp_path, SMALL, now_ms=0)
     assert log.visible_end_offset == 0

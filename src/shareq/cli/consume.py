@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable, Sequence
 
 import click
 
@@ -104,27 +105,54 @@ def consume(
         bootstrap, group, topics=list(topics), client_id="shareq-cli", request_timeout=REQUEST_TIMEOUT_S
     )
     kind = _ACKS[ack]
+
+    def acknowledge(record: ConsumerRecord) -> None:
+        consumer.acknowledge(record, kind)
+
+    try:
+        count = _print_records(
+            consumer.poll,
+            consumer.commit,
+            max_records,
+            timeout,
+            lambda r: _line(r, as_json, print_key, key_separator),
+            acknowledge,
+        )
+    finally:
+        consumer.close(release=True)
+    click.echo(f"consumed {count} record(s)", err=True)
+
+
+def _print_records(
+    poll: Callable[[float, int | None], Sequence[ConsumerRecord]],
+    commit: Callable[[], object],
+    max_records: int | None,
+    timeout: float | None,
+    line: Callable[[ConsumerRecord], str],
+    after: Callable[[ConsumerRecord], None] | None = None,
+) -> int:
+    """Poll (at most the records still wanted, None: any number), print each record's ``line``
+    (then ``after`` it) and commit after each non-empty poll; until ``max_records``, ``timeout``
+    seconds without a record, or Ctrl-C. Returns the count."""
     count = 0
     try:
         idle_since = time.monotonic()
         while max_records is None or count < max_records:
             wait = 1.0 if timeout is None else max(0.0, min(1.0, idle_since + timeout - time.monotonic()))
-            limit = None if max_records is None else max_records - count
-            records = consumer.poll(wait, max_records=limit)
+            records = poll(wait, None if max_records is None else max_records - count)
             for record in records:
-                click.echo(_line(record, as_json, print_key, key_separator))
-                consumer.acknowledge(record, kind)
+                click.echo(line(record))
+                if after is not None:
+                    after(record)
             count += len(records)
             if records:
-                consumer.commit()
+                commit()
                 idle_since = time.monotonic()
             elif timeout is not None and time.monotonic() - idle_since >= timeout:
                 break
     except KeyboardInterrupt:
         pass
-    finally:
-        consumer.close(release=True)
-    click.echo(f"consumed {count} record(s)", err=True)
+    return count
 
 
 def _consume_in_group(
@@ -146,23 +174,14 @@ def _consume_in_group(
         request_timeout=REQUEST_TIMEOUT_S,
         auto_offset_reset=reset,
     )
-    count = 0
+
+    def poll(wait: float, wanted: int | None) -> list[ConsumerRecord]:
+        return consumer.poll(wait, max_records=500 if wanted is None else min(500, wanted))
+
     try:
-        idle_since = time.monotonic()
-        while max_records is None or count < max_records:
-            wait = 1.0 if timeout is None else max(0.0, min(1.0, idle_since + timeout - time.monotonic()))
-            limit = 500 if max_records is None else min(500, max_records - count)
-            records = consumer.poll(wait, max_records=limit)
-            for record in records:
-                click.echo(_line(record, as_json, print_key, key_separator))
-            count += len(records)
-            if records:
-                consumer.commit()
-                idle_since = time.monotonic()
-            elif timeout is not None and time.monotonic() - idle_since >= timeout:
-                break
-    except KeyboardInterrupt:
-        pass
+        count = _print_records(
+            poll, consumer.commit, max_records, timeout, lambda r: _line(r, as_json, print_key, key_separator)
+        )
     finally:
         consumer.close()
     click.echo(f"consumed {count} record(s)", err=True)

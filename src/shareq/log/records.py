@@ -236,8 +236,12 @@ def _seal(
     producer_epoch: int = NO_PRODUCER_EPOCH,
     base_sequence: int = NO_SEQUENCE,
     partition_leader_epoch: int = -1,
+    last_offset_delta: int | None = None,
 ) -> bytes:
-    """Fill in the batch header before the records already in ``out``, then the CRC."""
+    """Fill in the batch header before the records already in ``out``, then the CRC.
+
+    ``last_offset_delta`` defaults to ``count - 1`` (consecutive offsets); a batch whose records
+    leave offsets out (a gap marker) spans more."""
     HEADER.pack_into(
         out,
         0,
@@ -247,7 +251,7 @@ def _seal(
         2,
         0,
         attributes,
-        count - 1,
+        count - 1 if last_offset_delta is None else last_offset_delta,
         base_timestamp,
         max_timestamp,
         producer_id,
@@ -365,6 +369,27 @@ def encode_share_control_batch(control_type: int, value: bytes, *, timestamp: in
         raise ValueError(f"{control_type} is not a share-state control record type")
     record = Record(key=_CONTROL_KEY.pack(0, control_type), value=value, timestamp=timestamp)
     return encode_batch([record], control=True)
+
+
+def encode_spanning_control_batch(
+    control_type: int, value: bytes, *, first_offset: int, last_offset: int, timestamp: int
+) -> bytes:
+    """A control batch spanning ``first_offset..last_offset`` that holds one control record, at
+    ``last_offset``: key (version 0, ``control_type``), ``value``; not transactional, no producer
+    id. The offsets before the record are a gap that every reader steps over."""
+    span = last_offset - first_offset
+    out = bytearray(HEADER_SIZE)
+    record = Record(key=_CONTROL_KEY.pack(0, control_type), value=value)
+    _encode_record(out, record, span, 0)
+    return _seal(
+        out,
+        1,
+        base_offset=first_offset,
+        base_timestamp=timestamp,
+        max_timestamp=timestamp,
+        attributes=int(Compression.NONE) | CONTROL_MASK,
+        last_offset_delta=span,
+    )
 
 
 def control_record_type(record: Record) -> int:

@@ -19,29 +19,13 @@ import struct
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from crc32c import crc32c
-
-from .batch import (
-    ATTRIBUTES_OFFSET,
-    COMPRESSION_MASK,
-    CONTROL_MASK,
-    CRC_OFFSET,
-    HEADER,
-    HEADER_SIZE,
-    LOG_OVERHEAD,
-    MAGIC,
-    NO_PRODUCER_EPOCH,
-    NO_PRODUCER_ID,
-    NO_SEQUENCE,
-)
-from .records import CONTROL_TYPE_COMMIT, SHARE_CONTROL_TYPES, write_varint
+from .batch import ATTRIBUTES_OFFSET, COMPRESSION_MASK, CONTROL_MASK, HEADER_SIZE, LOG_OVERHEAD
+from .records import CONTROL_TYPE_COMMIT, SHARE_CONTROL_TYPES, encode_spanning_control_batch
 from .transactions import control_type
 
 _TYPE = struct.Struct(">h")
 _LENGTH = struct.Struct(">i")
 _BASE = struct.Struct(">q")
-_CRC = struct.Struct(">I")
-_CONTROL_KEY = struct.Struct(">hh")  # version, type
 _CONTROL_VALUE = struct.Struct(">hi")  # version, coordinatorEpoch
 
 
@@ -147,34 +131,10 @@ def gap_batch(first: int, last: int, timestamp: int = -1) -> bytes:
     past a message or a control record, so only a marker brings a consumer's lag to zero when
     share state ends the log. Every client ignores a COMMIT; no producer means no transaction.
     """
-    body = bytearray(b"\x00")  # record attributes
-    write_varint(body, 0)  # timestampDelta
-    write_varint(body, last - first)  # offsetDelta: the marker sits at ``last``
-    write_varint(body, _CONTROL_KEY.size)
-    body += _CONTROL_KEY.pack(0, CONTROL_TYPE_COMMIT)
-    write_varint(body, _CONTROL_VALUE.size)
-    body += _CONTROL_VALUE.pack(0, 0)
-    write_varint(body, 0)  # headers
-    record = bytearray()
-    write_varint(record, len(body))
-    record += body
-    out = bytearray(HEADER_SIZE) + record
-    HEADER.pack_into(
-        out,
-        0,
-        first,
-        len(out) - LOG_OVERHEAD,
-        -1,
-        MAGIC,
-        0,
-        CONTROL_MASK,
-        last - first,
-        timestamp,
-        timestamp,
-        NO_PRODUCER_ID,
-        NO_PRODUCER_EPOCH,
-        NO_SEQUENCE,
-        1,
+    return encode_spanning_control_batch(
+        CONTROL_TYPE_COMMIT,
+        _CONTROL_VALUE.pack(0, 0),
+        first_offset=first,
+        last_offset=last,
+        timestamp=timestamp,
     )
-    _CRC.pack_into(out, CRC_OFFSET, crc32c(memoryview(out)[ATTRIBUTES_OFFSET:]))
-    return bytes(out)

@@ -192,8 +192,9 @@ def decode(control_type: int, value: bytes | memoryview) -> ShareControl:
     )
 
 
-def _end_of(states: tuple[StateBatch, ...], start: int) -> int:
-    return states[-1].last_offset + 1 if states else start
+def _end_of(states: tuple[StateBatch, ...], empty: int) -> int:
+    """The offset after the last run, or ``empty`` when there is none."""
+    return states[-1].last_offset + 1 if states else empty
 
 
 # -- to and from the share coordinator's record values (the state model both persisters share) --
@@ -227,7 +228,7 @@ def from_update(group_id: str, u: ShareUpdate, back_offset: int) -> ShareControl
         back_offset=back_offset,
         leader_epoch=u.leader_epoch,
         start_offset=u.start_offset,
-        end_offset=NO_OFFSET if not u.state_batches else u.state_batches[-1].last_offset + 1,
+        end_offset=_end_of(u.state_batches, NO_OFFSET),
         delivery_complete_count=u.delivery_complete_count,
         states=u.state_batches,
     )

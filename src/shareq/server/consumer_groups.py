@@ -20,7 +20,7 @@ import logging
 import time
 import uuid
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from shareq.config import consumer_assignors
 from shareq.coordinators.classic import (
@@ -69,10 +69,22 @@ GROUP_METADATA_TOPIC = "__consumer_offsets"
 _FAR = float("inf")
 
 JoinKey = tuple[str, str]
+T = TypeVar("T")
 
 
 def _wall_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+def _park(parked: dict[JoinKey, asyncio.Future[T]], key: JoinKey, superseded: T) -> asyncio.Future[T]:
+    """A future for the member's parked JoinGroup or SyncGroup; one it had parked before is
+    answered ``superseded`` (a member waits in one join and one sync at a time)."""
+    future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+    older = parked.pop(key, None)
+    if older is not None and not older.done():
+        older.set_result(superseded)
+    parked[key] = future
+    return future
 
 
 class ConsumerGroupServices:
@@ -220,14 +232,11 @@ class ConsumerGroupServices:
         self._register(request.group_id)
         future: asyncio.Future[JoinResponse] | None = None
         if result.response is None:
-            key = (request.group_id, result.member_id)
-            future = asyncio.get_running_loop().create_future()
-            older = self._joins.pop(key, None)
-            if older is not None and not older.done():
-                older.set_result(
-                    JoinResponse(error=ClassicErrorCode.REBALANCE_IN_PROGRESS, member_id=result.member_id)
-                )
-            self._joins[key] = future
+            future = _park(
+                self._joins,
+                (request.group_id, result.member_id),
+                JoinResponse(error=ClassicErrorCode.REBALANCE_IN_PROGRESS, member_id=result.member_id),
+            )
         self._apply(result)
         if future is None:
             assert isinstance(result.response, JoinResponse)
@@ -243,12 +252,11 @@ class ConsumerGroupServices:
         result = self.coordinator.sync(request, now_ms=_wall_ms())
         future: asyncio.Future[SyncResponse] | None = None
         if result.response is None:
-            key = (request.group_id, result.member_id)
-            future = asyncio.get_running_loop().create_future()
-            older = self._syncs.pop(key, None)
-            if older is not None and not older.done():
-                older.set_result(SyncResponse(error=ClassicErrorCode.REBALANCE_IN_PROGRESS))
-            self._syncs[key] = future
+            future = _park(
+                self._syncs,
+                (request.group_id, result.member_id),
+                SyncResponse(error=ClassicErrorCode.REBALANCE_IN_PROGRESS),
+            )
         self._apply(result)
         if future is None:
             assert isinstance(result.response, SyncResponse)

@@ -8,6 +8,7 @@ records before the answer; a group's configs may be set before the group exists.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
@@ -260,22 +261,24 @@ def _entry(
     )
 
 
-def handle_incremental_alter_configs(request: Any, ctx: RequestContext) -> Any:
+_Alter = Callable[[Any, RequestContext, bool], None]
+
+
+def _alter_resources(request: Any, ctx: RequestContext, alters: Mapping[int, _Alter]) -> Any:
+    """Each resource altered by the function for its type (``validate_only`` passed on), its
+    failure turned into its own error code and message: both AlterConfigs APIs answer so."""
     responses = []
     for resource in request.resources:
         code, message = ErrorCode.none, None
+        alter = alters.get(resource.resource_type)
         try:
-            if resource.resource_type == GROUP:
-                _alter_group(resource, ctx, request.validate_only)
-            elif resource.resource_type == TOPIC:
-                _alter_topic(resource, ctx, request.validate_only)
-            elif resource.resource_type == BROKER:
-                _alter_broker(resource, ctx, request.validate_only)
-            else:
+            if alter is None:
                 code, message = (
                     ErrorCode.invalid_request,
                     f"unsupported resource type {resource.resource_type}",
                 )
+            else:
+                alter(resource, ctx, request.validate_only)
         except _Fail as fail:
             code, message = fail.code, str(fail)
         except (InvalidConfigError, ConfigError) as error:
@@ -295,42 +298,31 @@ def handle_incremental_alter_configs(request: Any, ctx: RequestContext) -> Any:
     return ctx.build(throttle_time=NO_THROTTLE, responses=tuple(responses))
 
 
+def handle_incremental_alter_configs(request: Any, ctx: RequestContext) -> Any:
+    return _alter_resources(request, ctx, {GROUP: _alter_group, TOPIC: _alter_topic, BROKER: _alter_broker})
+
+
 def handle_alter_configs(request: Any, ctx: RequestContext) -> Any:
     """The legacy AlterConfigs (API 33): a resource's dynamic configs are replaced by the ones
     given, so a config left out goes back to its default."""
-    responses = []
-    for resource in request.resources:
-        code, message = ErrorCode.none, None
-        configs = {c.name: c.value for c in resource.configs if c.value is not None}
-        try:
-            if resource.resource_type == TOPIC:
-                topic = ctx.broker.topics.get(resource.resource_name)
-                if topic is None:
-                    raise _Fail(ErrorCode.unknown_topic_or_partition, f"no topic {resource.resource_name}")
-                validated = validate_topic_configs(configs)
-                if not request.validate_only:
-                    ctx.broker.alter_topic_configs(topic.name, validated)
-            elif resource.resource_type == BROKER:
-                _replace_broker(resource.resource_name, configs, ctx, request.validate_only)
-            else:
-                code, message = (
-                    ErrorCode.invalid_request,
-                    f"unsupported resource type {resource.resource_type}",
-                )
-        except _Fail as fail:
-            code, message = fail.code, str(fail)
-        except (InvalidConfigError, ConfigError) as error:
-            code, message = ErrorCode.invalid_config, str(error)
-        responses.append(
-            ctx.build(
-                "AlterConfigsResourceResponse",
-                error_code=code,
-                error_message=message,
-                resource_type=resource.resource_type,
-                resource_name=resource.resource_name,
-            )
-        )
-    return ctx.build(throttle_time=NO_THROTTLE, responses=tuple(responses))
+    return _alter_resources(request, ctx, {TOPIC: _replace_topic, BROKER: _replace_broker_configs})
+
+
+def _given(resource: Any) -> dict[str, str]:
+    return {c.name: c.value for c in resource.configs if c.value is not None}
+
+
+def _replace_topic(resource: Any, ctx: RequestContext, validate_only: bool) -> None:
+    topic = ctx.broker.topics.get(resource.resource_name)
+    if topic is None:
+        raise _Fail(ErrorCode.unknown_topic_or_partition, f"no topic {resource.resource_name}")
+    validated = validate_topic_configs(_given(resource))
+    if not validate_only:
+        ctx.broker.alter_topic_configs(topic.name, validated)
+
+
+def _replace_broker_configs(resource: Any, ctx: RequestContext, validate_only: bool) -> None:
+    _replace_broker(resource.resource_name, _given(resource), ctx, validate_only)
 
 
 def _replace_broker(name: str, updated: dict[str, str], ctx: RequestContext, validate_only: bool) -> None:

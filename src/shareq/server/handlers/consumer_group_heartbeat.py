@@ -12,9 +12,8 @@ from shareq.coordinators.consumer import ConsumerHeartbeat
 from shareq.protocol import VersionRange
 
 from ..context import RequestContext
-from .api_versions import NO_THROTTLE
 from .classic_groups import services
-from .share_group_heartbeat import heartbeat_error
+from .share_group_heartbeat import heartbeat_answer, heartbeat_error
 
 CONSUMER_GROUP_HEARTBEAT = 68
 
@@ -54,22 +53,9 @@ def handle_consumer_group_heartbeat(request: Any, ctx: RequestContext) -> Any:
         return heartbeat_error(ctx, ErrorCode(error.code.value), error.message)
     assignment = None
     if result.assignment is not None:
-        assignment = ctx.build(
-            "Assignment",
-            topic_partitions=tuple(
-                ctx.build("TopicPartitions", topic_id=t, partitions=tuple(sorted(ps)))
-                for t, ps in sorted(result.assignment.items(), key=lambda kv: str(kv[0]))
-            ),
-        )
-    return ctx.build(
-        throttle_time=NO_THROTTLE,
-        error_code=ErrorCode.none,
-        error_message=None,
-        member_id=result.member_id,
-        member_epoch=result.member_epoch,
-        heartbeat_interval=datetime.timedelta(milliseconds=result.heartbeat_interval_ms),
-        assignment=assignment,
-    )
+        by_topic = sorted(result.assignment.items(), key=lambda kv: str(kv[0]))
+        assignment = [(t, sorted(ps)) for t, ps in by_topic]
+    return heartbeat_answer(ctx, result, assignment)
 
 
 HANDLERS = {CONSUMER_GROUP_HEARTBEAT: (VersionRange(0, 1), handle_consumer_group_heartbeat)}

@@ -7,6 +7,7 @@ A share group's id answers GROUP_ID_NOT_FOUND ("not a consumer group"), as in Ka
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -46,6 +47,33 @@ def commits_of(request: Any, ctx: RequestContext) -> tuple[list[OffsetCommit], l
     return commits, unknown
 
 
+def partition_codes(
+    ctx: RequestContext,
+    topics: Any,
+    codes: Mapping[tuple[str, int], int],
+    *,
+    topic_class: str,
+    partition_class: str,
+) -> tuple[Any, ...]:
+    """The response topics that answer a request's ``topics`` partition by partition with the code
+    ``codes`` holds for each (OffsetCommit, TxnOffsetCommit and OffsetDelete answer alike)."""
+    return tuple(
+        ctx.build(
+            topic_class,
+            name=topic.name,
+            partitions=tuple(
+                ctx.build(
+                    partition_class,
+                    partition_index=p.partition_index,
+                    error_code=ErrorCode(codes[(topic.name, p.partition_index)]),
+                )
+                for p in topic.partitions
+            ),
+        )
+        for topic in topics
+    )
+
+
 def handle_offset_commit(request: Any, ctx: RequestContext) -> Any:
     commits, unknown = commits_of(request, ctx)
     codes = dict.fromkeys(unknown, ClassicErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
@@ -65,20 +93,12 @@ def handle_offset_commit(request: Any, ctx: RequestContext) -> Any:
             codes[(c.topic, c.partition)] = error.code
     return ctx.build(
         throttle_time=NO_THROTTLE,
-        topics=tuple(
-            ctx.build(
-                "OffsetCommitResponseTopic",
-                name=topic.name,
-                partitions=tuple(
-                    ctx.build(
-                        "OffsetCommitResponsePartition",
-                        partition_index=p.partition_index,
-                        error_code=ErrorCode(codes[(topic.name, p.partition_index)].value),
-                    )
-                    for p in topic.partitions
-                ),
-            )
-            for topic in request.topics
+        topics=partition_codes(
+            ctx,
+            request.topics,
+            codes,
+            topic_class="OffsetCommitResponseTopic",
+            partition_class="OffsetCommitResponsePartition",
         ),
     )
 
@@ -150,24 +170,15 @@ def handle_offset_delete(request: Any, ctx: RequestContext) -> Any:
         codes = services(ctx).delete_offsets(request.group_id, partitions)
     except ClassicRequestError as error:
         return ctx.build(error_code=ErrorCode(error.code.value), throttle_time=NO_THROTTLE, topics=())
-    by_tp = dict(zip(partitions, codes, strict=True))
     return ctx.build(
         error_code=ErrorCode.none,
         throttle_time=NO_THROTTLE,
-        topics=tuple(
-            ctx.build(
-                "OffsetDeleteResponseTopic",
-                name=t.name,
-                partitions=tuple(
-                    ctx.build(
-                        "OffsetDeleteResponsePartition",
-                        partition_index=p.partition_index,
-                        error_code=ErrorCode(by_tp[(t.name, p.partition_index)].value),
-                    )
-                    for p in t.partitions
-                ),
-            )
-            for t in request.topics
+        topics=partition_codes(
+            ctx,
+            request.topics,
+            dict(zip(partitions, codes, strict=True)),
+            topic_class="OffsetDeleteResponseTopic",
+            partition_class="OffsetDeleteResponsePartition",
         ),
     )
 

@@ -8,11 +8,14 @@ through the persister and answers with the resulting assignment in the same resp
 from __future__ import annotations
 
 import datetime
+import uuid
+from collections.abc import Iterable
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from shareq.coordinators.group import GroupRequestError, HeartbeatRequest
+from shareq.coordinators.consumer import ConsumerHeartbeatResult
+from shareq.coordinators.group import GroupRequestError, HeartbeatRequest, HeartbeatResult
 from shareq.protocol import VersionRange
 
 from ..context import RequestContext
@@ -40,13 +43,17 @@ async def handle_share_group_heartbeat(request: Any, ctx: RequestContext) -> Any
         return heartbeat_error(ctx, ErrorCode(error.code.value), error.message)
     assignment = None
     if result.assignment is not None:
-        assignment = ctx.build(
-            "Assignment",
-            topic_partitions=tuple(
-                ctx.build("TopicPartitions", topic_id=tp.topic_id, partitions=tp.partitions)
-                for tp in result.assignment
-            ),
-        )
+        assignment = [(tp.topic_id, tp.partitions) for tp in result.assignment]
+    return heartbeat_answer(ctx, result, assignment)
+
+
+def heartbeat_answer(
+    ctx: RequestContext,
+    result: HeartbeatResult | ConsumerHeartbeatResult,
+    assignment: Iterable[tuple[uuid.UUID, Iterable[int]]] | None,
+) -> Any:
+    """A successful ShareGroupHeartbeat or ConsumerGroupHeartbeat (both responses have these
+    fields); ``assignment`` the (topic id, partitions) now assigned, None when unchanged."""
     return ctx.build(
         throttle_time=NO_THROTTLE,
         error_code=ErrorCode.none,
@@ -54,7 +61,14 @@ async def handle_share_group_heartbeat(request: Any, ctx: RequestContext) -> Any
         member_id=result.member_id,
         member_epoch=result.member_epoch,
         heartbeat_interval=datetime.timedelta(milliseconds=result.heartbeat_interval_ms),
-        assignment=assignment,
+        assignment=None
+        if assignment is None
+        else ctx.build(
+            "Assignment",
+            topic_partitions=tuple(
+                ctx.build("TopicPartitions", topic_id=t, partitions=tuple(ps)) for t, ps in assignment
+            ),
+        ),
     )
 
 

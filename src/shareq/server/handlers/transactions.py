@@ -22,7 +22,7 @@ from ..errors import error_code
 from ..share.requests import persister_error_code
 from ..transactions import TransactionServices
 from .api_versions import NO_THROTTLE
-from .offsets import commits_of
+from .offsets import commits_of, partition_codes
 
 ADD_PARTITIONS_TO_TXN = 24
 ADD_OFFSETS_TO_TXN = 25
@@ -181,20 +181,12 @@ def handle_txn_offset_commit(request: Any, ctx: RequestContext) -> Any:
                 codes[(c.topic, c.partition)] = ErrorCode(error.code.value)
     return ctx.build(
         throttle_time=NO_THROTTLE,
-        topics=tuple(
-            ctx.build(
-                "TxnOffsetCommitResponseTopic",
-                name=topic.name,
-                partitions=tuple(
-                    ctx.build(
-                        "TxnOffsetCommitResponsePartition",
-                        partition_index=p.partition_index,
-                        error_code=codes[(topic.name, p.partition_index)],
-                    )
-                    for p in topic.partitions
-                ),
-            )
-            for topic in request.topics
+        topics=partition_codes(
+            ctx,
+            request.topics,
+            codes,
+            topic_class="TxnOffsetCommitResponseTopic",
+            partition_class="TxnOffsetCommitResponsePartition",
         ),
     )
 
