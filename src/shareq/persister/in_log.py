@@ -236,11 +236,15 @@ class InLogPersister(GroupCommit[_LogPartition, KeyInfo[_LogPartition]]):
         """Write the snapshot files (the logs stay open: they belong to the broker)."""
         for part in self._parts.values():
             if not part.failed and self._log_for(*part.id) is part.log:
-                try:
-                    self._write_file(part)
-                except OSError:
-                    log.warning("cannot write the share snapshot file of %s-%d", *part.id, exc_info=True)
+                self._try_write_file(part)
             part.close_sync()
+
+    def _try_write_file(self, part: _LogPartition) -> None:
+        """``_write_file``, a failure only logged: a stale or missing file costs recovery a scan."""
+        try:
+            self._write_file(part)
+        except OSError:
+            log.warning("cannot write the share snapshot file of %s-%d", *part.id, exc_info=True)
 
     def _write_file(self, part: _LogPartition) -> None:
         if part.directory is None:
@@ -295,10 +299,7 @@ class InLogPersister(GroupCommit[_LogPartition, KeyInfo[_LogPartition]]):
             for group in far:
                 waits.append(self._enqueue(part, part.info(group), _recheckpoint(part.key(group))))
             if not far and part.file_end != leo:
-                try:
-                    self._write_file(part)
-                except OSError:
-                    log.warning("cannot write the share snapshot file of %s-%d", *part.id, exc_info=True)
+                self._try_write_file(part)
         if waits:
             await asyncio.gather(*waits, return_exceptions=True)
 
@@ -459,10 +460,7 @@ class InLogPersister(GroupCommit[_LogPartition, KeyInfo[_LogPartition]]):
             if part.file_dirty and (
                 getattr(part.log, "size_bytes", 0) - part.file_size > self.checkpoint_max_log_bytes
             ):
-                try:
-                    self._write_file(part)
-                except OSError:
-                    log.warning("cannot write the share snapshot file of %s-%d", *part.id, exc_info=True)
+                self._try_write_file(part)
 
 
 def _recheckpoint(key: SharePartitionKey) -> Handler:
