@@ -125,8 +125,10 @@ P = TypeVar("P", bound=CommitPartition)
 class KeyInfo(Generic[P]):
     """Per share-partition: its partition and how many of its requests are queued or in flight.
 
-    Looked up once per request (a ``SharePartitionKey`` holds a uuid, costly to hash); a read of
-    the share-partition waits behind its queued writes while ``in_flight`` is not zero.
+    Found once per request and carried by it, so that answering it needs no lookup (the built-in
+    persister keys them by ``SharePartitionKey``, whose uuid is costly to hash; the in-log one by
+    group within the partition). A read of the share-partition waits behind its queued writes while
+    ``in_flight`` is not zero.
     """
 
     __slots__ = ("in_flight", "part")
