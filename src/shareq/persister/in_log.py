@@ -10,12 +10,12 @@ checkpoint lies more than ``checkpoint_max_log_bytes`` of log (or ``checkpoint_m
 offsets) behind the log end, which bounds what recovery reads; otherwise a delta chained to the
 previous record by its offset. ACQUIRED is never written.
 
-**Group commit and flush modes** are the built-in persister's: one flusher drains the queued
-requests in cycles, appends one run of control batches per touched partition (offsets are known
-before the append: every control batch holds one record and nothing else appends between), fsyncs
-the touched partitions' active segments in worker threads and only then answers. ``fsync`` takes
-one request per cycle, ``group`` shares fsyncs and stages the next cycle during one, ``none``
-never fsyncs.
+**Group commit and flush modes** are ``group_commit``'s, as for the built-in persister: one
+flusher drains the queued requests in cycles, appends one run of control batches per touched
+partition (offsets are known before the append: every control batch holds one record and nothing
+else appends between), fsyncs the touched partitions' active segments in worker threads and only
+then answers. ``fsync`` takes one request per cycle, ``group`` shares fsyncs and stages the next
+cycle during one, ``none`` never fsyncs.
 
 After a cycle is durable each group's **retention hold** (``PartitionLog.set_retention_hold``,
 owner the group id, offset its Share Checkpoint Offset) follows its newest checkpoint, and the
@@ -32,10 +32,8 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-import time
 import uuid
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -55,23 +53,24 @@ from shareq.coordinators.share.shard import (
     ShareCoordinatorShard,
     fold_updates,
 )
-from shareq.histogram import Histogram
 from shareq.log.errors import LogError
 from shareq.log.records import encode_share_control_batch
-from shareq.share.persister import (
-    PersisterError,
-    SharePartitionKey,
-    ShareState,
-    ShareStateSummary,
-    WriteStateParams,
-)
+from shareq.share.persister import PersisterError, SharePartitionKey
 
 from . import share_control as sc
-from .builtin import FlushMode, Handler, error_of, unwrap, wall_clock_ms
+from .group_commit import (
+    CommitPartition,
+    FlushMode,
+    GroupCommit,
+    Handler,
+    KeyInfo,
+    append_limit,
+    unwrap,
+    wall_clock_ms,
+)
 from .in_log_recovery import GroupPosition, SnapshotFile, recover, write_snapshot_file
 from .segment_sync import ActiveSegmentSync
 from .share_control import ControlKind, ShareControl, ShareControlError
-from .sync_workers import SyncWorkers
 
 log = logging.getLogger("shareq.share")
 
@@ -79,7 +78,6 @@ CHAIN_MAX_BYTES = 256 * 1024
 CHECKPOINT_MAX_DISTANCE = 100_000
 CHECKPOINT_MAX_LOG_BYTES = 256 * 1024
 SCAN_BOUND_BYTES = 64 * 1024 * 1024
-_SYNC_THREADS = 8
 _APPEND_MAX_BYTES = 512 * 1024
 
 PartitionId = tuple[uuid.UUID, int]
@@ -87,44 +85,34 @@ LogFor = Callable[[uuid.UUID, int], Any]
 """The log of a topic-partition (a ``PartitionLog``), or None when it does not exist."""
 
 
-@dataclass(slots=True)
-class _Request:
-    key: SharePartitionKey | None
-    handle: Handler
-    future: asyncio.Future[Any]
-
-
-class _LogPartition:
+class _LogPartition(CommitPartition):
     """One topic-partition's share state: its shard, chains, queue and durability handles."""
 
     __slots__ = (
         "chain_bytes",
         "checkpoint_size",
         "directory",
-        "failed",
         "file_dirty",
         "file_end",
         "file_size",
         "groups",
         "holds_due",
         "id",
-        "in_flight",
-        "log",
-        "queue",
+        "infos",
         "released",
-        "shard",
-        "sync",
     )
 
-    def __init__(self, pid: PartitionId, log_: Any, config: ShareCoordinatorConfig) -> None:
+    def __init__(self, pid: PartitionId, log_: Any, config: ShareCoordinatorConfig, order: int) -> None:
+        super().__init__(
+            f"share state of {pid[0]}-{pid[1]}",
+            order,
+            ShareCoordinatorShard(pid[1], config),
+            log_,
+            ActiveSegmentSync(log_),
+        )
         self.id = pid
-        self.log = log_
         directory = getattr(log_, "directory", None)
         self.directory = Path(directory) if directory is not None else None
-        self.shard = ShareCoordinatorShard(pid[1], config)
-        self.sync = ActiveSegmentSync(log_)
-        self.queue: list[_Request] = []
-        self.failed = False
         self.groups: dict[str, GroupPosition] = {}
         self.chain_bytes: dict[str, int] = {}
         # the log's size when the group's checkpoint was written (0 after a restart: the first
@@ -135,20 +123,27 @@ class _LogPartition:
         self.file_dirty = False
         self.file_end = -1
         self.file_size = 0  # the log's size when the snapshot file was last written
-        self.in_flight: dict[str, int] = {}
+        self.infos: dict[str, KeyInfo[_LogPartition]] = {}  # per group: requests queued or in flight
 
     def key(self, group: str) -> SharePartitionKey:
         return SharePartitionKey(group_id=group, topic_id=self.id[0], partition=self.id[1])
 
+    def info(self, group: str) -> KeyInfo[_LogPartition]:
+        info = self.infos.get(group)
+        if info is None:
+            info = self.infos[group] = KeyInfo(self)
+        return info
 
-@dataclass(slots=True)
-class _Cycle:
-    staged: list[tuple[_LogPartition, list[tuple[_Request, Any]]]] = field(default_factory=list)
-    touched: list[_LogPartition] = field(default_factory=list)
+    def busy(self, group: str) -> bool:
+        """Requests of the group are queued or in flight."""
+        info = self.infos.get(group)
+        return info is not None and info.in_flight > 0
 
 
-class InLogPersister:
+class InLogPersister(GroupCommit[_LogPartition, KeyInfo[_LogPartition]]):
     """The ``Persister`` protocol on control records in the user partitions (module docstring)."""
+
+    log_noun = "the partition log"
 
     def __init__(
         self,
@@ -163,26 +158,18 @@ class InLogPersister:
         checkpoint_max_log_bytes: int = CHECKPOINT_MAX_LOG_BYTES,
         scan_bound_bytes: int = SCAN_BOUND_BYTES,
     ) -> None:
-        self.config = config or ShareCoordinatorConfig()
-        self.flush_mode = FlushMode(flush_mode)
+        super().__init__(
+            config=config, flush_mode=flush_mode, clock_ms=clock_ms, sync_name="share-state-fsync"
+        )
         self._log_for = log_for
         self._list_partitions = list_partitions
-        self._clock_ms = clock_ms
         self.chain_max_bytes = chain_max_bytes
         self.checkpoint_max_distance = checkpoint_max_distance
         self.checkpoint_max_log_bytes = checkpoint_max_log_bytes
         self.scan_bound_bytes = scan_bound_bytes
         self._parts: dict[PartitionId, _LogPartition] = {}
-        self._wakeup = asyncio.Event()
-        self._flusher: asyncio.Task[None] | None = None
-        self._closed = False
+        self._opened = 0  # partitions opened so far: a cycle stages them in that order
         self._last_tick_ms: int | None = None
-        self._sync_pool = SyncWorkers(_SYNC_THREADS, "share-state-fsync")
-        # metrics, as the built-in persister's
-        self.writes = 0
-        self.write_latency = Histogram()
-        self.bytes_appended = 0
-        self.records_appended = 0
         # recovery figures of the last load
         self.recovered_bytes_read = 0
         self.rebuilt_snapshot_files = 0
@@ -202,7 +189,8 @@ class InLogPersister:
         log_ = self._log_for(*pid)
         if log_ is None:
             raise PersisterError(ErrorCode.unknown_topic_or_partition, f"no partition {pid[0]}-{pid[1]}")
-        part = _LogPartition(pid, log_, self.config)
+        self._opened += 1
+        part = _LogPartition(pid, log_, self.config, self._opened)
         self._parts[pid] = part
         try:
             found, rebuilt, read, lost = recover(log_, part.directory, scan_bound_bytes=self.scan_bound_bytes)
@@ -244,25 +232,19 @@ class InLogPersister:
             part.file_end = -1  # unknown: rewritten at the next tick or close
         return part
 
-    async def close(self) -> None:
-        """Finish queued work, stop the flusher, write the snapshot files (logs stay open: they
-        belong to the broker)."""
-        self._closed = True
-        self._wakeup.set()
-        if self._flusher is not None:
-            await self._flusher
+    def _close_partitions(self) -> None:
+        """Write the snapshot files (the logs stay open: they belong to the broker)."""
         for part in self._parts.values():
             if not part.failed and self._log_for(*part.id) is part.log:
-                try:
-                    self._write_file(part)
-                except OSError:
-                    log.warning("cannot write the share snapshot file of %s-%d", *part.id, exc_info=True)
-            part.sync.close()
-        self._sync_pool.shutdown()
+                self._try_write_file(part)
+            part.close_sync()
 
-    def _ensure_flusher(self) -> None:
-        if self._flusher is None:
-            self._flusher = asyncio.get_running_loop().create_task(self._flush_loop())
+    def _try_write_file(self, part: _LogPartition) -> None:
+        """``_write_file``, a failure only logged: a stale or missing file costs recovery a scan."""
+        try:
+            self._write_file(part)
+        except OSError:
+            log.warning("cannot write the share snapshot file of %s-%d", *part.id, exc_info=True)
 
     def _write_file(self, part: _LogPartition) -> None:
         if part.directory is None:
@@ -276,79 +258,16 @@ class InLogPersister:
         part.file_end = end
         part.file_size = getattr(part.log, "size_bytes", 0)
 
-    # -- Persister protocol --------------------------------------------------------------------
-
-    async def initialize_state(self, key: SharePartitionKey, *, state_epoch: int, start_offset: int) -> None:
-        def handle(shard: ShareCoordinatorShard, now: int) -> CoordinatorResult[ErrorCode]:
-            return shard.handle_initialize(
-                key, state_epoch=state_epoch, start_offset=start_offset, now_ms=now
-            )
-
-        await self._submit(key, handle)
-
-    async def write_state(self, params: WriteStateParams) -> None:
-        def handle(shard: ShareCoordinatorShard, now: int) -> CoordinatorResult[ErrorCode]:
-            return shard.handle_write(params, now_ms=now)
-
-        started = time.perf_counter()
-        await self._submit(params.key, handle)
-        self.writes += 1
-        self.write_latency.observe(time.perf_counter() - started)
+    # -- Persister protocol (the rest is ``GroupCommit``'s) ----------------------------------------
 
     async def delete_state(self, key: SharePartitionKey) -> None:
         try:
-            part = self._partition(key)
+            info = self._locate(key)
         except PersisterError as exc:
             if exc.error_code == ErrorCode.unknown_topic_or_partition:
                 return  # the topic is gone, and its share state with it
             raise
-        unwrap(await self._enqueue(part, key, lambda shard, _now: shard.handle_delete(key)))
-
-    async def read_state(self, key: SharePartitionKey, *, leader_epoch: int) -> ShareState | None:
-        part = self._partition(key)
-        if not part.in_flight.get(key.group_id):
-            result = part.shard.handle_read(key, leader_epoch=leader_epoch)
-            if not result.records:
-                return unwrap(result.response).state  # type: ignore[no-any-return]
-        response = await self._submit(
-            key, lambda shard, _now: shard.handle_read(key, leader_epoch=leader_epoch)
-        )
-        return response.state  # type: ignore[no-any-return]
-
-    async def read_state_summary(self, key: SharePartitionKey) -> ShareStateSummary | None:
-        part = self._partition(key)
-        if not part.in_flight.get(key.group_id):
-            return unwrap(part.shard.handle_read_summary(key).response).summary  # type: ignore[no-any-return]
-        response = await self._submit(key, lambda shard, _now: shard.handle_read_summary(key))
-        return response.summary  # type: ignore[no-any-return]
-
-    async def end_transaction(self, producer_id: int, producer_epoch: int, *, commit: bool) -> None:
-        """A SHARE_DELTA settling the transaction on every share-partition holding entries it
-        staged (durable before this returns)."""
-        waits = []
-        for part in list(self._parts.values()):
-            if self._log_for(*part.id) is not part.log:
-                continue  # the partition was deleted, and what was staged on it with it
-            if part.failed:
-                raise PersisterError(ErrorCode.kafka_storage_error, f"share state of {part.id} failed")
-            if producer_id in part.shard.pending_producers():
-                waits.append(
-                    self._enqueue(
-                        part,
-                        None,
-                        lambda shard, _now: shard.handle_marker(producer_id, producer_epoch, commit=commit),
-                    )
-                )
-        for outcome in await asyncio.gather(*waits, return_exceptions=True):
-            if isinstance(outcome, BaseException):
-                raise outcome
-
-    def pending_producers(self) -> dict[int, int]:
-        out: dict[int, int] = {}
-        for part in self._parts.values():
-            for pid, n in part.shard.pending_producers().items():
-                out[pid] = out.get(pid, 0) + n
-        return out
+        unwrap(await self._enqueue(info.part, info, lambda shard, _now: shard.handle_delete(key)))
 
     def state_partition(self, key: SharePartitionKey) -> int:
         """A transaction's share-state participant label: the share-partition's own partition."""
@@ -376,150 +295,78 @@ class InLogPersister:
             if part.failed or self._log_for(*part.id) is not part.log:
                 continue
             leo = part.log.log_end_offset
-            far = [part.key(g) for g in part.groups if self._far(part, g) and not part.in_flight.get(g)]
-            for key in far:
-                waits.append(self._enqueue(part, key, _recheckpoint(key)))
+            far = [g for g in part.groups if self._far(part, g) and not part.busy(g)]
+            for group in far:
+                waits.append(self._enqueue(part, part.info(group), _recheckpoint(part.key(group))))
             if not far and part.file_end != leo:
-                try:
-                    self._write_file(part)
-                except OSError:
-                    log.warning("cannot write the share snapshot file of %s-%d", *part.id, exc_info=True)
+                self._try_write_file(part)
         if waits:
             await asyncio.gather(*waits, return_exceptions=True)
 
-    # -- requests ------------------------------------------------------------------------------
+    # -- group-commit hooks ----------------------------------------------------------------------
 
     def _partition(self, key: SharePartitionKey) -> _LogPartition:
         pid = (key.topic_id, key.partition)
         part = self._parts.get(pid)
         if part is not None and self._log_for(*pid) is not part.log:
             self._parts.pop(pid, None)  # the topic was deleted (or recreated)
-            part.sync.close()
+            part.close_sync()
             part = None
         if part is None:
             if self._log_for(*pid) is None:
                 raise PersisterError(ErrorCode.unknown_topic_or_partition, f"no partition {pid[0]}-{pid[1]}")
             part = self._open(pid)
-        if part.failed:
-            raise PersisterError(ErrorCode.kafka_storage_error, f"share state of {pid[0]}-{pid[1]} failed")
+        self._usable(part)
         return part
 
-    async def _submit(self, key: SharePartitionKey, handle: Handler) -> Any:
-        return unwrap(await self._enqueue(self._partition(key), key, handle))
+    def _locate(self, key: SharePartitionKey) -> KeyInfo[_LogPartition]:
+        return self._partition(key).info(key.group_id)
 
-    def _enqueue(
-        self, part: _LogPartition, key: SharePartitionKey | None, handle: Handler
-    ) -> asyncio.Future[Any]:
-        if self._closed:
-            raise PersisterError(ErrorCode.coordinator_not_available, "the persister is closed")
-        self._ensure_flusher()
-        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        part.queue.append(_Request(key, handle, future))
-        if key is not None:
-            part.in_flight[key.group_id] = part.in_flight.get(key.group_id, 0) + 1
-        self._wakeup.set()
-        return future
+    def _partition_list(self) -> Iterable[_LogPartition]:
+        return self._parts.values()
 
-    # -- the flusher ---------------------------------------------------------------------------
+    def _live(self, part: _LogPartition) -> bool:
+        return self._log_for(*part.id) is part.log
 
-    async def _flush_loop(self) -> None:
-        previous: tuple[_Cycle, asyncio.Future[None]] | None = None
-        while True:
-            cycle = self._stage_cycle() if any(p.queue for p in self._parts.values()) else None
-            if previous is not None:
-                await previous[1]
-                self._finish_cycle(previous[0])
-                previous = None
-            if cycle is not None:
-                sync = self._start_sync(cycle)
-                if self.flush_mode is FlushMode.GROUP:
-                    previous = (cycle, sync)
-                    await asyncio.sleep(0)
-                    continue
-                await sync
-                self._finish_cycle(cycle)
-                continue
-            if self._closed:
-                return
-            await self._wakeup.wait()
-            self._wakeup.clear()
+    def _refusal(self, part: _LogPartition) -> PersisterError | None:
+        if part.failed:
+            return PersisterError(ErrorCode.kafka_storage_error, "share state failed")
+        if self._log_for(*part.id) is not part.log:
+            return PersisterError(ErrorCode.unknown_topic_or_partition, "the partition was deleted")
+        return None
 
-    def _stage_cycle(self) -> _Cycle:
-        now = self._clock_ms()
-        one_only = self.flush_mode is FlushMode.FSYNC
-        cycle = _Cycle()
-        for part in list(self._parts.values()):
-            if not part.queue:
-                continue
-            if one_only:
-                batch, part.queue = part.queue[:1], part.queue[1:]
-            else:
-                batch, part.queue = part.queue, []
-            done: list[tuple[_Request, Any]] = []
-            cycle.staged.append((part, done))
-            if part.failed:
-                done += [
-                    (r, PersisterError(ErrorCode.kafka_storage_error, "share state failed")) for r in batch
-                ]
-                continue
-            if self._log_for(*part.id) is not part.log:
-                gone = PersisterError(ErrorCode.unknown_topic_or_partition, "the partition was deleted")
-                done += [(r, gone) for r in batch]
-                continue
-            self._stage_partition(part, batch, done, cycle, now)
-            if one_only:
-                break
-        return cycle
-
-    def _stage_partition(
+    def _stage_records(
         self,
         part: _LogPartition,
-        batch: list[_Request],
-        done: list[tuple[_Request, Any]],
-        cycle: _Cycle,
+        info: KeyInfo[_LogPartition] | None,
+        records: tuple[StateRecord, ...],
+        out: list[bytes],
+        base: int,
         now: int,
     ) -> None:
+        """One control batch per control record, tracked and replayed at the offset it will get."""
+        for record in records:
+            for key, value, control in self._controls(part, record, now):
+                offset = base + len(out)
+                payload = sc.encode(control)
+                out.append(encode_share_control_batch(control.control_type, payload, timestamp=now))
+                self._track(part, control, offset, len(payload))
+                part.shard.replay(key, value, offset)
+
+    def _append(self, part: _LogPartition, out: list[bytes], now: int) -> None:
+        """The cycle's control batches, joined into appends of at most the append limit."""
         log_ = part.log
-        base = log_.log_end_offset
-        encoded: list[bytes] = []
-        for req in batch:
-            try:
-                result = req.handle(part.shard, now)
-            except Exception as exc:  # a bug in a handler must not kill the flusher
-                done.append((req, exc))
-                continue
-            if error_of(result.response) == ErrorCode.none:
-                for record in result.records:
-                    for key, value, control in self._controls(part, record, now):
-                        offset = base + len(encoded)
-                        payload = sc.encode(control)
-                        encoded.append(
-                            encode_share_control_batch(control.control_type, payload, timestamp=now)
-                        )
-                        self._track(part, control, offset, len(payload))
-                        part.shard.replay(key, value, offset)
-            done.append((req, result.response))
-        if not encoded:
-            return
-        try:
-            chunk: list[bytes] = []
-            size = 0
-            limit = _append_limit(log_)
-            for data in encoded:
-                if chunk and size + len(data) > limit:
-                    log_.append(b"".join(chunk), now_ms=now)
-                    chunk, size = [], 0
-                chunk.append(data)
-                size += len(data)
-            log_.append(b"".join(chunk), now_ms=now)
-            if log_.log_end_offset != base + len(encoded):
-                raise LogError("the partition log assigned unexpected offsets")
-            self.bytes_appended += sum(len(d) for d in encoded)
-            self.records_appended += len(encoded)
-        except (LogError, OSError) as exc:
-            self._fail(part, done, exc)
-            return
-        cycle.touched.append(part)
+        chunk: list[bytes] = []
+        size = 0
+        limit = append_limit(log_, _APPEND_MAX_BYTES)
+        for data in out:
+            if chunk and size + len(data) > limit:
+                log_.append(b"".join(chunk), now_ms=now)
+                chunk, size = [], 0
+            chunk.append(data)
+            size += len(data)
+        log_.append(b"".join(chunk), now_ms=now)
+        self.bytes_appended += sum(len(d) for d in out)
 
     def _controls(
         self, part: _LogPartition, record: StateRecord, now: int
@@ -595,25 +442,9 @@ class InLogPersister:
             pos.last_offset = offset
             part.chain_bytes[group] = part.chain_bytes.get(group, 0) + size
 
-    def _start_sync(self, cycle: _Cycle) -> asyncio.Future[None]:
-        loop = asyncio.get_running_loop()
-        if not cycle.touched or self.flush_mode is FlushMode.NONE:
-            done: asyncio.Future[None] = loop.create_future()
-            done.set_result(None)
-            return done
-        chunks = [cycle.touched[i::_SYNC_THREADS] for i in range(min(_SYNC_THREADS, len(cycle.touched)))]
-        syncs = [self._sync_pool.submit(i, _sync_parts, chunk) for i, chunk in enumerate(chunks)]
-        if len(syncs) == 1:
-            return syncs[0]
-
-        async def wait() -> None:
-            await asyncio.gather(*syncs)
-
-        return asyncio.ensure_future(wait())
-
-    def _finish_cycle(self, cycle: _Cycle) -> None:
-        """Durable now: move retention holds, rewrite snapshot files, answer the requests."""
-        for part in cycle.touched:
+    def _durable(self, touched: list[_LogPartition]) -> None:
+        """Durable now: move retention holds, rewrite snapshot files."""
+        for part in touched:
             if part.failed:
                 continue
             for group in part.holds_due:
@@ -629,35 +460,7 @@ class InLogPersister:
             if part.file_dirty and (
                 getattr(part.log, "size_bytes", 0) - part.file_size > self.checkpoint_max_log_bytes
             ):
-                try:
-                    self._write_file(part)
-                except OSError:
-                    log.warning("cannot write the share snapshot file of %s-%d", *part.id, exc_info=True)
-        for part, done in cycle.staged:
-            if part.failed:
-                self._fail(part, done, OSError("the partition log failed"))
-            for req, outcome in done:
-                if req.key is not None:
-                    group = req.key.group_id
-                    n = part.in_flight.get(group, 0) - 1
-                    if n > 0:
-                        part.in_flight[group] = n
-                    else:
-                        part.in_flight.pop(group, None)
-                if req.future.done():
-                    continue
-                if isinstance(outcome, BaseException):
-                    req.future.set_exception(outcome)
-                else:
-                    req.future.set_result(outcome)
-
-    @staticmethod
-    def _fail(part: _LogPartition, done: list[tuple[_Request, Any]], exc: BaseException) -> None:
-        part.failed = True
-        error = PersisterError(
-            ErrorCode.kafka_storage_error, f"share state of {part.id[0]}-{part.id[1]}: {exc}"
-        )
-        done[:] = [(req, outcome if isinstance(outcome, PersisterError) else error) for req, outcome in done]
+                self._try_write_file(part)
 
 
 def _recheckpoint(key: SharePartitionKey) -> Handler:
@@ -678,18 +481,3 @@ def _hold(log_: Any, group: str, offset: int | None) -> None:
     setter = getattr(log_, "set_retention_hold", None)
     if setter is not None:
         setter(group, offset)
-
-
-def _append_limit(log_: Any) -> int:
-    config = getattr(log_, "config", None)
-    if config is None:
-        return _APPEND_MAX_BYTES
-    return min(_APPEND_MAX_BYTES, int(config.segment_bytes), int(config.max_message_bytes))
-
-
-def _sync_parts(parts: list[_LogPartition]) -> None:
-    for part in parts:
-        try:
-            part.sync()
-        except Exception:
-            part.failed = True
