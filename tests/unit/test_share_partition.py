@@ -79,13 +79,45 @@ def test_whole_batch_acquire_and_accept_moves_spso_and_drops_the_batch() -> None
     write = h.sp.acknowledge("c1", [ab(100, 149, A.ACCEPT)], now=1).write
     assert write is not None
     assert write.params.start_offset == 150
-    assert write.params.state_batches == (
-        StateBatch(first_offset=100, last_offset=149, delivery_state=2, delivery_count=1),
-    )
+    # the ACKNOWLEDGED batch lies below the start offset this very record moves to: the record
+    # would prune it on replay, so it is not written at all
+    assert write.params.state_batches == ()
     assert h.sp.spso == 100, "nothing commits before the write completes"
     h.persist(write, 1)
     assert (h.sp.spso, h.sp.end_offset, h.sp.range_count(), h.sp.delivery_complete_count) == (150, 150, 0, 0)
     assert h.rebuilt().spso == 150
+
+
+def test_a_write_leaves_out_the_state_below_the_start_offset_it_moves_to() -> None:
+    """Interleaved ACCEPTs and REJECTs (no dead-letter queue): the runs the start offset passes
+    are not written, the runs still in flight above it are; a rebuild sees the same thing."""
+    h = Harness()
+    h.acquire("c1", [(0, 19)], 20)
+    h.acquire("c2", [(20, 29)], 10)
+    types = [A.REJECT if i % 5 == 0 else A.ACCEPT for i in range(10)]
+    # above records still acquired: nothing moves, every delta is written
+    write = h.sp.acknowledge("c2", [ab(20, 29, *types)], now=1).write
+    assert write is not None
+    assert write.params.start_offset == NO_START_OFFSET
+    assert [(b.first_offset, b.last_offset, b.delivery_state) for b in write.params.state_batches] == [
+        (20, 20, 4),
+        (21, 24, 2),
+        (25, 25, 4),
+        (26, 29, 2),
+    ]
+    h.persist(write, 1)
+    # at the start offset, stopping at records still acquired: only what lies above is written
+    write = h.sp.acknowledge("c1", [ab(0, 9, *types)], now=2).write
+    assert write is not None
+    assert (write.params.start_offset, write.params.state_batches) == (10, ())
+    h.persist(write, 2)
+    assert h.runs()[0] == (10, 19, "ACQUIRED", 1, "c1")
+    write = h.sp.acknowledge("c1", [ab(10, 19, *types)], now=3).write
+    assert write is not None
+    assert (write.params.start_offset, write.params.state_batches) == (30, ())
+    h.persist(write, 3)
+    rebuilt = h.rebuilt()
+    assert (h.sp.spso, rebuilt.spso, rebuilt.range_count()) == (30, 30, 0)
 
 
 def test_partial_acknowledgement_splits_then_merges_back() -> None:
