@@ -205,7 +205,8 @@ class GroupCommit(Generic[P, K]):
         raise NotImplementedError
 
     def _live(self, part: P) -> bool:
-        """Whether the partition still exists (its staged transaction entries still count)."""
+        """Whether the partition is still the one it was opened on (not deleted or recreated):
+        only then do its staged transaction entries count and may it take requests."""
         return True
 
     def _refusal(self, part: P) -> PersisterError | None:

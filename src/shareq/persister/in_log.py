@@ -235,7 +235,7 @@ class InLogPersister(GroupCommit[_LogPartition, KeyInfo[_LogPartition]]):
     def _close_partitions(self) -> None:
         """Write the snapshot files (the logs stay open: they belong to the broker)."""
         for part in self._parts.values():
-            if not part.failed and self._log_for(*part.id) is part.log:
+            if not part.failed and self._live(part):
                 self._try_write_file(part)
             part.close_sync()
 
@@ -292,7 +292,7 @@ class InLogPersister(GroupCommit[_LogPartition, KeyInfo[_LogPartition]]):
         self._last_tick_ms = now
         waits = []
         for part in list(self._parts.values()):
-            if part.failed or self._log_for(*part.id) is not part.log:
+            if part.failed or not self._live(part):
                 continue
             leo = part.log.log_end_offset
             far = [g for g in part.groups if self._far(part, g) and not part.busy(g)]
@@ -331,7 +331,7 @@ class InLogPersister(GroupCommit[_LogPartition, KeyInfo[_LogPartition]]):
     def _refusal(self, part: _LogPartition) -> PersisterError | None:
         if part.failed:
             return PersisterError(ErrorCode.kafka_storage_error, "share state failed")
-        if self._log_for(*part.id) is not part.log:
+        if not self._live(part):
             return PersisterError(ErrorCode.unknown_topic_or_partition, "the partition was deleted")
         return None
 
