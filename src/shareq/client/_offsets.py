@@ -18,6 +18,9 @@ LIST_OFFSETS = 2
 
 
 _RETRIABLE = {
+    # A leader that has not yet applied the topic Metadata already showed (Kafka propagates a new
+    # topic to its brokers one by one); Kafka's clients retry it as stale metadata.
+    ErrorCode.unknown_topic_or_partition,
     ErrorCode.not_leader_or_follower,
     ErrorCode.leader_not_available,
     ErrorCode.request_timed_out,
@@ -41,12 +44,23 @@ def list_offsets(
     while True:
         try:
             return _list_offsets_once(cluster, topic, partitions, spec, isolation_level)
-        except (KafkaError, BrokerConnectionError) as exc:
-            retriable = isinstance(exc, BrokerConnectionError) or exc.code in _RETRIABLE
-            if not retriable or time.monotonic() + backoff >= deadline:
+        except _LeaderError as exc:
+            if exc.error.code not in _RETRIABLE or time.monotonic() + backoff >= deadline:
+                raise exc.error from None
+        except BrokerConnectionError:
+            if time.monotonic() + backoff >= deadline:
                 raise
         time.sleep(backoff)
         backoff = min(backoff * 2, 1.0)
+
+
+class _LeaderError(Exception):
+    """A partition error in a leader's ListOffsets answer, told apart from a topic that Metadata
+    says does not exist (that one is final)."""
+
+    def __init__(self, error: KafkaError) -> None:
+        super().__init__(str(error))
+        self.error = error
 
 
 def _list_offsets_once(
@@ -84,7 +98,10 @@ def _list_offsets_once(
         response = conn.send(request, idempotent=True)
         for t in response.topics:
             for p in t.partitions:
-                raise_for(p.error_code, context=f"ListOffsets({t.name}-{p.partition_index})")
+                try:
+                    raise_for(p.error_code, context=f"ListOffsets({t.name}-{p.partition_index})")
+                except KafkaError as exc:
+                    raise _LeaderError(exc) from None
                 out[int(p.partition_index)] = OffsetInfo(
                     offset=int(p.offset), timestamp=int(p.timestamp), leader_epoch=int(p.leader_epoch)
                 )
