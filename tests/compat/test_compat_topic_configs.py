@@ -161,8 +161,12 @@ def test_manual_assignment_onto_this_broker(server: Server, names: tuple[str, st
         kp.create_topics([KpNewTopic(names[0], -1, -1, replica_assignments=assignment)])
     finally:
         kp.close()
-    meta = _admin(server).list_topics(names[0], timeout=15).topics[names[0]]
-    assert sorted(meta.partitions) == [0, 1]
+    admin = _admin(server)
+
+    def partitions() -> list[int]:  # a broker may not have applied the new topic yet (see below)
+        return sorted(admin.list_topics(names[0], timeout=15).topics[names[0]].partitions)
+
+    assert wait_for(partitions) == [0, 1]
 
 
 def _deliver(server: Server, topic: str, value: bytes, **extra: Any) -> tuple[int | None, Any]:
