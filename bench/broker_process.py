@@ -20,6 +20,17 @@ def free_port() -> int:
         return port
 
 
+def parse_cpus(setting: str | None) -> set[int] | None:
+    """``all`` or nothing (None: no pinning), or a CPU list such as ``1``, ``0,2`` or ``0-1``."""
+    if setting is None or setting == "all":
+        return None
+    cpus: set[int] = set()
+    for part in setting.split(","):
+        first, _, last = part.partition("-")
+        cpus.update(range(int(first), int(last or first) + 1))
+    return cpus
+
+
 def start_broker(
     data_dir: Path | str,
     port: int,

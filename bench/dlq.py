@@ -1,6 +1,7 @@
 """Share consumption with 10% of records rejected into a dead-letter queue, against none rejected.
 
     PYTHONPATH=src python bench/dlq.py [--records 200000] [--consumers 4] [--rounds 3] [--control]
+                                       [--broker-cpus 0 --client-cpus 1]
 
 A fresh broker runs as a subprocess (``python -m shareq serve``, DLQ auto-creation on) and N records
 of 100 bytes are produced to a 4-partition topic. Then two phases on the same data, each with its
@@ -20,6 +21,14 @@ second (dead letters in the DLQ topic over the time from the first records to th
 landing). ``--rounds N`` repeats this N times, each round on a fresh broker with the phases'
 order rotated (0% first, then the DLQ phase first, ...), and prints the median ratio and CPU per
 record: the box is shared, and a single pair of phases drifts with its neighbours' load.
+
+``--brokers shareq,kafka`` runs every round on Apache Kafka 4.4 too (one node from the tests' pinned
+jars, ``make kafka``; the same configs, groups and clients), each ratio against its own 0%.
+
+``--broker-cpus`` and ``--client-cpus`` pin the broker (its threads inherit it) and the consumer
+processes to CPUs of their own, as when the broker runs on a machine of its own. Unpinned on a box
+of two cores the phases are bound by the sum of the broker's and the consumers' CPU per record; the
+figures say which one a phase spends.
 """
 
 from __future__ import annotations
@@ -30,8 +39,11 @@ import os
 import shutil
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from multiprocessing.sharedctypes import Synchronized
 from pathlib import Path
@@ -39,25 +51,61 @@ from pathlib import Path
 import psutil
 
 import broker_process
-from broker_process import free_port
+from broker_process import free_port, parse_cpus
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 TOPIC = "bench"
 DLQ = "dlq.bench"
 PARTITIONS = 4
 
 
-def start_broker(data_dir: Path, port: int, record_locks: int | None = None) -> subprocess.Popen[str]:
-    pairs = [
-        "group.share.auto.offset.reset=earliest",
-        "errors.deadletterqueue.auto.create.topics.enable=true",
-    ]
+def broker_configs(record_locks: int | None) -> dict[str, str]:
+    """The same broker configs on shareq and on Kafka (each group also gets
+    ``share.auto.offset.reset=earliest``, the group config both take)."""
+    configs = {"errors.deadletterqueue.auto.create.topics.enable": "true"}
     if record_locks is not None:
-        pairs += [
-            f"group.share.max.partition.max.record.locks={record_locks}",
-            f"group.share.partition.max.record.locks={record_locks}",
-        ]
+        configs["group.share.max.partition.max.record.locks"] = str(record_locks)
+        configs["group.share.partition.max.record.locks"] = str(record_locks)
+    return configs
+
+
+@contextmanager
+def shareq_broker(
+    data_dir: Path, record_locks: int | None = None, cpus: set[int] | None = None
+) -> Iterator[tuple[str, int]]:
+    """``shareq serve`` as a subprocess: (bootstrap, pid)."""
+    port = free_port()
+    pairs = [f"{k}={v}" for k, v in broker_configs(record_locks).items()]
     profile = os.environ.get("DLQ_PROFILE") or None
-    return broker_process.start_broker(data_dir, port, configs=pairs, profile=profile)
+    broker = broker_process.start_broker(data_dir, port, configs=pairs, profile=profile, cpus=cpus)
+    try:
+        yield f"127.0.0.1:{port}", broker.pid
+    finally:
+        broker.terminate()
+        try:
+            broker.wait(30)
+        except subprocess.TimeoutExpired:
+            broker.kill()
+            broker.wait(10)
+
+
+@contextmanager
+def kafka_broker(
+    data_dir: Path, record_locks: int | None = None, cpus: set[int] | None = None
+) -> Iterator[tuple[str, int]]:
+    """One Apache Kafka 4.4 node (the tests' pinned jars: ``make kafka``): (bootstrap, pid). With
+    ``cpus`` every thread of its JVM is pinned, and the threads it starts later inherit that."""
+    from kafka_harness import kafka_cluster
+
+    with kafka_cluster(data_dir, nodes=1, configs=broker_configs(record_locks)) as cluster:
+        process = cluster.nodes[0].process
+        assert process is not None
+        if cpus:
+            for tid in os.listdir(f"/proc/{process.pid}/task"):
+                with suppress(ProcessLookupError):  # a thread that ended meanwhile
+                    os.sched_setaffinity(int(tid), cpus)
+        yield cluster.bootstrap, process.pid
 
 
 def produce(bootstrap: str, n: int) -> None:
@@ -84,8 +132,12 @@ def consumer_process(
     done: Synchronized[int],
     total: int,
     out: mp.Queue[tuple[int, float, float, float]],
+    cpus: set[int] | None,
 ) -> None:
     from confluent_kafka import AcknowledgeType, ShareConsumer
+
+    if cpus:
+        os.sched_setaffinity(0, cpus)  # before librdkafka's threads start: they inherit it
 
     consumer = ShareConsumer(
         {"bootstrap.servers": bootstrap, "group.id": group, "share.acknowledgement.mode": "explicit"}
@@ -155,20 +207,24 @@ def phase(
     n: int,
     consumers: int,
     dlq: bool = True,
+    client_cpus: set[int] | None = None,
 ) -> tuple[float, float, float, float]:
     """(consume+ack seconds, seconds until the DLQ holds every rejected record, broker CPU seconds
     over the consume+ack time, the consumer processes' CPU seconds)."""
-    if reject_every and dlq:
-        from shareq.client import Admin, ConfigResource, ResourceType
+    from shareq.client import Admin, ConfigResource, ResourceType
 
-        with Admin(bootstrap) as admin:
-            admin.alter_configs(
-                ConfigResource(ResourceType.GROUP, group), {"errors.deadletterqueue.topic.name": DLQ}
-            )
+    configs = {"share.auto.offset.reset": "earliest"}
+    if reject_every and dlq:
+        configs["errors.deadletterqueue.topic.name"] = DLQ
+    with Admin(bootstrap) as admin:
+        admin.alter_configs(ConfigResource(ResourceType.GROUP, group), configs)
     ready, start, done = mp.Value("i", 0), mp.Value("i", 0), mp.Value("i", 0)
     out: mp.Queue[tuple[int, float, float, float]] = mp.Queue()
     procs = [
-        mp.Process(target=consumer_process, args=(bootstrap, group, reject_every, ready, start, done, n, out))
+        mp.Process(
+            target=consumer_process,
+            args=(bootstrap, group, reject_every, ready, start, done, n, out, client_cpus),
+        )
         for _ in range(consumers)
     ]
     for p in procs:
@@ -214,31 +270,40 @@ PHASES = {
 
 
 def one_round(
-    names: list[str], n: int, consumers: int, record_locks: int | None
+    names: list[str],
+    n: int,
+    consumers: int,
+    record_locks: int | None,
+    broker_cpus: set[int] | None = None,
+    client_cpus: set[int] | None = None,
+    kind: str = "shareq",
 ) -> dict[str, tuple[float, float, float, float]]:
     """One fresh broker, the records produced once, then each phase in ``names``' order."""
     data = Path(tempfile.mkdtemp(prefix="dlq-bench-"))
-    port = free_port()
-    bootstrap = f"127.0.0.1:{port}"
-    broker = start_broker(data, port, record_locks)
-    proc = psutil.Process(broker.pid)
+    start = kafka_broker if kind == "kafka" else shareq_broker
     out: dict[str, tuple[float, float, float, float]] = {}
     try:
-        from shareq.client import Admin
+        with start(data, record_locks, broker_cpus) as (bootstrap, pid):
+            from shareq.client import Admin
 
-        with Admin(bootstrap) as admin:
-            admin.create_topic(TOPIC, PARTITIONS)
-        produce(bootstrap, n)
-        for name in names:
-            ph = PHASES[name]
-            out[name] = phase(bootstrap, proc, ph.group, ph.reject_every, n, consumers, dlq=ph.dlq)
+            with Admin(bootstrap) as admin:
+                admin.create_topic(TOPIC, PARTITIONS)
+                admin.cluster.wait_for_topic(TOPIC, 30)
+            produce(bootstrap, n)
+            proc = psutil.Process(pid)
+            for name in names:
+                ph = PHASES[name]
+                out[name] = phase(
+                    bootstrap,
+                    proc,
+                    ph.group,
+                    ph.reject_every,
+                    n,
+                    consumers,
+                    dlq=ph.dlq,
+                    client_cpus=client_cpus,
+                )
     finally:
-        broker.terminate()
-        try:
-            broker.wait(30)
-        except subprocess.TimeoutExpired:
-            broker.kill()
-            broker.wait(10)
         shutil.rmtree(data, ignore_errors=True)
     return out
 
@@ -260,14 +325,23 @@ def main() -> None:
         default=None,
         help="the share-partitions' in-flight window (group.share.partition.max.record.locks; default 2000)",
     )
+    parser.add_argument(
+        "--brokers",
+        default="shareq",
+        help="shareq, kafka (Apache Kafka 4.4 from the tests' jars: make kafka) or both, e.g. shareq,kafka",
+    )
+    parser.add_argument("--broker-cpus", help="CPUs the broker runs on, e.g. 0 (default: all)")
+    parser.add_argument("--client-cpus", help="CPUs the consumer processes run on, e.g. 1 (default: all)")
     args = parser.parse_args()
+    broker_cpus, client_cpus = parse_cpus(args.broker_cpus), parse_cpus(args.client_cpus)
     n = args.records - args.records % (PARTITIONS * 10)
     names = ["0%", "dlq", *(["archive"] if args.control else [])]
     rejected = n // 10
     print(
         f"{n} records x 100 B, {PARTITIONS} partitions, "
         f"{args.consumers} librdkafka ShareConsumers (explicit acks), "
-        f"in-flight window {args.record_locks or 2000}, load average {os.getloadavg()[0]:.1f}"
+        f"in-flight window {args.record_locks or 2000}, broker on CPUs {args.broker_cpus or 'all'}, "
+        f"consumers on CPUs {args.client_cpus or 'all'}, load average {os.getloadavg()[0]:.1f}"
     )
 
     def line(name: str, figures: tuple[float, float, float, float], base: float) -> str:
@@ -279,31 +353,39 @@ def main() -> None:
             f"consumers' CPU {clients_cpu / n * 1e6:4.2f} us/rec"
         )
 
-    ratios: list[float] = []
-    writes: list[float] = []
-    cpu: dict[str, list[float]] = {name: [] for name in names}
+    kinds = args.brokers.split(",")
+    ratios: dict[str, list[float]] = {kind: [] for kind in kinds}
+    writes: dict[str, list[float]] = {kind: [] for kind in kinds}
+    cpu: dict[str, dict[str, list[float]]] = {kind: {name: [] for name in names} for kind in kinds}
     for r in range(args.rounds):
         order = names[r % len(names) :] + names[: r % len(names)]
-        results = one_round(order, n, args.consumers, args.record_locks)
-        base = results["0%"][0]
-        print(f"round {r + 1} ({' -> '.join(order)}), load average {os.getloadavg()[0]:.1f}:")
-        for name in names:
-            print(line(name, results[name], base))
-            cpu[name].append(results[name][2] / n * 1e6)
-        until_dlq = results["dlq"][1]
-        print(
-            f"  {'DLQ writes:':42s}{rejected / until_dlq:9.0f} rec/s "
-            f"({rejected} dead letters in {until_dlq:.2f} s)"
-        )
-        ratios.append(base / results["dlq"][0])
-        writes.append(rejected / until_dlq)
+        for kind in kinds:
+            results = one_round(
+                order, n, args.consumers, args.record_locks, broker_cpus, client_cpus, kind=kind
+            )
+            base = results["0%"][0]
+            print(f"round {r + 1}, {kind} ({' -> '.join(order)}), load average {os.getloadavg()[0]:.1f}:")
+            for name in names:
+                print(line(name, results[name], base))
+                cpu[kind][name].append(results[name][2] / n * 1e6)
+            until_dlq = results["dlq"][1]
+            print(
+                f"  {'DLQ writes:':42s}{rejected / until_dlq:9.0f} rec/s "
+                f"({rejected} dead letters in {until_dlq:.2f} s)"
+            )
+            ratios[kind].append(base / results["dlq"][0])
+            writes[kind].append(rejected / until_dlq)
     if args.rounds > 1:
-        print(
-            f"median of {args.rounds} rounds: 10% into a DLQ / 0% = {statistics.median(ratios):.2f}x "
-            f"(target >= 0.8; rounds {', '.join(f'{x:.2f}' for x in ratios)}), "
-            + ", ".join(f"broker CPU {name} {statistics.median(v):.2f} us/rec" for name, v in cpu.items())
-            + f", DLQ writes {statistics.median(writes):.0f} rec/s"
-        )
+        for kind in kinds:
+            print(
+                f"{kind}, median of {args.rounds} rounds: 10% into a DLQ / 0% = "
+                f"{statistics.median(ratios[kind]):.2f}x "
+                f"(target >= 0.8; rounds {', '.join(f'{x:.2f}' for x in ratios[kind])}), "
+                + ", ".join(
+                    f"broker CPU {name} {statistics.median(v):.2f} us/rec" for name, v in cpu[kind].items()
+                )
+                + f", DLQ writes {statistics.median(writes[kind]):.0f} rec/s"
+            )
 
 
 if __name__ == "__main__":

@@ -55,7 +55,7 @@ import psutil
 
 import broker_process
 import peers
-from broker_process import free_port
+from broker_process import free_port, parse_cpus
 
 TOPIC = "bench"
 PARTITIONS = 4
@@ -318,17 +318,6 @@ def records_per_batch(data_dir: Path, topic: str = TOPIC) -> float:
         finally:
             os.close(fd)
     return records / max(batches, 1)
-
-
-def parse_cpus(setting: str) -> set[int] | None:
-    """``all`` (None: no pinning) or a CPU list such as ``1``, ``0,2`` or ``0-1``."""
-    if setting == "all":
-        return None
-    cpus: set[int] = set()
-    for part in setting.split(","):
-        first, _, last = part.partition("-")
-        cpus.update(range(int(first), int(last or first) + 1))
-    return cpus
 
 
 def run_size(
