@@ -60,10 +60,14 @@ DLQ = "dlq.bench"
 PARTITIONS = 4
 
 
+EXTRA_CONFIGS: dict[str, str] = {}
+"""``--broker-config`` pairs, on top of the configs below."""
+
+
 def broker_configs(record_locks: int | None) -> dict[str, str]:
     """The same broker configs on shareq and on Kafka (each group also gets
     ``share.auto.offset.reset=earliest``, the group config both take)."""
-    configs = {"errors.deadletterqueue.auto.create.topics.enable": "true"}
+    configs = {"errors.deadletterqueue.auto.create.topics.enable": "true", **EXTRA_CONFIGS}
     if record_locks is not None:
         configs["group.share.max.partition.max.record.locks"] = str(record_locks)
         configs["group.share.partition.max.record.locks"] = str(record_locks)
@@ -332,7 +336,15 @@ def main() -> None:
     )
     parser.add_argument("--broker-cpus", help="CPUs the broker runs on, e.g. 0 (default: all)")
     parser.add_argument("--client-cpus", help="CPUs the consumer processes run on, e.g. 1 (default: all)")
+    parser.add_argument(
+        "--broker-config",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a further broker config for every broker started (repeatable)",
+    )
     args = parser.parse_args()
+    EXTRA_CONFIGS.update(pair.split("=", 1) for pair in args.broker_config)
     broker_cpus, client_cpus = parse_cpus(args.broker_cpus), parse_cpus(args.client_cpus)
     n = args.records - args.records % (PARTITIONS * 10)
     names = ["0%", "dlq", *(["archive"] if args.control else [])]

@@ -9,6 +9,7 @@ controller when run with xdist); ``tests/compat/report.py`` renders it as docs/c
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,10 @@ from hypothesis import settings
 # property on it), so no example has a deadline.
 settings.register_profile("shareq", deadline=None)
 settings.load_profile("shareq")
+
+# The processes tests start that import kio (Spark's Python workers, say) import hypothesis with it
+# where it is installed; its entry-point plugins, which no test uses, took a fifth of a second each.
+os.environ.setdefault("HYPOTHESIS_NO_PLUGINS", "1")
 
 _RESULTS: dict[str, dict[str, Any]] = {}
 
