@@ -56,6 +56,7 @@ from kio.schema.errors import ErrorCode
 from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMessage
 
 from shareq.client import AcknowledgeType, AckRange, ClientError, KafkaError, Producer, ShareGroupMetadata
+from shareq.heap import freeze_once_per_process
 
 from .acks import AckType, DecisionLog
 from .cluster import Cluster, _client_kwargs
@@ -584,7 +585,9 @@ class ExactlyOnceStreamWriter(DataSourceStreamArrowWriter):
 
     def write(self, iterator: Iterator[Any]) -> EosMessage:
         _task_fault()
-        return encode_rows(self.options, iterator)
+        message = encode_rows(self.options, iterator)
+        freeze_once_per_process()  # as the other sinks' tasks: see read_with_worker_cluster
+        return message
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         committer(self.options).commit(messages, batchId)
