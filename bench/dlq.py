@@ -202,9 +202,9 @@ def settle_assignment(bootstrap: str, group: str, consumers: int, timeout: float
     """Wait until every consumer is a member and the partitions are spread evenly among them.
 
     librdkafka's members join in the background on ``subscribe``, one after another, so the first
-    assignments are transitional ones (shareq: one member holding two partitions and one none,
-    until the members' next heartbeat, 5 s by default; Kafka: nothing assigned until then). A
-    phase of a second or two would run its whole course on them."""
+    assignments are transitional ones (shareq: some members holding two partitions and others
+    none, until the members' next heartbeat, 5 s by default; Kafka: nothing assigned until then).
+    A phase of a second or two would run its whole course on them."""
     from shareq.client import Admin, KafkaError
 
     deadline = time.monotonic() + timeout

@@ -18,14 +18,17 @@ LIST_OFFSETS = 2
 
 
 _RETRIABLE = {
-    # A leader that has not yet applied the topic Metadata already showed (Kafka propagates a new
-    # topic to its brokers one by one); Kafka's clients retry it as stale metadata.
-    ErrorCode.unknown_topic_or_partition,
     ErrorCode.not_leader_or_follower,
     ErrorCode.leader_not_available,
     ErrorCode.request_timed_out,
     ErrorCode.offset_not_available,
     ErrorCode.unknown_leader_epoch,
+}
+_RETRIABLE_FROM_LEADER = _RETRIABLE | {
+    # A leader that has not yet applied the topic Metadata already showed (Kafka propagates a new
+    # topic to its brokers one by one); Kafka's clients retry it as stale metadata. Metadata itself
+    # not knowing the topic stays final.
+    ErrorCode.unknown_topic_or_partition,
 }
 
 
@@ -37,18 +40,20 @@ def list_offsets(
     *,
     isolation_level: int = 0,
 ) -> dict[int, OffsetInfo]:
-    """ListOffsets, retried as Kafka's clients retry it (a leader moved or not yet elected, a
-    timeout, a dropped connection) with fresh metadata and backoff, for up to the request timeout."""
+    """ListOffsets, retried as Kafka's clients retry it (a leader moved, not yet elected or not yet
+    aware of a new topic, a timeout, a dropped connection) with fresh metadata and backoff, for up
+    to the request timeout."""
     deadline = time.monotonic() + cluster.request_timeout
     backoff = 0.1
     while True:
         try:
             return _list_offsets_once(cluster, topic, partitions, spec, isolation_level)
         except _LeaderError as exc:
-            if exc.error.code not in _RETRIABLE or time.monotonic() + backoff >= deadline:
+            if exc.error.code not in _RETRIABLE_FROM_LEADER or time.monotonic() + backoff >= deadline:
                 raise exc.error from None
-        except BrokerConnectionError:
-            if time.monotonic() + backoff >= deadline:
+        except (KafkaError, BrokerConnectionError) as exc:
+            retriable = isinstance(exc, BrokerConnectionError) or exc.code in _RETRIABLE
+            if not retriable or time.monotonic() + backoff >= deadline:
                 raise
         time.sleep(backoff)
         backoff = min(backoff * 2, 1.0)
