@@ -1,7 +1,9 @@
 """Property test: the share-partition engine against a per-offset reference model.
 
 A hypothesis state machine drives random acquisitions (both modes), acknowledgements (every type,
-partial batches, invalid ones), clock advances, member departures, restarts and failed writes. The
+partial batches, invalid ones), clock advances, member departures, restarts and failed writes, with
+and without a dead-letter queue (rejected and exhausted records ARCHIVING until a dead-letter round
+writes them ARCHIVED). The
 model keeps one entry per offset and re-derives every rule in the plainest way; after each step the
 engine must agree with it exactly, and an engine rebuilt from persisted state alone must agree with
 the model's durable view.
@@ -43,6 +45,8 @@ from shareq.share.persister import PersisterError, SharePartitionKey
 KEY = SharePartitionKey(group_id="g", topic_id=uuid.UUID(int=7), partition=0)
 MEMBERS = ("m1", "m2", "m3")
 AV, AQ, ACK, ARC = RecordState.AVAILABLE, RecordState.ACQUIRED, RecordState.ACKNOWLEDGED, RecordState.ARCHIVED
+ARCING = RecordState.ARCHIVING
+DONE_TYPES = [AcknowledgeType.ACCEPT, AcknowledgeType.REJECT, AcknowledgeType.GAP]
 TERMINAL = (ACK, ARC)
 BACKOFF = 1_000
 COUNTER = {
@@ -56,6 +60,7 @@ COUNTER = {
     "lapsed": 0,
     "log_start_moves": 0,
     "spso_catch_ups": 0,
+    "dead_letter_rounds": 0,
 }
 
 
@@ -87,9 +92,12 @@ class Model:
     recs: dict[int, Rec] = field(default_factory=dict)
     durable: dict[int, tuple[RecordState, int]] = field(default_factory=dict)
     durable_spso: int = 0
+    dlq: bool = False
 
     def release_target(self, count: int) -> RecordState:
-        return AV if count < self.limit else ARC
+        if count < self.limit:
+            return AV
+        return ARCING if self.dlq else ARC
 
     def advance(self) -> None:
         while self.spso < self.end:
@@ -119,21 +127,23 @@ class EngineMachine(RuleBasedStateMachine):
         window=st.integers(4, 40),
         duration=st.sampled_from([100, 1_000, 5_000, 30_000]),
         start=st.integers(0, 5),
+        dlq=st.booleans(),
     )
-    def setup(self, limit: int, window: int, duration: int, start: int) -> None:
+    def setup(self, limit: int, window: int, duration: int, start: int, dlq: bool) -> None:
         COUNTER["runs"] += 1
         self.config = ShareConfig(
             record_lock_duration_ms=duration,
             delivery_count_limit=limit,
             max_record_locks=window,
             persist_retry_backoff_ms=BACKOFF,
+            dlq_enabled=dlq,
         )
         self.persister = MemoryPersister()
         self.firsts: list[int] = []
         self.lasts: list[int] = []
         self.log_end = start
         self.now = 0
-        self.model = Model(limit=limit, window=window, duration=duration, spso=start, end=start)
+        self.model = Model(limit=limit, window=window, duration=duration, spso=start, end=start, dlq=dlq)
         self.model.durable_spso = start
         self.engine = SharePartition(KEY, self.config)
         self.follow_ups: tuple[PendingWrite, ...] = ()
@@ -304,8 +314,47 @@ class EngineMachine(RuleBasedStateMachine):
         end = data.draw(st.integers(first, last))
         self.acknowledge(member, [self.draw_batch(data, first, end)], fail == 0)
 
+    @rule(data=st.data(), fail=st.integers(0, 4), split=st.booleans())
+    def acknowledge_interleaved(self, data: st.DataObject, fail: int, split: bool) -> None:
+        """A member finishes records it holds with mixed ACCEPT, REJECT and GAP, as one batch with a
+        type per record or (as librdkafka sends them) one batch per equal-type stretch."""
+        m = self.model
+        owned = sorted((o, r.member) for o, r in m.recs.items() if r.state is AQ and not r.pending)
+        if not owned:
+            return
+        o, member = data.draw(st.sampled_from(owned))
+        assert member is not None
+        last = o
+        while (
+            last + 1 in m.recs
+            and m.recs[last + 1].state is AQ
+            and m.recs[last + 1].member == member
+            and not m.recs[last + 1].pending
+        ):
+            last += 1
+        types = data.draw(st.lists(st.sampled_from(DONE_TYPES), min_size=last - o + 1, max_size=last - o + 1))
+        if not split:
+            self.acknowledge(
+                member,
+                [AcknowledgementBatch(first_offset=o, last_offset=last, types=tuple(types))],
+                fail == 0,
+            )
+            return
+        batches: list[AcknowledgementBatch] = []
+        for i, kind in enumerate(types):
+            if batches and batches[-1].types[0] is kind:
+                prev = batches.pop()
+                batches.append(
+                    AcknowledgementBatch(first_offset=prev.first_offset, last_offset=o + i, types=(kind,))
+                )
+            else:
+                batches.append(AcknowledgementBatch(first_offset=o + i, last_offset=o + i, types=(kind,)))
+        self.acknowledge(member, batches, fail == 0)
+
     def draw_batch(self, data: st.DataObject, first: int, last: int) -> AcknowledgementBatch:
-        kinds = st.sampled_from(list(AcknowledgeType))
+        # a third of the per-record lists finish every record (ACCEPT, REJECT, GAP): the engine
+        # then keeps a state per record in one run instead of cutting it
+        kinds = st.sampled_from(list(AcknowledgeType) if data.draw(st.integers(0, 2)) else DONE_TYPES)
         if data.draw(st.booleans()) or last < first:
             types = (data.draw(kinds),)
         else:
@@ -393,6 +442,8 @@ class EngineMachine(RuleBasedStateMachine):
                     out.append((o, ACK))
                 elif kind is AcknowledgeType.RELEASE:
                     out.append((o, m.release_target(rec.count)))
+                elif kind is AcknowledgeType.REJECT and m.dlq:
+                    out.append((o, ARCING))
                 else:
                     out.append((o, ARC))
         return out
@@ -550,6 +601,44 @@ class EngineMachine(RuleBasedStateMachine):
             if self.drive(catch_up):
                 m.persisted()
 
+    @precondition(lambda self: self.model.dlq)
+    @rule(max_records=st.integers(1, 8), fail=st.integers(0, 3))
+    def dead_letter_round(self, max_records: int, fail: int) -> None:
+        """The dead-letter writer's round: the first ARCHIVING records (whole spans until at least
+        ``max_records``, cut to that many as the writer takes them) become ARCHIVED once durable."""
+        m = self.model
+        spans = self.engine.archiving_spans(max_records)
+        got = [(o, count) for first, last, count in spans for o in range(first, last + 1)]
+        expected = [(o, r.count) for o, r in sorted(m.recs.items()) if r.state is ARCING and not r.pending]
+        assert got == expected[: len(got)], "the first ARCHIVING records, in offset order"
+        assert len(got) >= min(max_records, len(expected))
+        taken: list[tuple[int, int]] = []
+        budget = max_records
+        for first, last, _ in spans:
+            if budget <= 0:
+                break
+            last = min(last, first + budget - 1)
+            taken.append((first, last))
+            budget -= last - first + 1
+        self.persister.fail_next_writes = 1 if fail == 0 else 0
+        write = self.engine.dead_lettered_spans(taken)
+        assert (write is None) == (not taken)
+        if write is None:
+            self.persister.fail_next_writes = 0
+            return
+        ok = self.drive(write)
+        self.persister.fail_next_writes = 0
+        if not ok:
+            assert self.follow_ups == ()
+            return
+        COUNTER["dead_letter_rounds"] += 1
+        for first, last in taken:
+            for o in range(first, last + 1):
+                m.recs[o].state = ARC
+                m.durable[o] = (ARC, m.recs[o].count)
+        m.advance()
+        m.persisted()
+
     @rule(go=st.integers(0, 5))
     def restart(self, go: int) -> None:
         if go:
@@ -568,6 +657,7 @@ class EngineMachine(RuleBasedStateMachine):
             delivery_count_limit=limit,
             max_record_locks=window,
             persist_retry_backoff_ms=BACKOFF,
+            dlq_enabled=self.config.dlq_enabled,
         )
         self.engine.alter_config(self.config)
         self.model.window = window
@@ -581,7 +671,7 @@ class EngineMachine(RuleBasedStateMachine):
 
     def model_rebuilt(self) -> Model:
         old = self.model
-        m = Model(limit=old.limit, window=old.window, duration=old.duration)
+        m = Model(limit=old.limit, window=old.window, duration=old.duration, dlq=old.dlq)
         m.spso = m.durable_spso = old.durable_spso
         m.durable = dict(old.durable)
         m.recs = {o: Rec(s, c) for o, (s, c) in m.durable.items() if o >= m.spso}
@@ -649,8 +739,9 @@ def test_engine_agrees_with_reference_model(record_property: pytest.RecordProper
         f"{COUNTER['acks_refused']} refused, {COUNTER['writes_failed']} failed writes, "
         f"{COUNTER['parked_ok']} acknowledgements committed after other steps, "
         f"{COUNTER['lapsed']} rolled back after their lock lapsed, "
-        f"{COUNTER['log_start_moves']} log start moves"
+        f"{COUNTER['log_start_moves']} log start moves, {COUNTER['dead_letter_rounds']} dead-letter rounds"
     )
     assert COUNTER["steps"] > 100_000
     assert COUNTER["acks_ok"] > 0 and COUNTER["acks_refused"] > 0 and COUNTER["writes_failed"] > 0
     assert COUNTER["parked_ok"] > 0 and COUNTER["lapsed"] > 0 and COUNTER["log_start_moves"] > 0
+    assert COUNTER["dead_letter_rounds"] > 0

@@ -8,10 +8,19 @@ one entry per fetched batch and cost follows the number of runs touched, never t
 
 A second index holds the first offsets of acquirable runs (AVAILABLE, no transition in progress) so
 the next fetch offset is found without a scan.
+
+A run whose records the client is done with (each ACKNOWLEDGED, ARCHIVING or ARCHIVED) may keep a
+state per offset instead of being cut into pieces: ``marks``, one state byte per record, as Kafka's
+InFlightBatch keeps an offset-state map once a batch is acknowledged in parts. An acknowledgement
+that alternates ACCEPT and REJECT (a REJECT every tenth record) then changes one run, not hundreds,
+and the dead-letter writer finds the ARCHIVING offsets with a byte search. Such a run's ``state`` is
+a summary: ARCHIVING while any record is, else ACKNOWLEDGED (every record terminal). It holds no
+lock, no member and is never acquirable, so acquisition, expiry and member release never see one.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, TypeVar
@@ -26,7 +35,28 @@ if TYPE_CHECKING:
     from shareq.share.transition import StateTransition
 
 _AVAILABLE = RecordState.AVAILABLE
+_ARCHIVING = RecordState.ARCHIVING
+_ACKNOWLEDGED = RecordState.ACKNOWLEDGED
 _T = TypeVar("_T")
+
+MARK_RUNS = re.compile(rb"\x02+|\x03+|\x04+")
+"""Maximal runs of one state in ``marks`` (the ids of ACKNOWLEDGED, ARCHIVING and ARCHIVED)."""
+ARCHIVING_MARKS = re.compile(rb"\x03+")
+_ARCHIVING_BYTE = b"\x03"
+_STATES = tuple(RecordState)
+
+
+def marks_summary(marks: bytes | bytearray) -> RecordState:
+    """The ``state`` of a run with ``marks``: ARCHIVING while any record is, else ACKNOWLEDGED."""
+    return _ARCHIVING if _ARCHIVING_BYTE in marks else _ACKNOWLEDGED
+
+
+def mark_runs(marks: bytes | bytearray, first: int) -> Iterator[tuple[int, int, RecordState]]:
+    """``(first, last, state)`` of each maximal equal-state stretch of a run's ``marks`` (in C)."""
+    states = _STATES
+    for m in MARK_RUNS.finditer(marks):
+        start = m.start()
+        yield first + start, first + m.end() - 1, states[marks[start]]
 
 
 class StagedAck:
@@ -67,7 +97,7 @@ class StagedAck:
 class InFlightBatch:
     """One run ``first..last`` (inclusive) of in-flight offsets with one state."""
 
-    __slots__ = ("count", "first", "last", "lock", "member", "staged", "state", "txn")
+    __slots__ = ("count", "first", "last", "lock", "marks", "member", "staged", "state", "txn")
 
     def __init__(
         self,
@@ -86,16 +116,37 @@ class InFlightBatch:
         self.lock = lock
         self.txn: StateTransition | None = None
         self.staged: StagedAck | None = None
+        self.marks: bytearray | None = None
+        """A state byte per record, for a run whose records the client is done with (see the
+        module docstring); None when every record has ``state``."""
 
     @property
     def size(self) -> int:
         return self.last - self.first + 1
+
+    def state_at(self, offset: int) -> RecordState:
+        marks = self.marks
+        return self.state if marks is None else _STATES[marks[offset - self.first]]
+
+    def pieces(self) -> Iterator[InFlightBatch]:
+        """This run, or for a run with ``marks`` one detached run per equal-state stretch (for
+        inspection: metrics, views)."""
+        marks = self.marks
+        if marks is None:
+            yield self
+            return
+        for first, last, state in mark_runs(marks, self.first):
+            piece = InFlightBatch(first, last, state, self.count)
+            piece.txn = self.txn
+            yield piece
 
     def same_as(self, other: InFlightBatch) -> bool:
         """Whether two runs could be one (never merges runs with a transition in progress)."""
         return (
             self.txn is None
             and other.txn is None
+            and self.marks is None
+            and other.marks is None
             and self.state == other.state
             and self.count == other.count
             and self.member == other.member
@@ -169,28 +220,29 @@ class InFlightMap:
     def views(self) -> tuple[RunView, ...]:
         """Every run as a ``RunView``, adjacent equal (state, count, member) runs merged."""
         out: list[RunView] = []
-        for run in self._runs.values():
-            if out:
-                prev = out[-1]
-                if (
-                    prev.last_offset + 1 == run.first
-                    and prev.state is run.state
-                    and prev.delivery_count == run.count
-                    and prev.member == run.member
-                    and prev.producer_id == _pid(run)
-                ):
-                    out[-1] = replace(prev, last_offset=run.last)
-                    continue
-            out.append(
-                RunView(
-                    first_offset=run.first,
-                    last_offset=run.last,
-                    state=run.state,
-                    delivery_count=run.count,
-                    member=run.member,
-                    producer_id=_pid(run),
+        for whole in self._runs.values():
+            for run in whole.pieces():
+                if out:
+                    prev = out[-1]
+                    if (
+                        prev.last_offset + 1 == run.first
+                        and prev.state is run.state
+                        and prev.delivery_count == run.count
+                        and prev.member == run.member
+                        and prev.producer_id == _pid(run)
+                    ):
+                        out[-1] = replace(prev, last_offset=run.last)
+                        continue
+                out.append(
+                    RunView(
+                        first_offset=run.first,
+                        last_offset=run.last,
+                        state=run.state,
+                        delivery_count=run.count,
+                        member=run.member,
+                        producer_id=_pid(run),
+                    )
                 )
-            )
         return tuple(out)
 
     # --- mutation ----------------------------------------------------------------------------------
@@ -229,8 +281,25 @@ class InFlightMap:
         right = InFlightBatch(offset, run.last, run.state, run.count, run.member, run.lock)
         right.txn = run.txn
         right.staged = run.staged
+        marks = run.marks
+        if marks is not None:
+            cut = offset - run.first
+            right.marks = marks[cut:]
+            del marks[cut:]
+            right.state = marks_summary(right.marks)
+            run.state = marks_summary(marks)
         run.last = offset - 1
         self.insert(right)
+
+    def trim_front(self, run: InFlightBatch, offset: int) -> None:
+        """Drop ``run``'s records below ``offset`` (the SPSO passed them; the run has ``marks``)."""
+        marks = run.marks
+        assert marks is not None and run.first < offset <= run.last
+        del self._runs[run.first]
+        del marks[: offset - run.first]
+        run.first = offset
+        run.state = marks_summary(marks)
+        self._runs[offset] = run
 
     def isolate(self, first: int, last: int) -> None:
         """Split so that ``first`` starts a run and ``last`` ends one."""

@@ -50,6 +50,8 @@ def start_move(sp: SharePartition, handle: int, log_start: int) -> PendingWrite 
         if run.state in TERMINAL:
             terminal += run.size
             continue
+        if run.marks is not None:  # its records other than ARCHIVING ones are terminal already
+            terminal += run.size - run.marks.count(b"\x03")
         run.txn = txn
         runs.reindex(run)
         txn.pieces.append((run, _ARCHIVED))
@@ -77,7 +79,11 @@ def commit_move(sp: SharePartition, txn: StateTransition) -> None:
             run.lock = None
             run.member = None
         run.state = _ARCHIVED
-        sp._dcc += run.size
+        if run.marks is not None:
+            sp._dcc += run.marks.count(b"\x03")
+            run.marks = None
+        else:
+            sp._dcc += run.size
     first: InFlightBatch | None = runs.first_run()
     while first is not None and first.first < limit:
         if first.txn is not None or first.state not in TERMINAL or first.last >= limit:

@@ -19,7 +19,7 @@ from shareq.share import txn_pending as _txn
 from shareq.share.acknowledgement import stretch_segments, validate_acknowledgements
 from shareq.share.acquisition_lock import AcquisitionLock, DeadlineIndex
 from shareq.share.errors import ShareEngineBug
-from shareq.share.in_flight import InFlightBatch, InFlightMap
+from shareq.share.in_flight import ARCHIVING_MARKS, InFlightBatch, InFlightMap, mark_runs, marks_summary
 from shareq.share.persister import (
     NO_START_OFFSET,
     SharePartitionKey,
@@ -38,7 +38,7 @@ from shareq.share.record_state import (
     validate_transition,
 )
 from shareq.share.stats import SharePartitionStats
-from shareq.share.transition import StateTransition, TransitionKind
+from shareq.share.transition import MarkedTarget, StateTransition, TransitionKind
 from shareq.share.types import (
     AcknowledgementBatch,
     AcknowledgeResult,
@@ -62,6 +62,26 @@ _RELEASE = AcknowledgeType.RELEASE
 _REJECT = AcknowledgeType.REJECT
 _ARCHIVING = RecordState.ARCHIVING
 _TX_PENDING = RecordState.TX_PENDING
+_GAP = AcknowledgeType.GAP
+_ARCHIVING_BYTE = b"\x03"
+_ARCHIVED_BYTE = b"\x04"
+_DONE_ACKS = frozenset({_ACCEPT, _REJECT, _GAP})
+"""Acknowledge types that finish with a record: a stretch of only these may mark states per record."""
+_MARK_MIN_SEGMENTS = 3
+"""Below this many equal-type segments a stretch is carved into runs (cheaper for a few pieces)."""
+
+
+def _marked_terminal(marks: bytearray) -> int:
+    """Records of ``marks`` that are terminal (all but the ARCHIVING ones)."""
+    return len(marks) - marks.count(_ARCHIVING_BYTE)
+
+
+def _terminal_size(run: InFlightBatch) -> int:
+    """Terminal records of ``run`` as committed."""
+    marks = run.marks
+    if marks is not None:
+        return len(marks) - marks.count(_ARCHIVING_BYTE)
+    return run.last - run.first + 1 if run.state in TERMINAL else 0
 
 
 class SharePartition:
@@ -205,8 +225,9 @@ class SharePartition:
         return self._runs.views()
 
     def in_flight(self) -> Iterator[InFlightBatch]:
-        """The live in-flight runs in offset order, for read-only inspection (metrics, web view)."""
-        return iter(self._runs)
+        """The live in-flight runs in offset order, for read-only inspection (metrics, web view);
+        a run with a state per record comes as one detached run per equal-state stretch."""
+        return itertools.chain.from_iterable(run.pieces() for run in self._runs)
 
     def tx_pending_count(self) -> int:
         """Records TX_PENDING (staged by a transaction that has not ended)."""
@@ -328,6 +349,10 @@ class SharePartition:
         durable = False
         dlq = self._config.dlq_enabled
         for stretch in stretch_segments(batches):
+            if len(stretch) >= _MARK_MIN_SEGMENTS and all(seg[2] in _DONE_ACKS for seg in stretch):
+                self._acknowledge_marked(txn, stretch, dlq, now)
+                durable = True
+                continue
             carved = runs.carve(stretch)
             self.stats.on_acknowledged_runs(carved, now, self._config.record_lock_duration_ms)
             for run, ack in carved:
@@ -351,6 +376,60 @@ class SharePartition:
             self._commit(txn, now)
             return AcknowledgeResult(write=None)
         return AcknowledgeResult(write=self._start_write(txn))
+
+    def _acknowledge_marked(
+        self, txn: StateTransition, stretch: list[tuple[int, int, AcknowledgeType]], dlq: bool, now: int
+    ) -> None:
+        """Acknowledge a stretch of ACCEPT, REJECT and GAP segments without cutting runs: each
+        acquired run under it takes a state per record (``marks``), set segment by segment.
+
+        Counted as the carving path counts: records per type, and one latency sample per segment
+        of each run."""
+        runs = self._runs
+        stats = self.stats
+        acked = stats.acknowledged
+        reject_mark = _ARCHIVING if dlq else _ARCHIVED
+        fill = {_ACCEPT: _ACKNOWLEDGED, _REJECT: reject_mark, _GAP: _ARCHIVED}
+        lock_ms = self._config.record_lock_duration_ms
+        first, last = stretch[0][0], stretch[-1][1]
+        runs.isolate(first, last)
+        marked = txn.marks
+        if marked is None:
+            marked = txn.marks = {}
+        pieces = txn.pieces
+        i = 0
+        n = len(stretch)
+        for run in runs.overlapping(first, last):
+            rf, rl = run.first, run.last
+            while stretch[i][1] < rf:
+                i += 1
+            j = i
+            while j < n and stretch[j][0] <= rl:
+                j += 1
+            lock = run.lock
+            if lock is not None:
+                stats.on_lock_acknowledged(lock, j - i, now, lock_ms)
+            run.txn = txn
+            if j - i == 1:  # one type over the whole run: an ordinary piece
+                a, b, ack = stretch[i]
+                acked[ack] += rl - rf + 1
+                pieces.append((run, fill[ack]))
+                continue
+            marks = bytearray(b"\x02") * (rl - rf + 1)  # ACKNOWLEDGED, then the other segments
+            for a, b, ack in stretch[i:j]:
+                lo = a if a > rf else rf
+                hi = b if b < rl else rl
+                acked[ack] += hi - lo + 1
+                if ack is _ACCEPT:
+                    continue
+                value = fill[ack]
+                if lo == hi:
+                    marks[lo - rf] = value
+                else:
+                    marks[lo - rf : hi - rf + 1] = bytes((value,)) * (hi - lo + 1)
+            marked[rf] = MarkedTarget(marks)
+            pieces.append((run, marks_summary(marks)))
+            i = j - 1  # the last segment may go on into the next run
 
     # ------------------------------------------------------------------ transactions (KIP-1289)
     def stage(
@@ -469,13 +548,22 @@ class SharePartition:
                 continue
             if 0 <= limit <= found:
                 break
-            first, last, count = run.first, run.last, run.count
-            found += last - first + 1
-            if prev_last + 1 == first and prev_count == count:
-                out[-1] = (out[-1][0], last, count)
-            else:
-                out.append((first, last, count))
-            prev_last, prev_count = last, count
+            count = run.count
+            marks = run.marks
+            if marks is None:
+                spans: Iterable[tuple[int, int]] = ((run.first, run.last),)
+            else:  # the ARCHIVING records among others, found in C
+                base = run.first
+                spans = [(base + m.start(), base + m.end() - 1) for m in ARCHIVING_MARKS.finditer(marks)]
+            for first, last in spans:
+                if 0 <= limit <= found:
+                    break
+                found += last - first + 1
+                if prev_last + 1 == first and prev_count == count:
+                    out[-1] = (out[-1][0], last, count)
+                else:
+                    out.append((first, last, count))
+                prev_last, prev_count = last, count
         return out
 
     def dead_lettered(self, first: int, last: int) -> PendingWrite | None:
@@ -485,41 +573,96 @@ class SharePartition:
     def dead_lettered_spans(self, spans: Sequence[tuple[int, int]]) -> PendingWrite | None:
         """The DLQ writer produced the records of ascending ``spans`` (what ``archiving_runs``
         named): their ARCHIVING records become ARCHIVED. The cost follows the spans: a REJECT
-        every tenth record leaves acknowledged runs between them, which are not visited."""
+        every tenth record leaves acknowledged runs between them, which are not visited, or
+        marks states per record in one run, which is changed once."""
         txn = StateTransition(next(self._handles), TransitionKind.DEAD_LETTER)
         runs = self._runs
         pieces = txn.pieces
+        marked: dict[int, MarkedTarget] = {}
+        held: InFlightBatch | None = None  # the last run with marks a span fell in
         for first, last in spans:
+            if held is not None and held.first <= first and last <= held.last:
+                self._dead_lettered_marks(held, marked[held.first], first, last)
+                continue
             run = runs.get(first)
-            if run is not None and run.last == last:  # the usual case: the span is one whole run
+            if run is not None and run.last == last and run.marks is None:  # the span is one whole run
                 if run.state is RecordState.ARCHIVING and run.txn is None:
                     run.txn = txn
                     pieces.append((run, RecordState.ARCHIVED))
                 continue
+            plain = False
             for run in runs.overlapping(first, last):
-                if run.state is RecordState.ARCHIVING and run.txn is None:
-                    runs.isolate(max(first, run.first), min(last, run.last))
-            for run in runs.overlapping(first, last):
-                if run.state is RecordState.ARCHIVING and run.txn is None:
+                if run.state is not RecordState.ARCHIVING:
+                    continue
+                if run.marks is None:
+                    if run.txn is None:
+                        runs.isolate(max(first, run.first), min(last, run.last))
+                        plain = True
+                    continue
+                entry = marked.get(run.first)
+                if entry is None:
+                    if run.txn is not None:
+                        continue
+                    entry = marked[run.first] = MarkedTarget(bytearray(run.marks), [])
                     run.txn = txn
-                    pieces.append((run, RecordState.ARCHIVED))
+                    pieces.append((run, RecordState.ARCHIVING))  # its summary: set below
+                self._dead_lettered_marks(run, entry, max(first, run.first), min(last, run.last))
+                held = run
+            if plain:
+                for run in runs.overlapping(first, last):
+                    if run.marks is None and run.state is RecordState.ARCHIVING and run.txn is None:
+                        run.txn = txn
+                        pieces.append((run, RecordState.ARCHIVED))
+        if marked:
+            txn.marks = marked
+            pieces[:] = [
+                (run, marks_summary(marked[run.first].marks) if run.first in marked else target)
+                for run, target in pieces
+            ]
         return self._start_write(txn) if pieces else None
+
+    @staticmethod
+    def _dead_lettered_marks(run: InFlightBatch, entry: MarkedTarget, first: int, last: int) -> None:
+        """In ``entry`` (what ``run`` will hold), the ARCHIVING records of ``first..last`` become
+        ARCHIVED; each stretch of them that changes is noted for the write."""
+        marks = run.marks
+        assert marks is not None and entry.changed is not None
+        base = run.first
+        lo, hi = first - base, last - base + 1
+        changed = entry.changed
+        if hi - lo == 1:  # one record: the usual dead letter among accepted records
+            if marks[lo] == 3:
+                changed.append((first, first))
+                entry.marks[lo] = 4
+            return
+        for m in ARCHIVING_MARKS.finditer(marks, lo, hi):
+            changed.append((base + m.start(), base + m.end() - 1))
+        target = entry.marks
+        target[lo:hi] = target[lo:hi].replace(_ARCHIVING_BYTE, _ARCHIVED_BYTE)
 
     def archiving_count(self) -> int:
         """Records ARCHIVING (waiting for, or being written to, the dead-letter queue)."""
-        return sum(run.last - run.first + 1 for run in self._runs if run.state is _ARCHIVING)
+        return sum(
+            run.last - run.first + 1 if run.marks is None else run.marks.count(_ARCHIVING_BYTE)
+            for run in self._runs
+            if run.state is _ARCHIVING
+        )
 
     # ------------------------------------------------------------------ persist, then commit
     def _start_write(self, txn: StateTransition) -> PendingWrite:
         targets: dict[int, RecordState] = {}
         newly_terminal = 0
         durable: list[tuple[InFlightBatch, RecordState]] = []
+        marked = txn.marks
         for piece in txn.pieces:
             run, target = piece
             if target is _ACQUIRED or target is _TX_PENDING:
                 continue
             targets[run.first] = target
-            if target is _ACKNOWLEDGED or target is _ARCHIVED:  # TERMINAL, by identity
+            entry = marked.get(run.first) if marked is not None else None
+            if entry is not None:
+                newly_terminal += _marked_terminal(entry.marks) - _terminal_size(run)
+            elif target is _ACKNOWLEDGED or target is _ARCHIVED:  # TERMINAL, by identity
                 newly_terminal += run.last - run.first + 1
             durable.append(piece)
         spso, dropped, _ = self._terminal_prefix(txn, targets)
@@ -539,12 +682,24 @@ class SharePartition:
             first, last, count = run.first, run.last, run.count
             if last < floor:
                 continue
-            if cur_last + 1 == first and cur_state == target and cur_count == count:
-                cur_last = last  # adjacent and equal: one delta
-                continue
-            if cur_last >= 0:
-                deltas.append(state_batch(cur_first, cur_last, cur_state, cur_count))
-            cur_first, cur_last, cur_state, cur_count = first, last, int(target), count
+            entry = marked.get(first) if marked is not None else None
+            if entry is None:
+                spans: Iterable[tuple[int, int, RecordState]] = ((first, last, target),)
+            elif entry.changed is None:
+                spans = mark_runs(entry.marks, first)
+            else:
+                spans = [(a, b, _ARCHIVED) for a, b in entry.changed]
+            for first, last, state in spans:
+                if last < floor:
+                    continue
+                if first < floor:
+                    first = floor
+                if cur_last + 1 == first and cur_state == state and cur_count == count:
+                    cur_last = last  # adjacent and equal: one delta
+                    continue
+                if cur_last >= 0:
+                    deltas.append(state_batch(cur_first, cur_last, cur_state, cur_count))
+                cur_first, cur_last, cur_state, cur_count = first, last, int(state), count
         if cur_last >= 0:
             deltas.append(state_batch(cur_first, cur_last, cur_state, cur_count))
         params = WriteStateParams(
@@ -610,10 +765,14 @@ class SharePartition:
         touched: list[tuple[int, int]] = []
         committed: dict[RecordState, int] = {}  # records per target, for the counters
         transitions = TRANSITIONS
+        marked = txn.marks
         for run, target in txn.pieces:
             run.txn = None
             size = run.last - run.first + 1
             touched.append((run.first, run.last))
+            if marked is not None and run.first in marked:
+                self._commit_marked(run, marked[run.first], target, committed)
+                continue
             if target is _TX_PENDING:
                 _txn.commit_stage(self, run)
                 continue
@@ -649,6 +808,30 @@ class SharePartition:
         spso = self._spso
         runs.coalesce_spans([span for span in touched if span[1] >= spso])
         return released
+
+    def _commit_marked(
+        self, run: InFlightBatch, entry: MarkedTarget, target: RecordState, committed: dict[RecordState, int]
+    ) -> None:
+        """Give ``run`` its records' own states (an acknowledgement of an acquired run, or a
+        dead-letter round over a run that has them already)."""
+        marks = entry.marks
+        if run.state is _ACQUIRED:
+            lock = run.lock
+            if lock is not None:
+                lock.held -= run.last - run.first + 1
+            run.lock = None
+            run.member = None
+        self._dcc += _marked_terminal(marks) - _terminal_size(run)
+        if entry.changed is None:
+            for state in (_ACKNOWLEDGED, _ARCHIVING, _ARCHIVED):
+                n = marks.count(bytes((state,)))
+                if n:
+                    committed[state] = committed.get(state, 0) + n
+        else:
+            n = sum(b - a + 1 for a, b in entry.changed)
+            committed[_ARCHIVED] = committed.get(_ARCHIVED, 0) + n
+        run.marks = marks
+        run.state = target
 
     def _rollback(self, txn: StateTransition, now: int) -> tuple[PendingWrite, ...]:
         runs = self._runs
@@ -730,22 +913,31 @@ class SharePartition:
     def _terminal_prefix(
         self, txn: StateTransition | None, targets: dict[int, RecordState]
     ) -> tuple[int, int, int]:
-        """(new SPSO, terminal records it passes, runs it passes) if ``txn`` committed now."""
+        """(new SPSO, terminal records it passes, whole runs it passes) if ``txn`` committed now.
+
+        The SPSO may stop inside a run with a state per record, at its first ARCHIVING one."""
         hole = self._first_gap_hole()
         spso = self._spso
         dropped = 0
         nruns = 0
+        marked = txn.marks if txn is not None else None
         for run in self._runs:
             if run.first > spso:
                 if hole is not None and hole < run.first:
                     return hole, dropped, nruns
                 spso = run.first
+            marks = run.marks
             if run.txn is None:
                 state = run.state
             elif run.txn is txn and run.first in targets:
                 state = targets[run.first]
+                if marked is not None and run.first in marked:
+                    marks = marked[run.first].marks
             else:
                 return spso, dropped, nruns
+            if state is _ARCHIVING and marks is not None:  # terminal up to its first ARCHIVING record
+                done = marks.find(_ARCHIVING_BYTE)
+                return run.first + done, dropped + done, nruns
             if state not in TERMINAL:
                 return spso, dropped, nruns
             dropped += run.last - run.first + 1
@@ -757,7 +949,11 @@ class SharePartition:
 
     def _advance_spso(self) -> None:
         spso, dropped, nruns = self._terminal_prefix(None, {})
-        self._runs.drop_first(nruns)
+        runs = self._runs
+        runs.drop_first(nruns)
+        first = runs.first_run()
+        if first is not None and first.first < spso and first.marks is not None:  # stops inside it
+            runs.trim_front(first, spso)
         self._dcc -= dropped
         self._spso = spso
         if self._end < spso:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Sequence
 
+from shareq.share.acquisition_lock import AcquisitionLock
 from shareq.share.in_flight import InFlightBatch
 from shareq.share.record_state import AcknowledgeType, RecordState
 from shareq.share.transition import TransitionKind
@@ -102,6 +103,14 @@ class SharePartitionStats:
             buckets[bucket] += n
             self.ack_latency_count += n
             self.ack_latency_sum_ms += held_ms * n
+
+    def on_lock_acknowledged(self, lock: AcquisitionLock, pieces: int, now: int, lock_ms: int) -> None:
+        """``pieces`` acknowledged runs of one lock at ``now`` (a run acknowledged with a type per
+        record counts a sample per equal-type segment, as the runs cut from it would)."""
+        held_ms = max(now - lock.deadline + lock_ms, 0)
+        self.ack_latency_buckets[bisect_left(ACK_LATENCY_BOUNDS_MS, held_ms)] += pieces
+        self.ack_latency_count += pieces
+        self.ack_latency_sum_ms += held_ms * pieces
 
     def on_committed(self, kind: TransitionKind, target: RecordState, records: int) -> None:
         """A durable transition of ``records`` to ``target`` committed."""

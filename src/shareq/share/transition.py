@@ -25,16 +25,31 @@ class TransitionKind(enum.Enum):
     STAGE = "stage"
 
 
+class MarkedTarget:
+    """What a run takes when its records go to states of their own: the ``marks`` it will hold,
+    and the spans that change (None: every record, as when an acquired run is acknowledged; a
+    dead-letter round changes only the ARCHIVING records it wrote)."""
+
+    __slots__ = ("changed", "marks")
+
+    def __init__(self, marks: bytearray, changed: list[tuple[int, int]] | None = None) -> None:
+        self.marks = marks
+        self.changed = changed
+
+
 class StateTransition:
     """The runs one pending write will change, and to what."""
 
-    __slots__ = ("handle", "kind", "pieces", "start_offset")
+    __slots__ = ("handle", "kind", "marks", "pieces", "start_offset")
 
     def __init__(self, handle: int, kind: TransitionKind) -> None:
         self.handle = handle
         self.kind = kind
         self.pieces: list[tuple[InFlightBatch, RecordState]] = []
         self.start_offset = -1
+        self.marks: dict[int, MarkedTarget] | None = None
+        """Per piece whose records take states of their own (keyed by the run's first offset):
+        its target ``marks`` (the piece's target state is their summary)."""
 
     def __repr__(self) -> str:
         return f"StateTransition(#{self.handle}, {self.kind.value}, {len(self.pieces)} runs)"
