@@ -349,6 +349,47 @@ def test_dead_lettered_spans_archive_only_the_archiving_records_named() -> None:
     assert h.rebuilt().runs() == (), "ARCHIVED is what was persisted"
 
 
+def test_an_interleaved_acknowledgement_keeps_one_run_with_a_state_per_record() -> None:
+    h = Harness(ShareConfig(dlq_enabled=True))
+    h.acquire("c1", [(0, 19)], 20)
+    kinds = [A.REJECT if o % 5 == 2 else A.GAP if o == 10 else A.ACCEPT for o in range(20)]
+    write = h.sp.acknowledge("c1", [ab(0, 19, *kinds)], now=0).write
+    assert write is not None
+    # the write moves the start offset to the first ARCHIVING record (a REJECT with a DLQ) and
+    # carries each equal-state stretch from there: ARCHIVING, ACKNOWLEDGED, ARCHIVED (the GAP)
+    assert write.params.start_offset == 2
+    assert [(b.first_offset, b.last_offset, b.delivery_state) for b in write.params.state_batches] == [
+        (2, 2, 3),
+        (3, 6, 2),
+        (7, 7, 3),
+        (8, 9, 2),
+        (10, 10, 4),
+        (11, 11, 2),
+        (12, 12, 3),
+        (13, 16, 2),
+        (17, 17, 3),
+        (18, 19, 2),
+    ]
+    h.persist(write, 0)
+    assert h.sp.range_count() == 1, "one run, not one per segment"
+    # the SPSO passes the accepted records before the first ARCHIVING one, inside the run
+    assert (h.sp.spso, h.sp.delivery_complete_count, h.sp.archiving_count()) == (2, 14, 4)
+    assert h.runs()[:3] == [
+        (2, 2, "ARCHIVING", 1, None),
+        (3, 6, "ACKNOWLEDGED", 1, None),
+        (7, 7, "ARCHIVING", 1, None),
+    ]
+    assert h.rebuilt().runs() == h.sp.runs(), "what is in flight is what was persisted"
+    assert h.sp.archiving_spans(2) == [(2, 2, 1), (7, 7, 1)]
+    h.persist(h.sp.dead_lettered_spans([(2, 2), (7, 7)]), 0)
+    assert (h.sp.spso, h.sp.delivery_complete_count, h.sp.range_count()) == (12, 6, 1)
+    assert h.sp.stats.dead_lettered == 2
+    assert h.rebuilt().runs() == h.sp.runs()
+    h.persist(h.sp.dead_lettered_spans([(v.first_offset, v.last_offset) for v in h.sp.archiving_runs()]), 0)
+    assert (h.sp.spso, h.sp.range_count(), h.sp.delivery_complete_count) == (20, 0, 0)
+    assert h.sp.stats.acknowledged[A.ACCEPT] == 15 and h.sp.stats.dead_lettered == 4
+
+
 def test_a_dead_letter_write_leaves_out_the_deltas_below_the_start_offset_it_moves_to() -> None:
     h = Harness(ShareConfig(dlq_enabled=True))
     h.acquire("c1", [(0, 9)], 10)

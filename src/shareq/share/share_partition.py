@@ -11,6 +11,7 @@ a restart), so ``acquire`` applies at once.
 from __future__ import annotations
 
 import itertools
+import operator
 from collections.abc import Iterable, Iterator, Sequence
 
 from shareq.share import acquisition as _acq
@@ -19,7 +20,7 @@ from shareq.share import txn_pending as _txn
 from shareq.share.acknowledgement import stretch_segments, validate_acknowledgements
 from shareq.share.acquisition_lock import AcquisitionLock, DeadlineIndex
 from shareq.share.errors import ShareEngineBug
-from shareq.share.in_flight import ARCHIVING_MARKS, InFlightBatch, InFlightMap, mark_runs, marks_summary
+from shareq.share.in_flight import ARCHIVING_MARKS, MARK_RUNS, InFlightBatch, InFlightMap, marks_summary
 from shareq.share.persister import (
     NO_START_OFFSET,
     SharePartitionKey,
@@ -67,6 +68,7 @@ _ARCHIVING_BYTE = b"\x03"
 _ARCHIVED_BYTE = b"\x04"
 _DONE_ACKS = frozenset({_ACCEPT, _REJECT, _GAP})
 """Acknowledge types that finish with a record: a stretch of only these may mark states per record."""
+_SPAN = operator.methodcaller("span")
 _MARK_MIN_SEGMENTS = 3
 """Below this many equal-type segments a stretch is carved into runs (cheaper for a few pieces)."""
 
@@ -349,7 +351,7 @@ class SharePartition:
         durable = False
         dlq = self._config.dlq_enabled
         for stretch in stretch_segments(batches):
-            if len(stretch) >= _MARK_MIN_SEGMENTS and all(seg[2] in _DONE_ACKS for seg in stretch):
+            if len(stretch) >= _MARK_MIN_SEGMENTS and {seg[2] for seg in stretch} <= _DONE_ACKS:
                 self._acknowledge_marked(txn, stretch, dlq, now)
                 durable = True
                 continue
@@ -684,9 +686,13 @@ class SharePartition:
                 continue
             entry = marked.get(first) if marked is not None else None
             if entry is None:
-                spans: Iterable[tuple[int, int, RecordState]] = ((first, last, target),)
-            elif entry.changed is None:
-                spans = mark_runs(entry.marks, first)
+                spans: Iterable[tuple[int, int, int]] = ((first, last, target),)
+            elif entry.changed is None:  # each equal-state stretch of its marks, from the floor on
+                marks = entry.marks
+                lo = floor - first if floor > first else 0
+                spans = [
+                    (first + a, first + b - 1, marks[a]) for a, b in map(_SPAN, MARK_RUNS.finditer(marks, lo))
+                ]
             else:
                 spans = [(a, b, _ARCHIVED) for a, b in entry.changed]
             for first, last, state in spans:
