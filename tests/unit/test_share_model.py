@@ -314,14 +314,13 @@ class EngineMachine(RuleBasedStateMachine):
         end = data.draw(st.integers(first, last))
         self.acknowledge(member, [self.draw_batch(data, first, end)], fail == 0)
 
-    @rule(data=st.data(), fail=st.integers(0, 4), split=st.booleans())
-    def acknowledge_interleaved(self, data: st.DataObject, fail: int, split: bool) -> None:
-        """A member finishes records it holds with mixed ACCEPT, REJECT and GAP, as one batch with a
-        type per record or (as librdkafka sends them) one batch per equal-type stretch."""
+    def draw_idle_holding(self, data: st.DataObject) -> tuple[str, int, int] | None:
+        """(member, first, last): from a drawn ACQUIRED record on, the records its member holds
+        with no acknowledgement in flight (None when there are none)."""
         m = self.model
         owned = sorted((o, r.member) for o, r in m.recs.items() if r.state is AQ and not r.pending)
         if not owned:
-            return
+            return None
         o, member = data.draw(st.sampled_from(owned))
         assert member is not None
         last = o
@@ -332,6 +331,16 @@ class EngineMachine(RuleBasedStateMachine):
             and not m.recs[last + 1].pending
         ):
             last += 1
+        return member, o, last
+
+    @rule(data=st.data(), fail=st.integers(0, 4), split=st.booleans())
+    def acknowledge_interleaved(self, data: st.DataObject, fail: int, split: bool) -> None:
+        """A member finishes records it holds with mixed ACCEPT, REJECT and GAP, as one batch with a
+        type per record or (as librdkafka sends them) one batch per equal-type stretch."""
+        held = self.draw_idle_holding(data)
+        if held is None:
+            return
+        member, o, last = held
         types = data.draw(st.lists(st.sampled_from(DONE_TYPES), min_size=last - o + 1, max_size=last - o + 1))
         if not split:
             self.acknowledge(
@@ -480,22 +489,12 @@ class EngineMachine(RuleBasedStateMachine):
     @rule(data=st.data())
     def park_acknowledgement(self, data: st.DataObject) -> None:
         """Start an acknowledgement whose write is still in flight while other steps run."""
-        m = self.model
         if self.parked is not None:
             return
-        owned = sorted((o, r.member) for o, r in m.recs.items() if r.state is AQ and not r.pending)
-        if not owned:
+        held = self.draw_idle_holding(data)
+        if held is None:
             return
-        o, member = data.draw(st.sampled_from(owned))
-        assert member is not None
-        last = o
-        while (
-            last + 1 in m.recs
-            and m.recs[last + 1].state is AQ
-            and m.recs[last + 1].member == member
-            and not m.recs[last + 1].pending
-        ):
-            last += 1
+        member, o, last = held
         end = data.draw(st.integers(o, last))
         self.acknowledge(member, [self.draw_batch(data, o, end)], False, park=True)
 
