@@ -120,3 +120,42 @@ def test_runs_appended_past_the_recorded_state_match_the_model(
     assert _expand(result) == _model([recorded, shifted], start)
     for a, b in itertools.pairwise(result):
         assert a.last_offset < b.first_offset
+
+
+@settings(max_examples=1000)
+@given(
+    steps=st.lists(st.tuples(batches(max_size=4), st.integers(0, 15), st.booleans()), min_size=1, max_size=10)
+)
+def test_a_result_passed_back_as_the_current_state_matches_the_model(
+    steps: list[tuple[list[StateBatch], int, bool]],
+) -> None:
+    """As the share coordinator folds its writes: each result is the next call's current state
+    (trusted, not walked again), the start offset only grows, and a write lands past the state's
+    end (the usual acknowledgement), is empty (a write that only moves the start offset), or is
+    anything at all."""
+    state: tuple[StateBatch, ...] = ()
+    model: dict[int, tuple[int, int]] = {}
+    start = -1
+    for layer, advance, past_end in steps:
+        start += advance
+        if past_end:
+            end = state[-1].last_offset + 1 if state else 0
+            layer = [
+                StateBatch(
+                    first_offset=b.first_offset + end,
+                    last_offset=b.last_offset + end,
+                    delivery_state=b.delivery_state,
+                    delivery_count=b.delivery_count,
+                )
+                for b in sorted(layer, key=lambda b: b.first_offset)
+            ]
+        state = combine_state_batches(state, layer, start)
+        model.update(_model([layer], -1))  # the newest word on each offset wins
+        model = {o: v for o, v in model.items() if o >= start}
+        assert _expand(state) == model
+        for a, b in itertools.pairwise(state):
+            assert a.first_offset <= a.last_offset < b.first_offset <= b.last_offset
+            adjacent = a.last_offset + 1 == b.first_offset
+            assert not (
+                adjacent and (a.delivery_state, a.delivery_count) == (b.delivery_state, b.delivery_count)
+            )

@@ -3,6 +3,8 @@
 ``combine_state_batches`` is what keeps the run-length state minimal: without it, repeated partial
 acknowledgements would fragment the batch list without bound. It is pure and cheap when its inputs
 are already normalized (sorted, disjoint) -- the case on every write -- and correct on any input.
+Its result is a ``Combined`` tuple, which a later call trusts as its ``current``: a write then
+costs what it adds and what it prunes, not the size of the state kept.
 """
 
 from __future__ import annotations
@@ -96,9 +98,42 @@ def _prune_and_coalesce(batches: list[StateBatch], start_offset: int) -> tuple[S
     return tuple(out)
 
 
+class Combined(tuple[StateBatch, ...]):
+    """What ``combine_state_batches`` returns: sorted, disjoint, equal neighbours joined, nothing
+    below its start offset. Passed back in as ``current``, it is trusted, not walked again."""
+
+    __slots__ = ()
+
+
+def _append_past(current: Combined, new: Sequence[StateBatch], start: int) -> Combined:
+    """``new`` (normal, wholly past ``current``) after ``current``, pruned to ``start``.
+
+    The cost follows ``new`` and the runs pruned from ``current``'s front, not ``current``'s size:
+    with a dead-letter queue the start offset waits at an ARCHIVING record while hundreds of
+    acknowledged runs above it are recorded, and every write would otherwise walk them all."""
+    n = len(current)
+    i = 0
+    while i < n and current[i].last_offset < start:
+        i += 1
+    head = list(current[i:]) if i else list(current)
+    if head and head[0].first_offset < start:
+        head[0] = _cut(head[0], start, head[0].last_offset)
+    tail = _prune_and_coalesce(list(new), start)
+    if head and tail:
+        p, b = head[-1], tail[0]
+        if (
+            p.last_offset + 1 == b.first_offset
+            and p.delivery_state == b.delivery_state
+            and p.delivery_count == b.delivery_count
+        ):
+            head[-1] = _cut(p, p.first_offset, b.last_offset)
+            tail = tail[1:]
+    return Combined((*head, *tail))
+
+
 def combine_state_batches(
     current: Sequence[StateBatch], new: Sequence[StateBatch], start_offset: int
-) -> tuple[StateBatch, ...]:
+) -> Combined:
     """``new`` laid over ``current``, offsets below ``start_offset`` dropped, equal neighbours joined.
 
     Within each argument a later batch overrides an earlier one; ``new`` overrides ``current``.
@@ -107,6 +142,10 @@ def combine_state_batches(
     start = start_offset if start_offset != NO_START_OFFSET else -1
     # The usual acknowledgement: runs past everything recorded (hundreds of them when types
     # alternate), appended as they are.
+    if type(current) is Combined and (
+        not new or ((not current or current[-1].last_offset < new[0].first_offset) and _is_normal(new))
+    ):
+        return _append_past(current, new, start)
     if (
         new
         and current
@@ -114,5 +153,5 @@ def combine_state_batches(
         and _is_normal(new)
         and _is_normal(current)
     ):
-        return _prune_and_coalesce([*current, *new], start)
-    return _prune_and_coalesce(_overlay(_normalize(current), _normalize(new)), start)
+        return Combined(_prune_and_coalesce([*current, *new], start))
+    return Combined(_prune_and_coalesce(_overlay(_normalize(current), _normalize(new)), start))

@@ -224,7 +224,7 @@ def fold_raw_updates(
             for f, la, s, c in runs
             if la >= start
         ]
-        batches = combine_state_batches(snapshot.state_batches, layered, start)
+        batches: tuple[StateBatch, ...] = combine_state_batches(snapshot.state_batches, layered, start)
     else:
         batches = snapshot.state_batches
     return (
