@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -37,6 +38,33 @@ def _model(layers: list[list[StateBatch]], start: int) -> dict[int, tuple[int, i
     return {o: v for o, v in state.items() if o >= start}
 
 
+def _past_end(
+    recorded: Sequence[StateBatch], batches: Sequence[StateBatch], *, touching: bool = False
+) -> list[StateBatch]:
+    """``batches`` moved up so that offset 0 falls just past ``recorded``'s last run (with
+    ``touching``, so that their lowest offset does: the first run may then join the last)."""
+    end = recorded[-1].last_offset + 1 if recorded else 0
+    if touching and batches:
+        end -= min(b.first_offset for b in batches)
+    return [
+        StateBatch(
+            first_offset=b.first_offset + end,
+            last_offset=b.last_offset + end,
+            delivery_state=b.delivery_state,
+            delivery_count=b.delivery_count,
+        )
+        for b in batches
+    ]
+
+
+def _assert_normal_and_joined(result: Sequence[StateBatch]) -> None:
+    """Sorted, disjoint, and no two adjacent runs that could be one."""
+    for a, b in itertools.pairwise(result):
+        assert a.first_offset <= a.last_offset < b.first_offset <= b.last_offset
+        adjacent = a.last_offset + 1 == b.first_offset
+        assert not (adjacent and (a.delivery_state, a.delivery_count) == (b.delivery_state, b.delivery_count))
+
+
 def _expand(result: tuple[StateBatch, ...]) -> dict[int, tuple[int, int]]:
     return {
         o: (b.delivery_state, b.delivery_count)
@@ -52,10 +80,7 @@ def test_combine_matches_the_per_offset_model(
 ) -> None:
     result = combine_state_batches(current, new, start)
     assert _expand(result) == _model([current, new], start)
-    for a, b in itertools.pairwise(result):
-        assert a.first_offset <= a.last_offset < b.first_offset <= b.last_offset
-        adjacent = a.last_offset + 1 == b.first_offset
-        assert not (adjacent and (a.delivery_state, a.delivery_count) == (b.delivery_state, b.delivery_count))
+    _assert_normal_and_joined(result)
 
 
 @settings(max_examples=500)
@@ -106,16 +131,7 @@ def test_runs_appended_past_the_recorded_state_match_the_model(
     """The acknowledgement's usual shape: normalized state, then many runs past its end (the
     fast path), and the same with the new runs out of order or overlapping (the general one)."""
     recorded = list(combine_state_batches((), current, -1))
-    end = recorded[-1].last_offset + 1 if recorded else 0
-    shifted = [
-        StateBatch(
-            first_offset=b.first_offset + end,
-            last_offset=b.last_offset + end,
-            delivery_state=b.delivery_state,
-            delivery_count=b.delivery_count,
-        )
-        for b in new
-    ]
+    shifted = _past_end(recorded, new)
     result = combine_state_batches(recorded, shifted, start)
     assert _expand(result) == _model([recorded, shifted], start)
     for a, b in itertools.pairwise(result):
@@ -139,23 +155,9 @@ def test_a_result_passed_back_as_the_current_state_matches_the_model(
     for layer, advance, past_end in steps:
         start += advance
         if past_end:
-            end = state[-1].last_offset + 1 if state else 0
-            layer = [
-                StateBatch(
-                    first_offset=b.first_offset + end,
-                    last_offset=b.last_offset + end,
-                    delivery_state=b.delivery_state,
-                    delivery_count=b.delivery_count,
-                )
-                for b in sorted(layer, key=lambda b: b.first_offset)
-            ]
+            layer = _past_end(state, sorted(layer, key=lambda b: b.first_offset), touching=True)
         state = combine_state_batches(state, layer, start)
         model.update(_model([layer], -1))  # the newest word on each offset wins
         model = {o: v for o, v in model.items() if o >= start}
         assert _expand(state) == model
-        for a, b in itertools.pairwise(state):
-            assert a.first_offset <= a.last_offset < b.first_offset <= b.last_offset
-            adjacent = a.last_offset + 1 == b.first_offset
-            assert not (
-                adjacent and (a.delivery_state, a.delivery_count) == (b.delivery_state, b.delivery_count)
-            )
+        _assert_normal_and_joined(state)

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from sortedcontainers import SortedDict, SortedSet
 
-from shareq.share.record_state import AcknowledgeType, RecordState
+from shareq.share.record_state import TERMINAL, AcknowledgeType, RecordState
 from shareq.share.types import RunView
 
 if TYPE_CHECKING:
@@ -42,13 +42,18 @@ _T = TypeVar("_T")
 MARK_RUNS = re.compile(rb"\x02+|\x03+|\x04+")
 """Maximal runs of one state in ``marks`` (the ids of ACKNOWLEDGED, ARCHIVING and ARCHIVED)."""
 ARCHIVING_MARKS = re.compile(rb"\x03+")
-_ARCHIVING_BYTE = b"\x03"
+ARCHIVING_BYTE = b"\x03"
 _STATES = tuple(RecordState)
 
 
 def marks_summary(marks: bytes | bytearray) -> RecordState:
     """The ``state`` of a run with ``marks``: ARCHIVING while any record is, else ACKNOWLEDGED."""
-    return _ARCHIVING if _ARCHIVING_BYTE in marks else _ACKNOWLEDGED
+    return _ARCHIVING if ARCHIVING_BYTE in marks else _ACKNOWLEDGED
+
+
+def marked_terminal(marks: bytes | bytearray) -> int:
+    """Records of ``marks`` that are terminal (all but the ARCHIVING ones)."""
+    return len(marks) - marks.count(ARCHIVING_BYTE)
 
 
 def mark_runs(marks: bytes | bytearray, first: int) -> Iterator[tuple[int, int, RecordState]]:
@@ -124,9 +129,12 @@ class InFlightBatch:
     def size(self) -> int:
         return self.last - self.first + 1
 
-    def state_at(self, offset: int) -> RecordState:
+    def terminal_size(self) -> int:
+        """Records of this run that are terminal (ACKNOWLEDGED or ARCHIVED) as committed."""
         marks = self.marks
-        return self.state if marks is None else _STATES[marks[offset - self.first]]
+        if marks is not None:
+            return marked_terminal(marks)
+        return self.last - self.first + 1 if self.state in TERMINAL else 0
 
     def pieces(self) -> Iterator[InFlightBatch]:
         """This run, or for a run with ``marks`` one detached run per equal-state stretch (for

@@ -47,11 +47,9 @@ def start_move(sp: SharePartition, handle: int, log_start: int) -> PendingWrite 
     txn.start_offset = limit
     terminal = 0
     for run in list(runs.overlapping(sp._spso, limit - 1)):
+        terminal += run.terminal_size()  # a run with marks may hold some, beside ARCHIVING ones
         if run.state in TERMINAL:
-            terminal += run.size
             continue
-        if run.marks is not None:  # its records other than ARCHIVING ones are terminal already
-            terminal += run.size - run.marks.count(b"\x03")
         run.txn = txn
         runs.reindex(run)
         txn.pieces.append((run, _ARCHIVED))
@@ -78,12 +76,9 @@ def commit_move(sp: SharePartition, txn: StateTransition) -> None:
             sp._unhold(run.lock, run.size)
             run.lock = None
             run.member = None
+        sp._dcc += run.size - run.terminal_size()
         run.state = _ARCHIVED
-        if run.marks is not None:
-            sp._dcc += run.marks.count(b"\x03")
-            run.marks = None
-        else:
-            sp._dcc += run.size
+        run.marks = None
     first: InFlightBatch | None = runs.first_run()
     while first is not None and first.first < limit:
         if first.txn is not None or first.state not in TERMINAL or first.last >= limit:

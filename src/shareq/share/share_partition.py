@@ -11,7 +11,6 @@ a restart), so ``acquire`` applies at once.
 from __future__ import annotations
 
 import itertools
-import operator
 from collections.abc import Iterable, Iterator, Sequence
 
 from shareq.share import acquisition as _acq
@@ -20,7 +19,15 @@ from shareq.share import txn_pending as _txn
 from shareq.share.acknowledgement import stretch_segments, validate_acknowledgements
 from shareq.share.acquisition_lock import AcquisitionLock, DeadlineIndex
 from shareq.share.errors import ShareEngineBug
-from shareq.share.in_flight import ARCHIVING_MARKS, MARK_RUNS, InFlightBatch, InFlightMap, marks_summary
+from shareq.share.in_flight import (
+    ARCHIVING_BYTE,
+    ARCHIVING_MARKS,
+    InFlightBatch,
+    InFlightMap,
+    mark_runs,
+    marked_terminal,
+    marks_summary,
+)
 from shareq.share.persister import (
     NO_START_OFFSET,
     SharePartitionKey,
@@ -64,26 +71,11 @@ _REJECT = AcknowledgeType.REJECT
 _ARCHIVING = RecordState.ARCHIVING
 _TX_PENDING = RecordState.TX_PENDING
 _GAP = AcknowledgeType.GAP
-_ARCHIVING_BYTE = b"\x03"
 _ARCHIVED_BYTE = b"\x04"
 _DONE_ACKS = frozenset({_ACCEPT, _REJECT, _GAP})
 """Acknowledge types that finish with a record: a stretch of only these may mark states per record."""
-_SPAN = operator.methodcaller("span")
 _MARK_MIN_SEGMENTS = 3
 """Below this many equal-type segments a stretch is carved into runs (cheaper for a few pieces)."""
-
-
-def _marked_terminal(marks: bytearray) -> int:
-    """Records of ``marks`` that are terminal (all but the ARCHIVING ones)."""
-    return len(marks) - marks.count(_ARCHIVING_BYTE)
-
-
-def _terminal_size(run: InFlightBatch) -> int:
-    """Terminal records of ``run`` as committed."""
-    marks = run.marks
-    if marks is not None:
-        return len(marks) - marks.count(_ARCHIVING_BYTE)
-    return run.last - run.first + 1 if run.state in TERMINAL else 0
 
 
 class SharePartition:
@@ -413,7 +405,7 @@ class SharePartition:
                 stats.on_lock_acknowledged(lock, j - i, now, lock_ms)
             run.txn = txn
             if j - i == 1:  # one type over the whole run: an ordinary piece
-                a, b, ack = stretch[i]
+                ack = stretch[i][2]
                 acked[ack] += rl - rf + 1
                 pieces.append((run, fill[ack]))
                 continue
@@ -633,19 +625,19 @@ class SharePartition:
         lo, hi = first - base, last - base + 1
         changed = entry.changed
         if hi - lo == 1:  # one record: the usual dead letter among accepted records
-            if marks[lo] == 3:
+            if marks[lo] == _ARCHIVING:
                 changed.append((first, first))
-                entry.marks[lo] = 4
+                entry.marks[lo] = _ARCHIVED
             return
         for m in ARCHIVING_MARKS.finditer(marks, lo, hi):
             changed.append((base + m.start(), base + m.end() - 1))
         target = entry.marks
-        target[lo:hi] = target[lo:hi].replace(_ARCHIVING_BYTE, _ARCHIVED_BYTE)
+        target[lo:hi] = target[lo:hi].replace(ARCHIVING_BYTE, _ARCHIVED_BYTE)
 
     def archiving_count(self) -> int:
         """Records ARCHIVING (waiting for, or being written to, the dead-letter queue)."""
         return sum(
-            run.last - run.first + 1 if run.marks is None else run.marks.count(_ARCHIVING_BYTE)
+            run.last - run.first + 1 if run.marks is None else run.marks.count(ARCHIVING_BYTE)
             for run in self._runs
             if run.state is _ARCHIVING
         )
@@ -663,7 +655,7 @@ class SharePartition:
             targets[run.first] = target
             entry = marked.get(run.first) if marked is not None else None
             if entry is not None:
-                newly_terminal += _marked_terminal(entry.marks) - _terminal_size(run)
+                newly_terminal += marked_terminal(entry.marks) - run.terminal_size()
             elif target is _ACKNOWLEDGED or target is _ARCHIVED:  # TERMINAL, by identity
                 newly_terminal += run.last - run.first + 1
             durable.append(piece)
@@ -687,12 +679,8 @@ class SharePartition:
             entry = marked.get(first) if marked is not None else None
             if entry is None:
                 spans: Iterable[tuple[int, int, int]] = ((first, last, target),)
-            elif entry.changed is None:  # each equal-state stretch of its marks, from the floor on
-                marks = entry.marks
-                lo = floor - first if floor > first else 0
-                spans = [
-                    (first + a, first + b - 1, marks[a]) for a, b in map(_SPAN, MARK_RUNS.finditer(marks, lo))
-                ]
+            elif entry.changed is None:  # each equal-state stretch of its marks
+                spans = mark_runs(entry.marks, first)
             else:
                 spans = [(a, b, _ARCHIVED) for a, b in entry.changed]
             for first, last, state in spans:
@@ -827,7 +815,7 @@ class SharePartition:
                 lock.held -= run.last - run.first + 1
             run.lock = None
             run.member = None
-        self._dcc += _marked_terminal(marks) - _terminal_size(run)
+        self._dcc += marked_terminal(marks) - run.terminal_size()
         if entry.changed is None:
             for state in (_ACKNOWLEDGED, _ARCHIVING, _ARCHIVED):
                 n = marks.count(bytes((state,)))
@@ -942,7 +930,7 @@ class SharePartition:
             else:
                 return spso, dropped, nruns
             if state is _ARCHIVING and marks is not None:  # terminal up to its first ARCHIVING record
-                done = marks.find(_ARCHIVING_BYTE)
+                done = marks.find(ARCHIVING_BYTE)
                 return run.first + done, dropped + done, nruns
             if state not in TERMINAL:
                 return spso, dropped, nruns

@@ -115,20 +115,13 @@ def _append_past(current: Combined, new: Sequence[StateBatch], start: int) -> Co
     i = 0
     while i < n and current[i].last_offset < start:
         i += 1
-    head = list(current[i:]) if i else list(current)
+    head = list(current[i:])
     if head and head[0].first_offset < start:
         head[0] = _cut(head[0], start, head[0].last_offset)
-    tail = _prune_and_coalesce(list(new), start)
-    if head and tail:
-        p, b = head[-1], tail[0]
-        if (
-            p.last_offset + 1 == b.first_offset
-            and p.delivery_state == b.delivery_state
-            and p.delivery_count == b.delivery_count
-        ):
-            head[-1] = _cut(p, p.first_offset, b.last_offset)
-            tail = tail[1:]
-    return Combined((*head, *tail))
+    if not new:
+        return Combined(head)
+    # ``current``'s last run goes through with ``new``, so it joins ``new``'s first when equal
+    return Combined((*head[:-1], *_prune_and_coalesce([*head[-1:], *new], start)))
 
 
 def combine_state_batches(
