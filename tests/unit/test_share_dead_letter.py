@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from shareq.share.dead_letter import (
@@ -142,3 +142,60 @@ def test_planner_never_loses_a_key(ops: list[tuple[str, int, bool]]) -> None:
         for due in plan.due(deadline):
             plan.written(due)
             outstanding.discard(due)
+
+
+@given(
+    offsets=st.lists(st.integers(0, 120_000), min_size=1, max_size=60, unique=True),
+    counts=st.lists(st.integers(1, 4), min_size=1, max_size=60),
+    topic=st.text(max_size=12),
+    group=st.text(min_size=1, max_size=12),
+    partition=st.integers(0, 2**31 - 1),
+)
+@example(
+    offsets=[8, 9, 10, 99, 100, 101, 99_999, 100_000],
+    counts=[1, 1, 2],
+    topic="a%db",
+    group="g%%",
+    partition=3,
+)
+def test_a_rounds_dead_letters_carry_kafkas_headers_for_each_offset(
+    offsets: list[int], counts: list[int], topic: str, group: str, partition: int
+) -> None:
+    """The writer's ready-made letters (headers encoded once per delivery count, one format per
+    decimal width of the offsets) equal each record built from its own headers: offsets that
+    cross a power of ten, counts that change between spans, '%' in names."""
+    import uuid
+
+    from shareq.log.records import encode_headers, encode_record_tail
+    from shareq.server.share.dead_letters import dead_letter_tails
+    from shareq.share.persister import SharePartitionKey
+
+    offsets = sorted({*offsets, *(o + 1 for o in offsets if o in (9, 99, 999, 9_999, 99_999))})
+    spans: list[tuple[int, int, int]] = []
+    for i, offset in enumerate(offsets):  # adjacent offsets of one count form one span
+        count = counts[i % len(counts)]
+        if spans and spans[-1][1] + 1 == offset and spans[-1][2] == count:
+            spans[-1] = (spans[-1][0], offset, count)
+        else:
+            spans.append((offset, offset, count))
+    key = SharePartitionKey(group_id=group, topic_id=uuid.UUID(int=7), partition=partition)
+    expected = [
+        encode_record_tail(
+            None,
+            None,
+            encode_headers(
+                dlq_record_headers(
+                    topic=topic,
+                    partition=partition,
+                    offset=offset,
+                    group=group,
+                    delivery_count=count,
+                    cause=cause_of(count, 3),
+                )
+            ),
+            6,
+        )
+        for first, last, count in spans
+        for offset in range(first, last + 1)
+    ]
+    assert dead_letter_tails(key, topic, spans, {}, 3) == expected

@@ -72,6 +72,8 @@ _ARCHIVING = RecordState.ARCHIVING
 _TX_PENDING = RecordState.TX_PENDING
 _GAP = AcknowledgeType.GAP
 _ARCHIVED_BYTE = b"\x04"
+_ARCHIVING_MARK = int(RecordState.ARCHIVING)
+_ARCHIVED_MARK = int(RecordState.ARCHIVED)
 _DONE_ACKS = frozenset({_ACCEPT, _REJECT, _GAP})
 """Acknowledge types that finish with a record: a stretch of only these may mark states per record."""
 _MARK_MIN_SEGMENTS = 3
@@ -532,32 +534,34 @@ class SharePartition:
 
     def archiving_spans(self, max_records: int | None = None) -> list[tuple[int, int, int]]:
         """``archiving_runs`` as ``(first, last, delivery count)``: what the dead-letter writer
-        takes, without a view per run (a REJECT every tenth record makes hundreds a round)."""
+        takes, without a view per run (a REJECT every tenth record makes hundreds a round); with
+        ``max_records``, exactly the first that many records (the last span cut)."""
         out: list[tuple[int, int, int]] = []
-        found = 0
-        limit = -1 if max_records is None else max_records
-        prev_last = prev_count = -2
+        left = -1 if max_records is None else max_records  # records still to take; -1: all
         for run in self._runs:
+            if left == 0:
+                break
             if run.state is not _ARCHIVING or run.txn is not None:
                 continue
-            if 0 <= limit <= found:
-                break
             count = run.count
             marks = run.marks
             if marks is None:
-                spans: Iterable[tuple[int, int]] = ((run.first, run.last),)
-            else:  # the ARCHIVING records among others, found in C
+                first, last = run.first, run.last
+                if left > 0:
+                    last = min(last, first + left - 1)
+                    left -= last - first + 1
+                spans = [(first, last, count)]
+            else:  # the ARCHIVING records among others, found in C; stretches of marks never touch
                 base = run.first
-                spans = [(base + m.start(), base + m.end() - 1) for m in ARCHIVING_MARKS.finditer(marks)]
-            for first, last in spans:
-                if 0 <= limit <= found:
-                    break
-                found += last - first + 1
-                if prev_last + 1 == first and prev_count == count:
-                    out[-1] = (out[-1][0], last, count)
-                else:
-                    out.append((first, last, count))
-                prev_last, prev_count = last, count
+                found = ARCHIVING_MARKS.finditer(marks)
+                spans = [(base + m.start(), base + m.end() - 1, count) for m in found]
+                if left > 0:
+                    left = _cut_spans(spans, left)
+            if out and spans and out[-1][1] + 1 == spans[0][0] and out[-1][2] == count:
+                out[-1] = (out[-1][0], spans[0][1], count)  # runs that touch, of one count: one span
+                out += spans[1:]
+            else:
+                out += spans
         return out
 
     def dead_lettered(self, first: int, last: int) -> PendingWrite | None:
@@ -574,9 +578,19 @@ class SharePartition:
         pieces = txn.pieces
         marked: dict[int, MarkedTarget] = {}
         held: InFlightBatch | None = None  # the last run with marks a span fell in
+        held_first = held_last = -1
+        held_marks = target = bytearray()
+        changed: list[tuple[int, int]] = []
         for first, last in spans:
-            if held is not None and held.first <= first and last <= held.last:
-                self._dead_lettered_marks(held, marked[held.first], first, last)
+            if held_first <= first and last <= held_last:
+                if first == last:  # one record: the usual dead letter among accepted records
+                    at = first - held_first
+                    if held_marks[at] == _ARCHIVING_MARK:
+                        changed.append((first, first))
+                        target[at] = _ARCHIVED_MARK
+                else:
+                    assert held is not None
+                    self._dead_lettered_marks(held, marked[held_first], first, last)
                 continue
             run = runs.get(first)
             if run is not None and run.last == last and run.marks is None:  # the span is one whole run
@@ -601,7 +615,10 @@ class SharePartition:
                     run.txn = txn
                     pieces.append((run, RecordState.ARCHIVING))  # its summary: set below
                 self._dead_lettered_marks(run, entry, max(first, run.first), min(last, run.last))
-                held = run
+                held, held_first, held_last, held_marks = run, run.first, run.last, run.marks
+                target = entry.marks
+                assert entry.changed is not None
+                changed = entry.changed
             if plain:
                 for run in runs.overlapping(first, last):
                     if run.marks is None and run.state is RecordState.ARCHIVING and run.txn is None:
@@ -821,8 +838,9 @@ class SharePartition:
                 n = marks.count(bytes((state,)))
                 if n:
                     committed[state] = committed.get(state, 0) + n
-        else:
-            n = sum(b - a + 1 for a, b in entry.changed)
+        else:  # a dead-letter round: ARCHIVING records became ARCHIVED, nothing else changed
+            assert run.marks is not None
+            n = marks.count(_ARCHIVED_BYTE) - run.marks.count(_ARCHIVED_BYTE)
             committed[_ARCHIVED] = committed.get(_ARCHIVED, 0) + n
         run.marks = marks
         run.state = target
@@ -980,3 +998,15 @@ class SharePartition:
             self._runs.reindex(run)
             txn.pieces.append((run, RecordState.ARCHIVED))
         return self._start_write(txn) if txn.pieces else None
+
+
+def _cut_spans(spans: list[tuple[int, int, int]], budget: int) -> int:
+    """Cut ascending ``spans`` in place to their first ``budget`` records; the budget left."""
+    for i, (first, last, count) in enumerate(spans):
+        size = last - first + 1
+        if size >= budget:
+            spans[i] = (first, first + budget - 1, count)
+            del spans[i + 1 :]
+            return 0
+        budget -= size
+    return budget

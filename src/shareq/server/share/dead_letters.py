@@ -18,7 +18,10 @@ import asyncio
 import contextlib
 import logging
 import random
+from bisect import bisect_left
 from dataclasses import dataclass
+from itertools import groupby
+from operator import itemgetter
 from typing import TYPE_CHECKING
 
 from kio.schema.errors import ErrorCode
@@ -150,7 +153,7 @@ class DeadLetterWriter:
         if sp is None or source is None:
             self.planner.forget(key)
             return
-        ranges = _take(sp.archiving_spans(MAX_RECORDS_PER_ROUND), MAX_RECORDS_PER_ROUND)
+        ranges = sp.archiving_spans(MAX_RECORDS_PER_ROUND)
         if not ranges:
             self.planner.written(key)
             return
@@ -193,7 +196,8 @@ class DeadLetterWriter:
         if partition is None:
             self._failed(key, stats)
             return
-        tails = self._build(key, source.name, ranges, group.dlq_copy_record, group.delivery_count_limit)
+        sources = self._read(key, ranges) if group.dlq_copy_record else {}
+        tails = dead_letter_tails(key, source.name, ranges, sources, group.delivery_count_limit)
         limit = partition.log.config.max_message_bytes - HEADER_SIZE
         now = services.now_ms()
         written = 0
@@ -252,70 +256,6 @@ class DeadLetterWriter:
         self.planner.failed(key, self._services.now_ms(), self._random.uniform(-1, 1))
         self._wake.set()
 
-    def _build(
-        self,
-        key: SharePartitionKey,
-        topic: str,
-        ranges: list[tuple[int, int, int]],
-        copy: bool,
-        limit: int,
-    ) -> list[bytes]:
-        """The round's dead letters as record tails (``encode_record_tail``), in offset order.
-
-        A round's dead letters differ only in their offset and delivery count: the headers around
-        the offset are encoded once per delivery count, and a dead letter is those bytes joined
-        around its offset (the source's key, value and headers in front when copying)."""
-        sources = self._read(key, ranges) if copy else {}
-        out: list[bytes] = []
-        append = out.append
-        around: dict[int, tuple[bytes, bytes, bytes]] = {}
-        for first, last, count in ranges:
-            parts = around.get(count)
-            if parts is None:
-                common = dlq_record_headers(
-                    topic=topic,
-                    partition=key.partition,
-                    offset=first,
-                    group=key.group_id,
-                    delivery_count=count,
-                    cause=cause_of(count, limit),
-                )
-                at = next(i for i, (name, _) in enumerate(common) if name == HEADER_OFFSET)
-                # the offset header's name, then its value's length and value per record
-                before = encode_headers((*common[:at], (HEADER_OFFSET, b"")))[:-1]
-                after = encode_headers(common[at + 1 :])
-                parts = around[count] = (
-                    encode_record_tail(None, None, before, _HEADER_COUNT),
-                    before,
-                    after,
-                )
-            bare, before, after = parts
-            if not sources:  # headers only: one join per letter
-                lengths = _LENGTH
-                out.extend(
-                    [
-                        bare + lengths[len(text)] + text + after
-                        for text in map(b"%d".__mod__, range(first, last + 1))
-                    ]
-                )
-                continue
-            for offset in range(first, last + 1):
-                text = b"%d" % offset
-                value = _LENGTH[len(text)] + text
-                original = sources.get(offset)
-                if original is None:
-                    append(bare + value + after)
-                else:
-                    append(
-                        encode_record_tail(
-                            original.key,
-                            original.value,
-                            encode_headers(original.headers) + before + value + after,
-                            len(original.headers) + _HEADER_COUNT,
-                        )
-                    )
-        return out
-
     def _read(self, key: SharePartitionKey, ranges: list[tuple[int, int, int]]) -> dict[int, Record]:
         """The source records of ``ranges`` still in the log (compacted or deleted ones are not)."""
         partition = self._services.log_partition(key.topic_id, key.partition)
@@ -346,21 +286,84 @@ class DeadLetterWriter:
         return found
 
 
-def _take(spans: list[tuple[int, int, int]], budget: int) -> list[tuple[int, int, int]]:
-    """(first, last, delivery count) of the first ``budget`` ARCHIVING records, in offset order."""
-    out: list[tuple[int, int, int]] = []
-    for first, last, count in spans:
-        if budget <= 0:
-            break
-        if last - first + 1 > budget:
-            last = first + budget - 1
-        out.append((first, last, count))
-        budget -= last - first + 1
+def dead_letter_tails(
+    key: SharePartitionKey,
+    topic: str,
+    ranges: list[tuple[int, int, int]],
+    sources: dict[int, Record],
+    limit: int,
+) -> list[bytes]:
+    """The dead letters of ``ranges`` (``(first, last, delivery count)``, ascending) as record
+    tails (``encode_record_tail``), in offset order; ``sources`` holds the source records to
+    copy (empty: headers only). ``limit`` is the group's delivery count limit (the cause).
+
+    A round's dead letters differ only in their offset and delivery count: the headers around
+    the offset are encoded once per delivery count, and a dead letter is those bytes joined
+    around its offset (the source's key, value and headers in front when copying)."""
+    out: list[bytes] = []
+    append = out.append
+    around: dict[int, tuple[bytes, bytes, bytes]] = {}
+    for count, same in groupby(ranges, key=itemgetter(2)):  # spans of one delivery count
+        parts = around.get(count)
+        if parts is None:
+            common = dlq_record_headers(
+                topic=topic,
+                partition=key.partition,
+                offset=0,
+                group=key.group_id,
+                delivery_count=count,
+                cause=cause_of(count, limit),
+            )
+            at = next(i for i, (name, _) in enumerate(common) if name == HEADER_OFFSET)
+            # the offset header's name, then its value's length and value per record
+            before = encode_headers((*common[:at], (HEADER_OFFSET, b"")))[:-1]
+            after = encode_headers(common[at + 1 :])
+            parts = around[count] = (
+                encode_record_tail(None, None, before, _HEADER_COUNT),
+                before,
+                after,
+            )
+        bare, before, after = parts
+        offsets = [offset for first, last, _ in same for offset in range(first, last + 1)]
+        if not sources:  # headers only: one formatting per letter
+            out += _letters(bare, after, offsets)
+            continue
+        for offset in offsets:
+            text = b"%d" % offset
+            value = _LENGTH[len(text)] + text
+            original = sources.get(offset)
+            if original is None:
+                append(bare + value + after)
+            else:
+                append(
+                    encode_record_tail(
+                        original.key,
+                        original.value,
+                        encode_headers(original.headers) + before + value + after,
+                        len(original.headers) + _HEADER_COUNT,
+                    )
+                )
+    return out
+
+
+def _letters(bare: bytes, after: bytes, offsets: list[int]) -> list[bytes]:
+    """Headers-only dead letters of ascending ``offsets``: ``bare``, the offset's decimal text
+    with its length, ``after``. Offsets of one decimal width share a format (most rounds: one)."""
+    out: list[bytes] = []
+    start = 0
+    while start < len(offsets):
+        width = len(b"%d" % offsets[start])
+        end = bisect_left(offsets, 10**width, start)
+        fmt = bare.replace(b"%", b"%%") + _LENGTH[width] + b"%d" + after.replace(b"%", b"%%")
+        out += [fmt % offset for offset in offsets[start:end]]
+        start = end
     return out
 
 
 def _chunks(tails: list[bytes], limit: int) -> list[list[bytes]]:
     """Split record ``tails`` into batches whose size stays within ``limit`` bytes."""
+    if sum(map(len, tails)) + TAIL_OVERHEAD * len(tails) <= limit:
+        return [tails] if tails else []  # the usual round: one batch (counted in C)
     out: list[list[bytes]] = []
     current: list[bytes] = []
     used = 0
