@@ -53,6 +53,7 @@ from shareq.share.persister import (
     PendingTxnBatch,
     SharePartitionKey,
     StateBatch,
+    state_batch,
 )
 
 VALUE_VERSION = 0
@@ -141,6 +142,8 @@ _KEY_TAIL = struct.Struct(">16si")
 _SNAPSHOT_HEAD = struct.Struct(">hiiiqqq")
 _UPDATE_HEAD = struct.Struct(">hiiq")
 _BATCH = struct.Struct(">qqbhB")
+_BATCH_UNTAGGED = struct.Struct(">qqbhx")
+"""A state batch without tagged fields (their count, 0, is the pad byte)."""
 _I32 = struct.Struct(">i")
 _PENDING = struct.Struct(">qhqqbhbB")
 _STAGE_HEAD = struct.Struct(">hiiqh")
@@ -182,9 +185,8 @@ def decode_key(data: bytes) -> tuple[RecordType, SharePartitionKey]:
 
 def _encode_batches_and_tags(out: bytearray, batches: tuple[StateBatch, ...], dcc: int) -> None:
     write_uvarint(out, len(batches) + 1)
-    pack = _BATCH.pack
-    for b in batches:
-        out += pack(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count, 0)
+    pack = _BATCH_UNTAGGED.pack
+    out += b"".join([pack(*b) for b in batches])  # a StateBatch is the wire's fields, in order
     if dcc == UNINITIALIZED_DELIVERY_COMPLETE_COUNT:
         out.append(0)
     else:
@@ -344,9 +346,7 @@ def _decode_batches_and_all_tags(
                 _, pos = _skip_tagged_fields(buf, pos + 19)
             else:
                 pos += 20
-            batches.append(
-                StateBatch(first_offset=first, last_offset=last, delivery_state=state, delivery_count=count)
-            )
+            batches.append(state_batch(first, last, state, count))
     except struct.error:
         raise StateRecordError("truncated state batch") from None
     dcc, pending, pos = _read_tagged_fields(buf, pos)
@@ -430,10 +430,6 @@ def _setter(cls: type, name: str) -> Callable[[object, object], None]:
     return cast(Callable[[object, object], None], getattr(cls, name).__set__)
 
 
-_SB_FIRST = _setter(StateBatch, "first_offset")
-_SB_LAST = _setter(StateBatch, "last_offset")
-_SB_STATE = _setter(StateBatch, "delivery_state")
-_SB_COUNT = _setter(StateBatch, "delivery_count")
 _SU_SNAPSHOT_EPOCH = _setter(ShareUpdate, "snapshot_epoch")
 _SU_LEADER_EPOCH = _setter(ShareUpdate, "leader_epoch")
 _SU_START = _setter(ShareUpdate, "start_offset")
@@ -444,11 +440,7 @@ _SU_BATCHES = _setter(ShareUpdate, "state_batches")
 def _one_batch_update(
     s_epoch: int, l_epoch: int, start: int, dcc: int, first: int, last: int, state: int, count: int
 ) -> ShareUpdate:
-    batch = _new(StateBatch)
-    _SB_FIRST(batch, first)
-    _SB_LAST(batch, last)
-    _SB_STATE(batch, state)
-    _SB_COUNT(batch, count)
+    batch = state_batch(first, last, state, count)
     update = _new(ShareUpdate)
     _SU_SNAPSHOT_EPOCH(update, s_epoch)
     _SU_LEADER_EPOCH(update, l_epoch)
