@@ -22,7 +22,6 @@ from shareq.share import (
     parse_acknowledge_types,
 )
 from shareq.share.persister import NO_START_OFFSET, SharePartitionKey, ShareState, StateBatch, state_batch
-from shareq.share.types import acknowledgement_batch
 
 KEY = SharePartitionKey(group_id="g", topic_id=uuid.UUID(int=3), partition=0)
 A = AcknowledgeType
@@ -816,11 +815,33 @@ def test_member_release_and_expiry_after_a_move_touch_only_what_is_left() -> Non
     assert h.runs() == [(6, 9, "AVAILABLE", 2, None)]
 
 
-def test_the_engines_quick_constructors_give_the_dataclasses_values() -> None:
+def test_the_engines_quick_constructors_give_the_named_values() -> None:
     batch = state_batch(3, 7, 4, 2)
+    assert type(batch) is StateBatch
     assert batch == StateBatch(first_offset=3, last_offset=7, delivery_state=4, delivery_count=2)
     assert hash(batch) == hash(StateBatch(first_offset=3, last_offset=7, delivery_state=4, delivery_count=2))
     with pytest.raises(AttributeError):
         batch.first_offset = 4  # type: ignore[misc]
-    ack = acknowledgement_batch(3, 7, (A.ACCEPT, A.REJECT))
-    assert ack == ab(3, 7, A.ACCEPT, A.REJECT) and repr(ack) == repr(ab(3, 7, A.ACCEPT, A.REJECT))
+
+
+def test_wire_acknowledgement_batches_become_engine_batches() -> None:
+    """One type per batch (the lookup), a type per record, and the faults: an unknown type, no
+    types, RENEW without ``is_renew_ack`` (alone or among other types)."""
+    from shareq.client._codec import request_module
+    from shareq.server.share.requests import parse_batches
+
+    wire = request_module(79, 2).AcknowledgementBatch
+
+    def parse(*batches: tuple[int, int, tuple[int, ...]], renew: bool = False) -> tuple[object, ...]:
+        return parse_batches(
+            [wire(first_offset=f, last_offset=la, acknowledge_types=t) for f, la, t in batches], renew=renew
+        )
+
+    got = parse((0, 4, (1,)), (5, 7, (3, 0, 2)), (8, 8, (3,)))
+    assert got == (ab(0, 4, A.ACCEPT), ab(5, 7, A.REJECT, A.GAP, A.RELEASE), ab(8, 8, A.REJECT))
+    assert [type(b) for b in got] == [AcknowledgementBatch] * 3
+    assert all(type(t) is A for b in got for t in b.types)  # type: ignore[attr-defined]
+    assert parse((0, 0, (4,)), renew=True) == (ab(0, 0, A.RENEW),)
+    for bad in [(0, 0, (9,)), (0, 0, ()), (0, 0, (4,)), (0, 1, (1, 4))]:
+        with pytest.raises(InvalidRequest):
+            parse(bad)

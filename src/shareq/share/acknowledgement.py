@@ -182,7 +182,8 @@ def segments(batch: AcknowledgementBatch) -> list[tuple[int, int, AcknowledgeTyp
 
 
 _BY_VALUE: dict[int, AcknowledgeType] = {t.value: t for t in AcknowledgeType}
-_SINGLE: dict[tuple[int, ...], tuple[AcknowledgeType, ...]] = {(t.value,): (t,) for t in AcknowledgeType}
+SINGLE_TYPES: dict[tuple[int, ...], tuple[AcknowledgeType, ...]] = {(t.value,): (t,) for t in AcknowledgeType}
+"""Each one-type wire tuple (``(1,)``) and its ``AcknowledgeType`` tuple: a batch's usual types."""
 
 
 def parse_acknowledge_types(values: Iterable[int]) -> tuple[AcknowledgeType, ...]:
@@ -191,7 +192,7 @@ def parse_acknowledge_types(values: Iterable[int]) -> tuple[AcknowledgeType, ...
     A batch may carry a type per record: the check and the lookups run in C (``set``, ``map``).
     Most batches carry one type (clients split where the type changes): those are one lookup."""
     raw = tuple(values)
-    single = _SINGLE.get(raw)
+    single = SINGLE_TYPES.get(raw)
     if single is not None:
         return single
     if not raw:

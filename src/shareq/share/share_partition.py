@@ -26,7 +26,6 @@ from shareq.share.in_flight import (
     MARK_RUNS,
     InFlightBatch,
     InFlightMap,
-    mark_runs,
     marked_terminal,
     marks_summary,
 )
@@ -700,23 +699,22 @@ class SharePartition:
             entry = marked.get(first) if marked is not None else None
             if entry is None:
                 spans: Iterable[tuple[int, int, int]] = ((first, last, target),)
-            elif entry.changed is None and first >= floor:  # a run acknowledged in parts, whole
-                # each equal-state stretch of its marks, built in one pass (hundreds of them)
+            elif entry.changed is None:  # a run acknowledged in parts
+                # each equal-state stretch of its marks from the floor on, built in one pass
+                # (hundreds of them); the search starting at the floor cuts the stretch there
                 marks = entry.marks
                 found = [
                     _tuple_new(StateBatch, (first + a, first + b - 1, marks[a], count))
-                    for a, b in map(_SPAN, MARK_RUNS.finditer(marks))
+                    for a, b in map(_SPAN, MARK_RUNS.finditer(marks, max(floor - first, 0)))
                 ]
                 head = found[0]
-                if cur_last + 1 == first and cur_state == head[2] and cur_count == count:
+                if cur_last + 1 == head[0] and cur_state == head[2] and cur_count == count:
                     found[0] = state_batch(cur_first, head[1], cur_state, count)
                 elif cur_last >= 0:
                     deltas.append(state_batch(cur_first, cur_last, cur_state, cur_count))
                 cur_first, cur_last, cur_state, cur_count = found.pop()
                 deltas += found
                 continue
-            elif entry.changed is None:  # each equal-state stretch of its marks
-                spans = mark_runs(entry.marks, first)
             else:
                 spans = [(a, b, _ARCHIVED) for a, b in entry.changed]
             for first, last, state in spans:

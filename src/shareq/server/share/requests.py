@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.errors import ErrorCode
@@ -12,13 +13,14 @@ from kio.schema.errors import ErrorCode
 from shareq.share import (
     AcknowledgementBatch,
     AcknowledgeType,
+    InvalidRequest,
     SharePartition,
     ShareRequestError,
     parse_acknowledge_types,
 )
+from shareq.share.acknowledgement import SINGLE_TYPES
 from shareq.share.persister import PersisterError, SharePartitionKey
 from shareq.share.session import ShareSessionError, TopicIdPartition
-from shareq.share.types import acknowledgement_batch
 
 if TYPE_CHECKING:
     from .services import ShareServices
@@ -63,20 +65,42 @@ async def resolve(
 
 
 _RENEW = AcknowledgeType.RENEW
+_RENEW_ONLY = (_RENEW,)
+_TYPES = itemgetter(2)  # an AcknowledgementBatch's types
+_tuple_new = tuple.__new__
 
 
 def parse_batches(wire: Sequence[Any], *, renew: bool) -> tuple[AcknowledgementBatch, ...]:
-    """Wire acknowledgement batches to engine ones; raises ``ShareRequestError`` (INVALID_REQUEST)."""
-    out: list[AcknowledgementBatch] = []
-    append = out.append
-    for batch in wire:
-        types = parse_acknowledge_types(batch.acknowledge_types)
-        if not renew and _RENEW in types:
-            from shareq.share import InvalidRequest
+    """Wire acknowledgement batches to engine ones; raises ``ShareRequestError`` (INVALID_REQUEST).
 
-            raise InvalidRequest("RENEW needs is_renew_ack")
-        append(acknowledgement_batch(batch.first_offset, batch.last_offset, types))
-    return tuple(out)
+    Nearly every batch carries one type (clients split where the type changes): its types are
+    a ready tuple found by one lookup, and the batch is built in one comprehension."""
+    single = SINGLE_TYPES.get
+    new = _tuple_new
+    out = tuple(
+        [
+            new(
+                AcknowledgementBatch,
+                (
+                    batch.first_offset,
+                    batch.last_offset,
+                    single(batch.acknowledge_types) or _several(batch.acknowledge_types, renew),
+                ),
+            )
+            for batch in wire
+        ]
+    )
+    if not renew and _RENEW_ONLY in map(_TYPES, out):
+        raise InvalidRequest("RENEW needs is_renew_ack")
+    return out
+
+
+def _several(values: Sequence[int], renew: bool) -> tuple[AcknowledgeType, ...]:
+    """A batch's types other than one known type: a type per record, or a peer fault."""
+    types = parse_acknowledge_types(values)
+    if not renew and _RENEW in types:
+        raise InvalidRequest("RENEW needs is_renew_ack")
+    return types
 
 
 async def acknowledge_one(
