@@ -8,7 +8,8 @@ from collections.abc import Sequence
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shareq.coordinators.share.combiner import combine_state_batches
+from shareq.coordinators.share.combiner import Combined, combine_state_batches
+from shareq.coordinators.share.shard import _delta, _shape
 from shareq.share.persister import StateBatch
 
 
@@ -161,3 +162,48 @@ def test_a_result_passed_back_as_the_current_state_matches_the_model(
         model = {o: v for o, v in model.items() if o >= start}
         assert _expand(state) == model
         _assert_normal_and_joined(state)
+
+
+@settings(max_examples=1000)
+@given(
+    steps=st.lists(st.tuples(batches(max_size=6), st.integers(0, 15), st.booleans()), min_size=1, max_size=10)
+)
+def test_joined_writes_take_the_short_path_to_the_same_state(
+    steps: list[tuple[list[StateBatch], int, bool]],
+) -> None:
+    """As the share coordinator folds the engine's deltas (joined: sorted, disjoint, no touching
+    neighbours of equal state and count): found so in the walk that validates them, they are
+    appended past the state without another walk, and the update carries them only pruned. Both
+    equal what the general path gives (which the model checks above)."""
+    state: tuple[StateBatch, ...] = ()
+    start = -1
+    for layer, advance, touching in steps:
+        start += advance
+        new = tuple(_past_end(state, combine_state_batches((), layer, -1), touching=touching))
+        assert _shape(new) is True
+        fast = combine_state_batches(state, new, start, joined=True)
+        assert fast == combine_state_batches(state, new, start)
+        assert type(fast) is Combined
+        assert _delta(new, start, True) == combine_state_batches((), new, start)
+        state = fast
+
+
+@settings(max_examples=1000)
+@given(layer=batches())
+def test_a_writes_shape_is_joined_exactly_when_combining_it_alone_changes_nothing(
+    layer: list[StateBatch],
+) -> None:
+    assert _shape(tuple(layer)) is (tuple(combine_state_batches((), layer, -1)) == tuple(layer))
+
+
+def test_a_malformed_batch_is_refused_whatever_its_neighbours() -> None:
+    good = StateBatch(first_offset=0, last_offset=3, delivery_state=2, delivery_count=1)
+    for bad in [
+        StateBatch(first_offset=5, last_offset=4, delivery_state=2, delivery_count=1),
+        StateBatch(first_offset=-1, last_offset=4, delivery_state=2, delivery_count=1),
+        StateBatch(first_offset=5, last_offset=6, delivery_state=1, delivery_count=1),
+        StateBatch(first_offset=5, last_offset=6, delivery_state=2, delivery_count=1 << 15),
+        StateBatch(first_offset=5, last_offset=6, delivery_state=2, delivery_count=-1),
+    ]:
+        assert _shape((good, bad)) is None
+        assert _shape((bad, good)) is None

@@ -124,15 +124,54 @@ def _append_past(current: Combined, new: Sequence[StateBatch], start: int) -> Co
     return Combined((*head[:-1], *_prune_and_coalesce([*head[-1:], *new], start)))
 
 
+def prune_joined(batches: Sequence[StateBatch], start: int) -> tuple[StateBatch, ...]:
+    """Joined ``batches`` (see ``combine_state_batches``) without their offsets below ``start``:
+    what ``combine_state_batches((), batches, start)`` gives them, at the cost of the front pruned,
+    not of every batch."""
+    i = 0
+    n = len(batches)
+    while i < n and batches[i].last_offset < start:
+        i += 1
+    if i == n:
+        return ()
+    if batches[i].first_offset >= start:
+        return tuple(batches[i:]) if i else tuple(batches)
+    return (_cut(batches[i], start, batches[i].last_offset), *batches[i + 1 :])
+
+
+def _append_joined(current: Combined, new: Sequence[StateBatch], start: int) -> Combined:
+    """``_append_past`` for joined ``new``: only the junction of the two can join."""
+    head = prune_joined(current, start)
+    tail = prune_joined(new, start)
+    if head and tail:
+        p, b = head[-1], tail[0]
+        if (
+            p.last_offset + 1 == b.first_offset
+            and p.delivery_state == b.delivery_state
+            and p.delivery_count == b.delivery_count
+        ):
+            return Combined((*head[:-1], _cut(p, p.first_offset, b.last_offset), *tail[1:]))
+    return Combined((*head, *tail))
+
+
 def combine_state_batches(
-    current: Sequence[StateBatch], new: Sequence[StateBatch], start_offset: int
+    current: Sequence[StateBatch], new: Sequence[StateBatch], start_offset: int, *, joined: bool = False
 ) -> Combined:
     """``new`` laid over ``current``, offsets below ``start_offset`` dropped, equal neighbours joined.
 
     Within each argument a later batch overrides an earlier one; ``new`` overrides ``current``.
-    ``start_offset`` of ``NO_START_OFFSET`` (-1) prunes nothing.
+    ``start_offset`` of ``NO_START_OFFSET`` (-1) prunes nothing. ``joined``: the caller found
+    ``new`` joined (sorted, disjoint, no touching neighbours of equal state and count, as the
+    engine writes its deltas); appended past a ``Combined`` current, it is then not walked.
     """
     start = start_offset if start_offset != NO_START_OFFSET else -1
+    if (
+        joined
+        and new
+        and type(current) is Combined
+        and (not current or current[-1].last_offset < new[0].first_offset)
+    ):
+        return _append_joined(current, new, start)
     # The usual acknowledgement: runs past everything recorded (hundreds of them when types
     # alternate), appended as they are.
     if type(current) is Combined and (

@@ -31,7 +31,7 @@ from shareq.share.persister import (
     WriteStateParams,
 )
 
-from .combiner import combine_state_batches
+from .combiner import combine_state_batches, prune_joined
 from .pending import add_staged, resolve_marker
 from .records import MARKER_KEY, ShareSnapshot, ShareTxnMarker, ShareTxnStage, ShareUpdate, StateRecord
 
@@ -188,22 +188,28 @@ def _to_share_state(s: ShareSnapshot, leader_epoch: int | None = None) -> ShareS
     )
 
 
-def _delta(batches: tuple[StateBatch, ...], start: int) -> tuple[StateBatch, ...]:
+def _delta(batches: tuple[StateBatch, ...], start: int, joined: bool) -> tuple[StateBatch, ...]:
     """The batches an update carries: ``batches`` normalized and pruned below ``start``."""
-    if len(batches) == 1 and type(batches) is tuple and batches[0].first_offset >= start:
-        return batches  # one valid batch at or above the SPSO: already normal (the usual ack)
+    if joined:  # the engine's deltas (one, or hundreds when types alternate): only pruned
+        return prune_joined(batches, start)
     return combine_state_batches((), batches, start)
 
 
-def _valid_batches(batches: tuple[StateBatch, ...]) -> bool:
-    for b in batches:
-        if not (
-            0 <= b.first_offset <= b.last_offset
-            and b.delivery_state in _PERSISTED_STATES
-            and 0 <= b.delivery_count < 1 << 15
+def _shape(batches: tuple[StateBatch, ...]) -> bool | None:
+    """None if a batch is malformed (offsets, state or count), else whether the batches are
+    joined (see ``combine_state_batches``): one walk checks both, however many batches a write carries."""
+    persisted = _PERSISTED_STATES
+    joined = True
+    prev_last = prev_state = prev_count = -2
+    for first, last, state, count in batches:
+        if not (0 <= first <= last and state in persisted and 0 <= count < 1 << 15):
+            return None
+        if joined and (
+            first <= prev_last or (first == prev_last + 1 and state == prev_state and count == prev_count)
         ):
-            return False
-    return True
+            joined = False
+        prev_last, prev_state, prev_count = last, state, count
+    return joined
 
 
 class ShareCoordinatorShard:
@@ -259,7 +265,8 @@ class ShareCoordinatorShard:
         """A ShareUpdate delta, or a ShareSnapshot when one is due or no larger than the delta."""
         if not self._loaded:
             return CoordinatorResult(records=(), response=ErrorCode.coordinator_load_in_progress)
-        if params.start_offset < NO_START_OFFSET or not _valid_batches(params.state_batches):
+        joined = _shape(params.state_batches)
+        if params.start_offset < NO_START_OFFSET or joined is None:
             return CoordinatorResult(records=(), response=ErrorCode.invalid_request)
         key = params.key
         ks = self._keys.get(key)
@@ -285,7 +292,7 @@ class ShareCoordinatorShard:
         if params.staged:
             return self._stage(params, cur.snapshot_epoch, leader_epoch)
         start = cur.start_offset if params.start_offset == NO_START_OFFSET else params.start_offset
-        combined = combine_state_batches(cur.state_batches, params.state_batches, start)
+        combined = combine_state_batches(cur.state_batches, params.state_batches, start, joined=joined)
         dcc = params.delivery_complete_count
         if (
             ks.updates_since_snapshot >= self.config.snapshot_update_records_per_snapshot
@@ -311,7 +318,7 @@ class ShareCoordinatorShard:
                 leader_epoch=leader_epoch,
                 start_offset=params.start_offset,
                 delivery_complete_count=dcc,
-                state_batches=_delta(params.state_batches, start),
+                state_batches=_delta(params.state_batches, start, joined),
             )
             self._memo = (cur, value, combined)
         return CoordinatorResult(records=(StateRecord(key=key, value=value),), response=ErrorCode.none)
