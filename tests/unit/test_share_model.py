@@ -40,7 +40,7 @@ from shareq.share import (
     ShareRequestError,
 )
 from shareq.share.acquisition import poison_threshold
-from shareq.share.persister import PersisterError, SharePartitionKey
+from shareq.share.persister import NO_START_OFFSET, PersisterError, SharePartitionKey
 
 KEY = SharePartitionKey(group_id="g", topic_id=uuid.UUID(int=7), partition=0)
 MEMBERS = ("m1", "m2", "m3")
@@ -155,6 +155,10 @@ class EngineMachine(RuleBasedStateMachine):
         """Persist ``write`` (honouring an injected failure) and complete it; returns ok."""
         if write is None:
             return None
+        batches = write.params.state_batches
+        if write.params.start_offset != NO_START_OFFSET:  # pruned by the very record carrying them
+            assert all(b.first_offset >= write.params.start_offset for b in batches), "deltas below the SPSO"
+        assert all(b.first_offset <= b.last_offset for b in batches)
         try:
             self.persister.apply(write.params)
             ok = True

@@ -63,6 +63,7 @@ def serve(
 def _io_line(broker: Broker) -> str:
     return "io " + json.dumps({str(api): io for api, io in broker.io.snapshot().items()})
 
+
 _YOUNG_COLLECTION_THRESHOLD = 20_000
 
 

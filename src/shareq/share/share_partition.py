@@ -10,7 +10,9 @@ a restart), so ``acquire`` applies at once.
 
 from __future__ import annotations
 
+import bisect
 import itertools
+import operator
 import re
 from collections.abc import Iterable, Iterator, Sequence
 
@@ -76,6 +78,7 @@ _ARCHIVED_BYTE = b"\x04"
 _ARCHIVING_MARK = int(RecordState.ARCHIVING)
 _SPAN = re.Match.span
 _tuple_new = tuple.__new__
+_LAST = operator.itemgetter(1)  # a StateBatch's last offset
 _ARCHIVED_MARK = int(RecordState.ARCHIVED)
 _DONE_ACKS = frozenset({_ACCEPT, _REJECT, _GAP})
 """Acknowledge types that finish with a record: a stretch of only these may mark states per record."""
@@ -388,7 +391,7 @@ class SharePartition:
         stats = self.stats
         acked = stats.acknowledged
         reject_mark = _ARCHIVING if dlq else _ARCHIVED
-        fill = {_ACCEPT: _ACKNOWLEDGED, _REJECT: reject_mark, _GAP: _ARCHIVED}
+        fill = {_ACCEPT: int(_ACKNOWLEDGED), _REJECT: int(reject_mark), _GAP: int(_ARCHIVED)}
         lock_ms = self._config.record_lock_duration_ms
         first, last = stretch[0][0], stretch[-1][1]
         runs.isolate(first, last)
@@ -412,21 +415,29 @@ class SharePartition:
             if j - i == 1:  # one type over the whole run: an ordinary piece
                 ack = stretch[i][2]
                 acked[ack] += rl - rf + 1
-                pieces.append((run, fill[ack]))
+                pieces.append((run, RecordState(fill[ack])))
                 continue
             marks = bytearray(b"\x02") * (rl - rf + 1)  # ACKNOWLEDGED, then the other segments
+            count = run.count
+            deltas: list[StateBatch] = []  # the write's, one per equal-state stretch
+            prev = -1
             for a, b, ack in stretch[i:j]:
                 lo = a if a > rf else rf
                 hi = b if b < rl else rl
                 acked[ack] += hi - lo + 1
+                value = fill[ack]
+                if value == prev:  # a REJECT beside a GAP, say: one stretch
+                    deltas[-1] = _tuple_new(StateBatch, (deltas[-1][0], hi, value, count))
+                else:
+                    deltas.append(_tuple_new(StateBatch, (lo, hi, value, count)))
+                    prev = value
                 if ack is _ACCEPT:
                     continue
-                value = fill[ack]
                 if lo == hi:
                     marks[lo - rf] = value
                 else:
                     marks[lo - rf : hi - rf + 1] = bytes((value,)) * (hi - lo + 1)
-            marked[rf] = MarkedTarget(marks)
+            marked[rf] = MarkedTarget(marks, deltas=deltas)
             pieces.append((run, marks_summary(marks)))
             i = j - 1  # the last segment may go on into the next run
 
@@ -700,13 +711,17 @@ class SharePartition:
             if entry is None:
                 spans: Iterable[tuple[int, int, int]] = ((first, last, target),)
             elif entry.changed is None:  # a run acknowledged in parts
-                # each equal-state stretch of its marks from the floor on, built in one pass
-                # (hundreds of them); the search starting at the floor cuts the stretch there
-                marks = entry.marks
-                found = [
-                    _tuple_new(StateBatch, (first + a, first + b - 1, marks[a], count))
-                    for a, b in map(_SPAN, MARK_RUNS.finditer(marks, max(floor - first, 0)))
-                ]
+                # each equal-state stretch of its marks from the floor on (hundreds of them):
+                # built by the acknowledgement, else found in one pass (the search starting at
+                # the floor cuts the stretch there)
+                if entry.deltas is not None:
+                    found = _from_floor(entry.deltas, floor)
+                else:
+                    marks = entry.marks
+                    found = [
+                        _tuple_new(StateBatch, (first + a, first + b - 1, marks[a], count))
+                        for a, b in map(_SPAN, MARK_RUNS.finditer(marks, max(floor - first, 0)))
+                    ]
                 head = found[0]
                 if cur_last + 1 == head[0] and cur_state == head[2] and cur_count == count:
                     found[0] = state_batch(cur_first, head[1], cur_state, count)
@@ -1027,3 +1042,15 @@ def _cut_spans(spans: list[tuple[int, int, int]], budget: int) -> int:
             return 0
         budget -= size
     return budget
+
+
+def _from_floor(deltas: list[StateBatch], floor: int) -> list[StateBatch]:
+    """A copy of ascending, disjoint ``deltas`` without their offsets below ``floor``."""
+    if deltas[0].first_offset >= floor:
+        return deltas[:]
+    at = bisect.bisect_left(deltas, floor, key=_LAST)  # the first reaching the floor
+    out = deltas[at:]
+    if out and out[0].first_offset < floor:
+        head = out[0]
+        out[0] = _tuple_new(StateBatch, (floor, head[1], head[2], head[3]))
+    return out

@@ -11,6 +11,7 @@ from __future__ import annotations
 import enum
 
 from shareq.share.in_flight import InFlightBatch
+from shareq.share.persister import StateBatch
 from shareq.share.record_state import RecordState
 
 
@@ -28,13 +29,21 @@ class TransitionKind(enum.Enum):
 class MarkedTarget:
     """What a run takes when its records go to states of their own: the ``marks`` it will hold,
     and the spans that change (None: every record, as when an acquired run is acknowledged; a
-    dead-letter round changes only the ARCHIVING records it wrote)."""
+    dead-letter round changes only the ARCHIVING records it wrote). An acknowledgement also
+    gives ``deltas``: the marks' equal-state stretches as the write's state batches, built from
+    the segments that set them (no second scan of the marks)."""
 
-    __slots__ = ("changed", "marks")
+    __slots__ = ("changed", "deltas", "marks")
 
-    def __init__(self, marks: bytearray, changed: list[tuple[int, int]] | None = None) -> None:
+    def __init__(
+        self,
+        marks: bytearray,
+        changed: list[tuple[int, int]] | None = None,
+        deltas: list[StateBatch] | None = None,
+    ) -> None:
         self.marks = marks
         self.changed = changed
+        self.deltas = deltas
 
 
 class StateTransition:
