@@ -24,9 +24,10 @@ def validate_acknowledgements(
     spso: int,
     end: int,
     renew: bool = True,
-) -> Sequence[AcknowledgementBatch]:
-    """The batches to apply: raise unless every batch is well formed and covers only records
-    ``member`` holds idle, or offsets below the SPSO that are still part of an open acquisition.
+) -> list[list[tuple[int, int, AcknowledgeType]]]:
+    """What to apply, as ``stretch_segments`` gives it: raise unless every batch is well formed
+    and covers only records ``member`` holds idle, or offsets below the SPSO that are still part
+    of an open acquisition.
 
     Offsets below the SPSO are done (acknowledged or archived, then passed). As Kafka does, they
     are skipped without an error while the acquisition they were handed out in still holds the
@@ -58,7 +59,9 @@ def validate_acknowledgements(
     if not renew and any(AcknowledgeType.RENEW in batch.types for batch in batches):
         # the group's share.renew.acknowledge.enable is off (Kafka's code and message)
         raise InvalidRecordState("Renewing acquisition locks is not enabled for the group.")
-    for first, last in stretches(batches):
+    grouped = stretch_segments(batches)
+    for stretch in grouped:
+        first, last = stretch[0][0], stretch[-1][1]
         pos = first
         for run in runs.overlapping(first, last):
             if run.first > pos:
@@ -74,7 +77,7 @@ def validate_acknowledgements(
             raise InvalidRecordState(f"offset {pos} is not in flight")
     if malformed is not None:
         raise malformed
-    return batches
+    return grouped
 
 
 def _open_floor(runs: InFlightMap, spso: int) -> int:
@@ -125,44 +128,37 @@ def above_start(batches: Sequence[AcknowledgementBatch], spso: int) -> Sequence[
     return out
 
 
-def stretches(batches: Sequence[AcknowledgementBatch]) -> list[tuple[int, int]]:
-    """The offsets of ascending ``batches`` as maximal adjacent stretches."""
-    out: list[tuple[int, int]] = []
-    for batch in batches:
-        if out and out[-1][1] + 1 == batch.first_offset:
-            out[-1] = (out[-1][0], batch.last_offset)
-        else:
-            out.append((batch.first_offset, batch.last_offset))
-    return out
-
-
 def stretch_segments(
     batches: Sequence[AcknowledgementBatch],
 ) -> list[list[tuple[int, int, AcknowledgeType]]]:
     """Equal-type segments of ascending ``batches``, grouped by adjacent stretch, with equal
     neighbours across batch boundaries joined: what one ``InFlightMap.carve`` takes."""
     out: list[list[tuple[int, int, AcknowledgeType]]] = []
+    tail: list[tuple[int, int, AcknowledgeType]] = []  # the stretch being built
+    prev_last = -2
+    prev_ack: AcknowledgeType | None = None
     for batch in batches:
-        types = batch.types
+        first, last, types = batch
         if len(types) == 1:  # the usual batch: one type (clients split where the type changes)
-            first, ack = batch.first_offset, types[0]
-            if out and out[-1][-1][1] + 1 == first:
-                tail = out[-1]
-                if tail[-1][2] is ack:
-                    tail[-1] = (tail[-1][0], batch.last_offset, ack)
-                else:
-                    tail.append((first, batch.last_offset, ack))
+            ack = types[0]
+            if first != prev_last + 1:
+                tail = [(first, last, ack)]
+                out.append(tail)
+            elif ack is prev_ack:
+                tail[-1] = (tail[-1][0], last, ack)
             else:
-                out.append([(first, batch.last_offset, ack)])
+                tail.append((first, last, ack))
+            prev_last, prev_ack = last, ack
             continue
         segs = segments(batch)
-        if out and out[-1][-1][1] + 1 == segs[0][0]:
-            tail = out[-1]
-            if tail[-1][2] is segs[0][2]:
+        if first != prev_last + 1:
+            tail = segs
+            out.append(tail)
+        else:
+            if segs[0][2] is prev_ack:
                 segs[0] = (tail.pop()[0], segs[0][1], segs[0][2])
             tail.extend(segs)
-        else:
-            out.append(segs)
+        prev_last, prev_ack = last, segs[-1][2]
     return out
 
 

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from shareq.share import acquisition as _acq
 from shareq.share import log_start as _log_start
 from shareq.share import txn_pending as _txn
-from shareq.share.acknowledgement import stretch_segments, validate_acknowledgements
+from shareq.share.acknowledgement import validate_acknowledgements
 from shareq.share.acquisition_lock import AcquisitionLock, DeadlineIndex
 from shareq.share.errors import ShareEngineBug
 from shareq.share.in_flight import (
@@ -340,17 +340,17 @@ class SharePartition:
         they applied).
         """
         self._require_initialized()
-        batches = validate_acknowledgements(
+        grouped = validate_acknowledgements(
             self._runs, member, batches, spso=self._spso, end=self._end, renew=self._config.renew_enabled
         )
-        if not batches:  # all below the SPSO: already done
+        if not grouped:  # all below the SPSO: already done
             return AcknowledgeResult(write=None)
         txn = StateTransition(next(self._handles), TransitionKind.ACKNOWLEDGE)
         runs = self._runs
         pieces = txn.pieces
         durable = False
         dlq = self._config.dlq_enabled
-        for stretch in stretch_segments(batches):
+        for stretch in grouped:
             if len(stretch) >= _MARK_MIN_SEGMENTS and {seg[2] for seg in stretch} <= _DONE_ACKS:
                 self._acknowledge_marked(txn, stretch, dlq, now)
                 durable = True
@@ -421,10 +421,13 @@ class SharePartition:
             count = run.count
             deltas: list[StateBatch] = []  # the write's, one per equal-state stretch
             prev = -1
-            for a, b, ack in stretch[i:j]:
-                lo = a if a > rf else rf
-                hi = b if b < rl else rl
-                acked[ack] += hi - lo + 1
+            rejected = gaps = 0  # the rest of the run is accepted
+            segs = stretch[i:j]  # only the first and the last may reach past the run
+            if segs[0][0] < rf:
+                segs[0] = (rf, segs[0][1], segs[0][2])
+            if segs[-1][1] > rl:
+                segs[-1] = (segs[-1][0], rl, segs[-1][2])
+            for lo, hi, ack in segs:
                 value = fill[ack]
                 if value == prev:  # a REJECT beside a GAP, say: one stretch
                     deltas[-1] = _tuple_new(StateBatch, (deltas[-1][0], hi, value, count))
@@ -433,10 +436,17 @@ class SharePartition:
                     prev = value
                 if ack is _ACCEPT:
                     continue
+                if ack is _REJECT:
+                    rejected += hi - lo + 1
+                else:
+                    gaps += hi - lo + 1
                 if lo == hi:
                     marks[lo - rf] = value
                 else:
                     marks[lo - rf : hi - rf + 1] = bytes((value,)) * (hi - lo + 1)
+            acked[_ACCEPT] += rl - rf + 1 - rejected - gaps
+            acked[_REJECT] += rejected
+            acked[_GAP] += gaps
             marked[rf] = MarkedTarget(marks, deltas=deltas)
             pieces.append((run, marks_summary(marks)))
             i = j - 1  # the last segment may go on into the next run
