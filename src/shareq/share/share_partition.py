@@ -76,6 +76,8 @@ _TX_PENDING = RecordState.TX_PENDING
 _GAP = AcknowledgeType.GAP
 _ARCHIVED_BYTE = b"\x04"
 _ARCHIVING_MARK = int(RecordState.ARCHIVING)
+_TWO_ARCHIVING = ARCHIVING_BYTE * 2
+_PLUS_ONE = (1).__add__
 _SPAN = re.Match.span
 _tuple_new = tuple.__new__
 _LAST = operator.itemgetter(1)  # a StateBatch's last offset
@@ -577,8 +579,14 @@ class SharePartition:
                 spans = [(first, last, count)]
             else:  # the ARCHIVING records among others, found in C; stretches of marks never touch
                 base = run.first
-                found = ARCHIVING_MARKS.finditer(marks)
-                spans = [(base + m.start(), base + m.end() - 1, count) for m in found]
+                if _TWO_ARCHIVING in marks:
+                    found = ARCHIVING_MARKS.finditer(marks)
+                    spans = [(base + m.start(), base + m.end() - 1, count) for m in found]
+                else:  # each alone (a REJECT among ACCEPTs): offsets from the pieces between them
+                    gaps = map(_PLUS_ONE, map(len, marks.split(ARCHIVING_BYTE)[:-1]))
+                    offsets = list(itertools.accumulate(gaps, initial=base - 1))
+                    del offsets[0]
+                    spans = list(zip(offsets, offsets, itertools.repeat(count)))
                 if left > 0:
                     left = _cut_spans(spans, left)
             if out and spans and out[-1][1] + 1 == spans[0][0] and out[-1][2] == count:
