@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import struct
 import uuid
 
@@ -28,16 +29,14 @@ keys = st.builds(
     topic_id=st.uuids(),
     partition=st.integers(0, 2**31 - 1),
 )
-state_batches = st.lists(
-    st.builds(
-        StateBatch,
-        first_offset=I64,
-        last_offset=I64,
-        delivery_state=st.sampled_from([0, 2, 3, 4]),
-        delivery_count=st.integers(-(2**15), 2**15 - 1),
-    ),
-    max_size=6,
-).map(tuple)
+state_batch = st.builds(
+    StateBatch,
+    first_offset=I64,
+    last_offset=I64,
+    delivery_state=st.sampled_from([0, 2, 3, 4]),
+    delivery_count=st.integers(-(2**15), 2**15 - 1),
+)
+state_batches = st.lists(state_batch, max_size=6).map(tuple)
 snapshots = st.builds(
     ShareSnapshot,
     snapshot_epoch=I32,
@@ -65,6 +64,34 @@ def test_round_trip(key: SharePartitionKey, value: ShareSnapshot | ShareUpdate |
     record = StateRecord(key=key, value=value)
     k, v = encode_record(record)
     assert decode_record(k, v) == record
+
+
+@settings(max_examples=100)
+@given(count=st.integers(0, 200), seed=st.integers(0, 2**32))
+def test_hundreds_of_state_batches_are_packed_in_order(count: int, seed: int) -> None:
+    """A write with a REJECT every tenth record carries hundreds of batches, packed in groups:
+    the bytes are each batch's own, in order, and read back the same."""
+    rng = random.Random(seed)
+    batches = tuple(
+        StateBatch(
+            first_offset=rng.randrange(-(2**63), 2**63),
+            last_offset=rng.randrange(-(2**63), 2**63),
+            delivery_state=rng.choice([0, 2, 3, 4]),
+            delivery_count=rng.randrange(-(2**15), 2**15),
+        )
+        for _ in range(count)
+    )
+    key = SharePartitionKey(group_id="g", topic_id=uuid.UUID(int=seed), partition=1)
+    update = ShareUpdate(
+        snapshot_epoch=1, leader_epoch=2, start_offset=3, delivery_complete_count=4, state_batches=batches
+    )
+    k, v = encode_record(StateRecord(key=key, value=update))
+    assert v is not None
+    head = struct.pack(">hiiq", 0, 1, 2, 3)
+    at = len(head) + (1 if count + 1 < 0x80 else 2)  # the compact array's length
+    each = b"".join(struct.pack(">qqbhb", *b, 0) for b in batches)
+    assert v.startswith(head) and v[at : at + len(each)] == each
+    assert decode_record(k, v) == StateRecord(key=key, value=update)
 
 
 def test_update_bytes_follow_the_documented_layout() -> None:

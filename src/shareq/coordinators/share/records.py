@@ -45,6 +45,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import IntEnum
+from itertools import chain
 from typing import cast
 
 from shareq.protocol.varint import read_uvarint, write_uvarint
@@ -144,6 +145,10 @@ _UPDATE_HEAD = struct.Struct(">hiiq")
 _BATCH = struct.Struct(">qqbhB")
 _BATCH_UNTAGGED = struct.Struct(">qqbhx")
 """A state batch without tagged fields (their count, 0, is the pad byte)."""
+_GROUP = 64
+_BATCH_GROUP = struct.Struct(">" + "qqbhx" * _GROUP)
+"""``_GROUP`` state batches in one pack: a write with a REJECT every tenth record carries
+hundreds."""
 _I32 = struct.Struct(">i")
 _PENDING = struct.Struct(">qhqqbhbB")
 _STAGE_HEAD = struct.Struct(">hiiqh")
@@ -185,8 +190,13 @@ def decode_key(data: bytes) -> tuple[RecordType, SharePartitionKey]:
 
 def _encode_batches_and_tags(out: bytearray, batches: tuple[StateBatch, ...], dcc: int) -> None:
     write_uvarint(out, len(batches) + 1)
+    # A StateBatch is the wire's fields in order: whole groups of them go through one pack.
+    full = len(batches) - len(batches) % _GROUP
+    flat = chain.from_iterable
+    pack_group = _BATCH_GROUP.pack
+    out += b"".join([pack_group(*flat(batches[i : i + _GROUP])) for i in range(0, full, _GROUP)])
     pack = _BATCH_UNTAGGED.pack
-    out += b"".join([pack(*b) for b in batches])  # a StateBatch is the wire's fields, in order
+    out += b"".join([pack(*b) for b in batches[full:]])
     if dcc == UNINITIALIZED_DELIVERY_COMPLETE_COUNT:
         out.append(0)
     else:
