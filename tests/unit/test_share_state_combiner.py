@@ -66,6 +66,13 @@ def _assert_normal_and_joined(result: Sequence[StateBatch]) -> None:
         assert not (adjacent and (a.delivery_state, a.delivery_count) == (b.delivery_state, b.delivery_count))
 
 
+def _folds(*, max_size: int) -> st.SearchStrategy[list[tuple[list[StateBatch], int, bool]]]:
+    """Writes as the coordinator folds them: (batches, how far the start offset moves, a flag)."""
+    return st.lists(
+        st.tuples(batches(max_size=max_size), st.integers(0, 15), st.booleans()), min_size=1, max_size=10
+    )
+
+
 def _expand(result: tuple[StateBatch, ...]) -> dict[int, tuple[int, int]]:
     return {
         o: (b.delivery_state, b.delivery_count)
@@ -140,9 +147,7 @@ def test_runs_appended_past_the_recorded_state_match_the_model(
 
 
 @settings(max_examples=1000)
-@given(
-    steps=st.lists(st.tuples(batches(max_size=4), st.integers(0, 15), st.booleans()), min_size=1, max_size=10)
-)
+@given(steps=_folds(max_size=4))
 def test_a_result_passed_back_as_the_current_state_matches_the_model(
     steps: list[tuple[list[StateBatch], int, bool]],
 ) -> None:
@@ -165,9 +170,7 @@ def test_a_result_passed_back_as_the_current_state_matches_the_model(
 
 
 @settings(max_examples=1000)
-@given(
-    steps=st.lists(st.tuples(batches(max_size=6), st.integers(0, 15), st.booleans()), min_size=1, max_size=10)
-)
+@given(steps=_folds(max_size=6))
 def test_joined_writes_take_the_short_path_to_the_same_state(
     steps: list[tuple[list[StateBatch], int, bool]],
 ) -> None:
