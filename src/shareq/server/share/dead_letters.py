@@ -109,8 +109,7 @@ class DeadLetterWriter:
         self.planner.mark(key, self._services.now_ms())
         if self._task is not None:  # started: the round begins now, not a few loop turns later
             self._dispatch()  # (the share-partition's start offset waits on it, and fetches with it)
-        else:
-            self._wake.set()  # taken when the writer's task starts
+        self._wake.set()
 
     def group_stats(self, group: str) -> DlqStats:
         stats = self.stats.get(group)
