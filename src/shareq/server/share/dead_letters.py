@@ -107,8 +107,6 @@ class DeadLetterWriter:
 
     def notify(self, key: SharePartitionKey) -> None:
         self.planner.mark(key, self._services.now_ms())
-        if self._task is not None:  # started: the round begins now, not a few loop turns later
-            self._dispatch()  # (the share-partition's start offset waits on it, and fetches with it)
         self._wake.set()
 
     def group_stats(self, group: str) -> DlqStats:
@@ -117,22 +115,18 @@ class DeadLetterWriter:
             stats = self.stats[group] = DlqStats()
         return stats
 
-    def _dispatch(self) -> None:
-        """Start a round for each due share-partition that has none under way."""
-        for key in self.planner.due(self._services.now_ms()):
-            # one task per share-partition: none waits for another's state flush
-            if key in self._busy:
-                self._again.add(key)  # written again once the round under way is done
-                continue
-            self._busy.add(key)
-            task = asyncio.ensure_future(self._round(key))
-            self._rounds.add(task)
-            task.add_done_callback(self._rounds.discard)
-
     async def _run(self) -> None:
         services = self._services
         while True:
-            self._dispatch()
+            keys = self.planner.due(services.now_ms())
+            for key in keys:  # one task per share-partition: none waits for another's state flush
+                if key in self._busy:
+                    self._again.add(key)  # written again once the round under way is done
+                    continue
+                self._busy.add(key)
+                task = asyncio.ensure_future(self._round(key))
+                self._rounds.add(task)
+                task.add_done_callback(self._rounds.discard)
             self._wake.clear()
             deadline = self.planner.next_deadline()
             timeout = None if deadline is None else max(deadline - services.now_ms(), 0) / 1000.0
