@@ -25,8 +25,11 @@ CONFIG = {**SHARE_BROKER, "errors.deadletterqueue.auto.create.topics.enable": "t
 TOTAL = 2000
 
 
-def _consume(bootstrap: str, committed: threading.Event, stop: threading.Event, errors: list[str]) -> None:
-    """REJECT odd offsets, ACCEPT even ones; ``committed`` is set after each acknowledged poll."""
+def _consume(
+    bootstrap: str, committed: threading.Event, stop: threading.Event, errors: list[str], done: set[int]
+) -> None:
+    """REJECT odd offsets, ACCEPT even ones; ``committed`` is set after each acknowledged poll,
+    whose offsets join ``done`` once the broker answered that they are durable."""
     consumer = share_consumer(
         bootstrap, "g", [TOPIC], **{"share.acknowledgement.mode": "explicit", "socket.timeout.ms": 3000}
     )
@@ -43,6 +46,7 @@ def _consume(bootstrap: str, committed: threading.Event, stop: threading.Event, 
                     consumer.commit_sync(5)
                 except KafkaException:
                     continue
+                done.update(m.offset() for m in messages if m.error() is None)
                 committed.set()
     finally:
         consumer.close()
@@ -54,7 +58,10 @@ def test_archiving_records_survive_sigkill(tmp_path: Path) -> None:
     broker.start()
     stop, committed = threading.Event(), threading.Event()
     errors: list[str] = []
-    thread = threading.Thread(target=_consume, args=(broker.bootstrap, committed, stop, errors), daemon=True)
+    done: set[int] = set()
+    thread = threading.Thread(
+        target=_consume, args=(broker.bootstrap, committed, stop, errors, done), daemon=True
+    )
     try:
         create_topic(broker.bootstrap, TOPIC, 1)
         with Admin(broker.bootstrap) as admin:
@@ -73,10 +80,10 @@ def test_archiving_records_survive_sigkill(tmp_path: Path) -> None:
             broker.kill()  # right after REJECTs became durable: the DLQ writer is likely mid-way
             broker.start()
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:  # until quiet for a while: everything consumed
+        while len(done) < TOTAL:  # until every record's acknowledgement is durable
+            assert time.monotonic() < deadline, f"{TOTAL - len(done)} records never acknowledged"
             committed.clear()
-            if not committed.wait(5):
-                break
+            committed.wait(1)
     finally:
         stop.set()
         thread.join(timeout=30)
