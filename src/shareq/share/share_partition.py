@@ -13,7 +13,6 @@ from __future__ import annotations
 import bisect
 import itertools
 import operator
-import re
 from collections.abc import Iterable, Iterator, Sequence
 
 from shareq.share import acquisition as _acq
@@ -25,7 +24,6 @@ from shareq.share.errors import ShareEngineBug
 from shareq.share.in_flight import (
     ARCHIVING_BYTE,
     ARCHIVING_MARKS,
-    MARK_RUNS,
     InFlightBatch,
     InFlightMap,
     marked_terminal,
@@ -78,7 +76,6 @@ _ARCHIVED_BYTE = b"\x04"
 _ARCHIVING_MARK = int(RecordState.ARCHIVING)
 _TWO_ARCHIVING = ARCHIVING_BYTE * 2
 _PLUS_ONE = (1).__add__
-_SPAN = re.Match.span
 _tuple_new = tuple.__new__
 _LAST = operator.itemgetter(1)  # a StateBatch's last offset
 _ARCHIVED_MARK = int(RecordState.ARCHIVED)
@@ -673,11 +670,6 @@ class SharePartition:
         base = run.first
         lo, hi = first - base, last - base + 1
         changed = entry.changed
-        if hi - lo == 1:  # one record: the usual dead letter among accepted records
-            if marks[lo] == _ARCHIVING:
-                changed.append((first, first))
-                entry.marks[lo] = _ARCHIVED
-            return
         for m in ARCHIVING_MARKS.finditer(marks, lo, hi):
             changed.append((base + m.start(), base + m.end() - 1))
         target = entry.marks
@@ -729,17 +721,10 @@ class SharePartition:
             if entry is None:
                 spans: Iterable[tuple[int, int, int]] = ((first, last, target),)
             elif entry.changed is None:  # a run acknowledged in parts
-                # each equal-state stretch of its marks from the floor on (hundreds of them):
-                # built by the acknowledgement, else found in one pass (the search starting at
-                # the floor cuts the stretch there)
-                if entry.deltas is not None:
-                    found = _from_floor(entry.deltas, floor)
-                else:
-                    marks = entry.marks
-                    found = [
-                        _tuple_new(StateBatch, (first + a, first + b - 1, marks[a], count))
-                        for a, b in map(_SPAN, MARK_RUNS.finditer(marks, max(floor - first, 0)))
-                    ]
+                # each equal-state stretch of its marks from the floor on (hundreds of them), as
+                # the acknowledgement built them
+                assert entry.deltas is not None
+                found = _from_floor(entry.deltas, floor)
                 head = found[0]
                 if cur_last + 1 == head[0] and cur_state == head[2] and cur_count == count:
                     found[0] = state_batch(cur_first, head[1], cur_state, count)

@@ -29,9 +29,9 @@ class TransitionKind(enum.Enum):
 class MarkedTarget:
     """What a run takes when its records go to states of their own: the ``marks`` it will hold,
     and the spans that change (None: every record, as when an acquired run is acknowledged; a
-    dead-letter round changes only the ARCHIVING records it wrote). An acknowledgement also
-    gives ``deltas``: the marks' equal-state stretches as the write's state batches, built from
-    the segments that set them (no second scan of the marks)."""
+    dead-letter round changes only the ARCHIVING records it wrote). An acknowledgement (``changed``
+    None) also gives ``deltas``: the marks' equal-state stretches as the write's state batches,
+    built from the segments that set them (no second scan of the marks)."""
 
     __slots__ = ("changed", "deltas", "marks")
 

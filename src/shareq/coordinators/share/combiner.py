@@ -111,13 +111,7 @@ def _append_past(current: Combined, new: Sequence[StateBatch], start: int) -> Co
     The cost follows ``new`` and the runs pruned from ``current``'s front, not ``current``'s size:
     with a dead-letter queue the start offset waits at an ARCHIVING record while hundreds of
     acknowledged runs above it are recorded, and every write would otherwise walk them all."""
-    n = len(current)
-    i = 0
-    while i < n and current[i].last_offset < start:
-        i += 1
-    head = list(current[i:])
-    if head and head[0].first_offset < start:
-        head[0] = _cut(head[0], start, head[0].last_offset)
+    head = prune_joined(current, start)
     if not new:
         return Combined(head)
     # ``current``'s last run goes through with ``new``, so it joins ``new``'s first when equal
