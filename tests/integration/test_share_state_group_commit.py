@@ -1,10 +1,12 @@
 """The write cycle both persisters share, on real partition logs: a read waits behind a queued write
-of its share-partition, and a failed append fails its partition until the persister is reopened."""
+of its share-partition, writes take effect in the order of the calls, and a failed append fails its
+partition until the persister is reopened."""
 
 from __future__ import annotations
 
 import asyncio
 import uuid
+from dataclasses import replace
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -127,12 +129,35 @@ def test_a_read_waits_behind_a_queued_write_of_its_share_partition(
         await p.write_state(acks([1]))
         # the leader epoch is now 0: a read at 0 writes nothing and could answer from the shard
         assert acked(await p.read_state(KEY, leader_epoch=0)) == {1}
-        write = asyncio.ensure_future(p.write_state(acks([5])))
-        await asyncio.sleep(0)  # one loop turn: the write task queues its request
+        write = asyncio.ensure_future(p.write_state(acks([5])))  # queued at the call
         assert not write.done()  # not durable yet, so not answered
         state = await p.read_state(KEY, leader_epoch=0)
         assert write.done() and write.exception() is None
         assert acked(state) == {1, 5}  # the read saw the write queued before it
+        await p.close()
+
+    try:
+        run(body)
+    finally:
+        logs.close()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_writes_take_effect_in_the_order_of_the_calls_not_of_the_awaits(tmp_path: Path, kind: str) -> None:
+    """Each write may move the start offset: one awaited first but called later (the engine made
+    it later) must still land later, or a stale start offset moves it back over settled records."""
+    logs = Logs(tmp_path)
+
+    async def body() -> None:
+        p = await opened(kind, logs)
+        await p.initialize_state(KEY, state_epoch=1, start_offset=0)
+        earlier = p.write_state(replace(acks([4]), start_offset=3))
+        later = p.write_state(replace(acks([9]), start_offset=8))
+        await later  # its task ran first, as a follow-up spawned as a task may
+        await earlier
+        state = await p.read_state(KEY, leader_epoch=0)
+        assert state is not None and state.start_offset == 8
+        assert acked(state) == {9}  # 4 is below the start offset, pruned
         await p.close()
 
     try:

@@ -79,6 +79,9 @@ class Rec:
     member: str | None = None
     deadline: int | None = None
     pending: bool = False
+    held: bool = False
+    """In the engine's run of a dead-letter round in flight: the round holds the whole run, so
+    the SPSO and a log start move stop at the run's first record until it completes."""
     lease: Lease | None = None
 
 
@@ -102,14 +105,15 @@ class Model:
     def advance(self) -> None:
         while self.spso < self.end:
             rec = self.recs.get(self.spso)
-            if rec is None or rec.state not in TERMINAL:
+            if rec is None or rec.state not in TERMINAL or rec.held:
                 return
             del self.recs[self.spso]
             self.spso += 1
 
-    def persisted(self) -> None:
-        """A write succeeded: the durable SPSO catches up and prunes."""
-        self.durable_spso = self.spso
+    def persisted(self, spso: int | None = None) -> None:
+        """A write succeeded: the durable SPSO catches up (never back: a write in flight may
+        already have moved it further) and prunes."""
+        self.durable_spso = max(self.durable_spso, self.spso if spso is None else spso)
         for o in [o for o in self.durable if o < self.durable_spso]:
             del self.durable[o]
 
@@ -119,6 +123,10 @@ class Model:
             if rec is None or rec.state is AV:
                 return o
         return self.end
+
+
+Parked = tuple[PendingWrite, list[tuple[int, "RecordState | int"]], int, bool]
+"""A write in flight: the write, its changes, the SPSO it moves to, whether it became durable."""
 
 
 class EngineMachine(RuleBasedStateMachine):
@@ -147,7 +155,10 @@ class EngineMachine(RuleBasedStateMachine):
         self.model.durable_spso = start
         self.engine = SharePartition(KEY, self.config)
         self.follow_ups: tuple[PendingWrite, ...] = ()
-        self.parked: tuple[PendingWrite, list[tuple[int, RecordState | int]], int] | None = None
+        # writes in flight: queued to the persister when made (the shell queues them at once,
+        # so they take effect in the order they are made) and completed later, ok or not
+        self.parked: Parked | None = None
+        self.parked_round: Parked | None = None
         self.drive(self.engine.initialize(None, log_end_offset=start), initial=True)
 
     # ------------------------------------------------------------------ helpers
@@ -407,6 +418,7 @@ class EngineMachine(RuleBasedStateMachine):
     def acknowledge(
         self, member: str, batches: list[AcknowledgementBatch], fail: bool, park: bool = False
     ) -> None:
+        """``park``: the write stays in flight (queued now, durable unless ``fail``)."""
         m = self.model
         expected_error = self.expected_ack_error(member, batches)
         before = self.engine.runs()
@@ -424,9 +436,7 @@ class EngineMachine(RuleBasedStateMachine):
         changes = self.ack_changes(batches)
         if park and result.write is not None and self.parked is None:
             self.persister.fail_next_writes = 0
-            for o, _ in changes:
-                m.recs[o].pending = True
-            self.parked = (result.write, changes, self.prospective_spso(changes))
+            self.parked = self.queue(result.write, changes, ok=not fail)
             assert self.engine.runs() == before, "nothing changes before the write completes"
             return
         ok = self.drive(result.write)
@@ -485,13 +495,53 @@ class EngineMachine(RuleBasedStateMachine):
         o = m.spso
         while o < m.end:
             rec = m.recs.get(o)
-            if rec is None or targets.get(o, rec.state) not in TERMINAL:
+            if rec is None or targets.get(o, rec.state) not in TERMINAL or rec.held:
                 return o
             o += 1
         return o
 
-    @rule(data=st.data())
-    def park_acknowledgement(self, data: st.DataObject) -> None:
+    def queue(self, write: PendingWrite, changes: list[tuple[int, RecordState | int]], ok: bool) -> Parked:
+        """Queue ``write`` as the shell does, at once; durable (the persister took it) when ``ok``."""
+        m = self.model
+        spso = self.prospective_spso(changes)
+        for o, _ in changes:
+            m.recs[o].pending = True
+        if ok:
+            self.persister.apply(write.params)
+            for o, change in changes:
+                if isinstance(change, RecordState):
+                    m.durable[o] = (change, m.recs[o].count)
+            m.persisted(spso)
+        return (write, changes, spso, ok)
+
+    def pending_writes(self) -> int:
+        return (self.parked is not None) + (self.parked_round is not None)
+
+    def completed(self, parked: Parked) -> None:
+        """A write in flight completes (ok when it was durable); then the SPSO's catch-up."""
+        write, changes, spso, ok = parked
+        m = self.model
+        result = self.engine.complete(write.handle, ok, self.now)
+        assert result.committed is ok
+        if not ok:
+            self.follow_ups = result.writes
+            self.rolled_back(changes)
+            return
+        COUNTER["parked_ok"] += 1
+        self.apply_changes(changes)
+        m.persisted(spso)
+        # the SPSO moved past what the writes in flight together made durable, and none is left
+        # in flight: it is written
+        assert len(result.writes) == (1 if m.spso > m.durable_spso and not self.pending_writes() else 0)
+        for catch_up in result.writes:
+            assert catch_up.params.start_offset == m.spso
+            assert catch_up.params.state_batches == ()
+            COUNTER["spso_catch_ups"] += 1
+            if self.drive(catch_up):
+                m.persisted()
+
+    @rule(data=st.data(), ok=st.booleans())
+    def park_acknowledgement(self, data: st.DataObject, ok: bool) -> None:
         """Start an acknowledgement whose write is still in flight while other steps run."""
         if self.parked is not None:
             return
@@ -500,36 +550,14 @@ class EngineMachine(RuleBasedStateMachine):
             return
         member, o, last = held
         end = data.draw(st.integers(o, last))
-        self.acknowledge(member, [self.draw_batch(data, o, end)], False, park=True)
+        self.acknowledge(member, [self.draw_batch(data, o, end)], not ok, park=True)
 
-    @rule(ok=st.booleans())
-    def complete_parked(self, ok: bool) -> None:
+    @rule()
+    def complete_parked(self) -> None:
         if self.parked is None:
             return
-        write, changes, spso = self.parked
-        self.parked = None
-        m = self.model
-        if ok:
-            self.persister.apply(write.params)
-        result = self.engine.complete(write.handle, ok, self.now)
-        assert result.committed is ok
-        if ok:
-            COUNTER["parked_ok"] += 1
-            self.apply_changes(changes)
-            m.durable_spso = max(m.durable_spso, spso)
-            for o in [o for o in m.durable if o < m.durable_spso]:
-                del m.durable[o]
-            # the SPSO moved past what the writes in flight together made durable: it is written
-            assert len(result.writes) == (1 if m.spso > m.durable_spso else 0)
-            for catch_up in result.writes:
-                assert catch_up.params.start_offset == m.spso
-                assert catch_up.params.state_batches == ()
-                COUNTER["spso_catch_ups"] += 1
-                if self.drive(catch_up):
-                    m.persisted()
-            return
-        self.follow_ups = result.writes
-        self.rolled_back(changes)
+        parked, self.parked = self.parked, None
+        self.completed(parked)
 
     @rule(dt=st.sampled_from([0, 10, 100, 999, 1_000, 5_000, 30_000]), fail=st.integers(0, 3))
     def advance_clock(self, dt: int, fail: int) -> None:
@@ -569,7 +597,10 @@ class EngineMachine(RuleBasedStateMachine):
             return
         m = self.model
         log_start = min(m.spso + cut, self.log_end)
-        limit = next((o for o in range(m.spso, log_start) if o in m.recs and m.recs[o].pending), log_start)
+        limit = next(
+            (o for o in range(m.spso, log_start) if o in m.recs and (m.recs[o].pending or m.recs[o].held)),
+            log_start,
+        )
         self.persister.fail_next_writes = 1 if fail == 0 else 0
         write = self.engine.update_log_start_offset(log_start, self.now)
         assert (write is None) == (limit <= m.spso)
@@ -596,7 +627,7 @@ class EngineMachine(RuleBasedStateMachine):
         m.durable_spso = max(m.durable_spso, limit)
         for o in [o for o in m.durable if o < m.durable_spso]:
             del m.durable[o]
-        assert len(self.follow_ups) == (1 if self.parked is None and m.spso > m.durable_spso else 0)
+        assert len(self.follow_ups) == (1 if not self.pending_writes() and m.spso > m.durable_spso else 0)
         for catch_up in self.follow_ups:
             assert catch_up.params.start_offset == m.spso
             assert catch_up.params.state_batches == ()
@@ -604,7 +635,7 @@ class EngineMachine(RuleBasedStateMachine):
             if self.drive(catch_up):
                 m.persisted()
 
-    @precondition(lambda self: self.model.dlq)
+    @precondition(lambda self: self.model.dlq and self.parked_round is None)  # one round at a time
     @rule(max_records=st.integers(1, 8), fail=st.integers(0, 3))
     def dead_letter_round(self, max_records: int, fail: int) -> None:
         """The dead-letter writer's round: the first ``max_records`` ARCHIVING records become
@@ -634,13 +665,49 @@ class EngineMachine(RuleBasedStateMachine):
         m.advance()
         m.persisted()
 
+    @precondition(lambda self: self.model.dlq and self.parked_round is None)
+    @rule(max_records=st.integers(1, 8), ok=st.booleans())
+    def park_dead_letter_round(self, max_records: int, ok: bool) -> None:
+        """A dead-letter round whose ARCHIVED write is still in flight while other steps run (its
+        start offset may pass records the next writes cannot: they must not move it back)."""
+        spans = self.engine.archiving_spans(max_records)
+        taken = [(first, last) for first, last, _ in spans]
+        if not taken:
+            return
+        write = self.engine.dead_lettered_spans(taken)
+        assert write is not None
+        changes: list[tuple[int, RecordState | int]] = [
+            (o, ARC) for first, last in taken for o in range(first, last + 1)
+        ]
+        self.parked_round = self.queue(write, changes, ok)
+        for first, _ in taken:  # the engine's runs holding them: per-offset, the model cannot know
+            run = self.engine._runs.run_at(first)
+            assert run is not None and run.txn is not None
+            for o in range(run.first, run.last + 1):
+                if o in self.model.recs:
+                    self.model.recs[o].held = True
+
+    @rule()
+    def complete_parked_round(self) -> None:
+        if self.parked_round is None:
+            return
+        parked, self.parked_round = self.parked_round, None
+        for rec in self.model.recs.values():
+            rec.held = False
+        if parked[3]:
+            COUNTER["dead_letter_rounds"] += 1
+        else:
+            for o, _ in parked[1]:
+                self.model.recs[o].pending = False
+        self.completed(parked)
+
     @rule(go=st.integers(0, 5))
     def restart(self, go: int) -> None:
         if go:
             return
         self.engine = self.rebuilt()
         self.model = self.model_rebuilt()
-        self.parked = None  # its write never reached the persister
+        self.parked = self.parked_round = None  # what they made durable was queued, the rest is gone
 
     @rule(window=st.integers(4, 40), raise_limit=st.integers(0, 2), go=st.integers(0, 5))
     def alter_config(self, window: int, raise_limit: int, go: int) -> None:
@@ -688,7 +755,9 @@ class EngineMachine(RuleBasedStateMachine):
         expected = {o: (r.state, r.count, r.member) for o, r in m.recs.items()}
         assert actual == expected
         first = m.recs.get(m.spso)
-        assert first is None or first.state not in TERMINAL, "SPSO stops at the first non-terminal record"
+        assert first is None or first.state not in TERMINAL or first.held, (
+            "SPSO stops at the first non-terminal record"
+        )
         assert all(r.count <= m.limit for r in m.recs.values()), "no delivery count exceeds the limit"
         assert engine.delivery_complete_count == sum(1 for r in m.recs.values() if r.state in TERMINAL)
         deadlines = [
@@ -697,13 +766,16 @@ class EngineMachine(RuleBasedStateMachine):
             if r.state is AQ and r.deadline is not None and not (r.pending and r.deadline <= self.now)
         ]
         assert engine.next_deadline() == (min(deadlines) if deadlines else None)
-        assert engine.pending_count() == (1 if self.parked else 0)
+        assert engine.pending_count() == self.pending_writes()
 
     @invariant()
     def durable_state_agrees(self) -> None:
         rebuilt = self.rebuilt()
         model = self.model_rebuilt()
-        assert rebuilt.spso == model.spso <= self.model.spso
+        assert rebuilt.spso == model.spso
+        # a write in flight is durable before it commits (queued at once): only then may the
+        # durable SPSO be ahead of the live one
+        assert model.spso <= self.model.spso or self.pending_writes()
         got = {
             o: (r.state, r.delivery_count)
             for r in rebuilt.runs()

@@ -29,7 +29,10 @@ class BlockingPersister:
         return self._run(self.persister.read_state(key, leader_epoch=0))
 
     def write_state(self, params: WriteStateParams) -> None:
-        self._run(self.persister.write_state(params))
+        async def write() -> None:  # queued inside the running loop
+            await self.persister.write_state(params)
+
+        self._run(write())
 
     def end_transaction(self, producer_id: int, producer_epoch: int, *, commit: bool) -> None:
         self._run(self.persister.end_transaction(producer_id, producer_epoch, commit=commit))

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Generic, TypeVar
@@ -264,14 +264,20 @@ class GroupCommit(Generic[P, K]):
 
         await self._submit(key, handle)
 
-    async def write_state(self, params: WriteStateParams) -> None:
+    def write_state(self, params: WriteStateParams) -> Coroutine[Any, Any, None]:
         def handle(shard: ShareCoordinatorShard, now: int) -> CoordinatorResult[ErrorCode]:
             return shard.handle_write(params, now_ms=now)
 
-        # The hot path: _submit inlined (one coroutine frame less per write).
         started = time.perf_counter()
-        info = self._locate(params.key)
-        response = await self._enqueue(info.part, info, handle)
+        try:
+            info = self._locate(params.key)
+            queued = self._enqueue(info.part, info, handle)  # queued now: in the order of the calls
+        except PersisterError as error:
+            return _raising(error)  # refused: raised when awaited, like a failed write
+        return self._written(queued, started)
+
+    async def _written(self, queued: asyncio.Future[Any], started: float) -> None:
+        response = await queued
         self.writes += 1
         self.write_latency.observe(time.perf_counter() - started)
         if response is not ErrorCode.none:
@@ -508,3 +514,7 @@ def _sync_parts(parts: list[CommitPartition]) -> None:
             part.sync()
         except Exception:
             part.failed = True  # read by the loop thread only after this job completes
+
+
+async def _raising(error: PersisterError) -> None:
+    raise error

@@ -8,7 +8,9 @@ next writes fail, for tests of rollback.
 
 from __future__ import annotations
 
+from collections.abc import Coroutine
 from dataclasses import replace
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 
@@ -44,8 +46,12 @@ class MemoryPersister:
     async def read_state(self, key: SharePartitionKey, *, leader_epoch: int) -> ShareState | None:
         return self._states.get(key)
 
-    async def write_state(self, params: WriteStateParams) -> None:
-        self.apply(params)
+    def write_state(self, params: WriteStateParams) -> Coroutine[Any, Any, None]:
+        try:
+            self.apply(params)  # at the call, like a queued write: in the order of the calls
+        except PersisterError as error:
+            return _raising(error)
+        return _applied()
 
     def apply(self, params: WriteStateParams) -> None:
         """The synchronous core of ``write_state``."""
@@ -60,7 +66,7 @@ class MemoryPersister:
         if params.staged:
             pending = add_staged(pending, params.staged)
         if params.start_offset != NO_START_OFFSET:
-            start = max(start, params.start_offset)
+            start = params.start_offset  # as the share coordinator takes it: even backwards
         batches = combine_state_batches(
             old.state_batches if old is not None else (), params.state_batches, start
         )
@@ -111,3 +117,11 @@ class MemoryPersister:
             start_offset=state.start_offset,
             delivery_complete_count=state.delivery_complete_count,
         )
+
+
+async def _applied() -> None:
+    return None
+
+
+async def _raising(error: PersisterError) -> None:
+    raise error

@@ -76,7 +76,10 @@ class ThrowawayStateLog:
             self._logs[key] = PartitionLog.open(log.directory, log.config, now_ms=0)
 
     def write_state(self, params: WriteStateParams) -> None:
-        self._run(self._persister().write_state(params))
+        async def write() -> None:  # queued inside the running loop
+            await self._persister().write_state(params)
+
+        self._run(write())
 
     def end_transaction(self, producer_id: int, producer_epoch: int, *, commit: bool) -> None:
         self._run(self._persister().end_transaction(producer_id, producer_epoch, commit=commit))

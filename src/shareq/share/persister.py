@@ -10,6 +10,7 @@ so the built-in persister and a remote one are interchangeable.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
@@ -160,7 +161,14 @@ class Persister(Protocol):
         """The stored state, or None when the share-partition was never initialized."""
         ...
 
-    async def write_state(self, params: WriteStateParams) -> None: ...
+    def write_state(self, params: WriteStateParams) -> Coroutine[Any, Any, None]:
+        """Queue ``params`` at the call, then await its durability.
+
+        Writes of one share-partition take effect in the order of the calls, not of the awaits:
+        each may move the start offset, so a write queued late by a task that ran late could
+        move it back over records another write settled.
+        """
+        ...
 
     async def delete_state(self, key: SharePartitionKey) -> None: ...
 

@@ -702,7 +702,10 @@ class SharePartition:
             durable.append(piece)
         spso, dropped, _ = self._terminal_prefix(txn, targets)
         self._pending[txn.handle] = txn
-        moved = spso != self._durable_spso and spso > self._log_start_floor  # never move it back
+        # Never move it back: writes take effect in the order they are made, so one made while
+        # another in flight moves the start offset further (a dead-letter round archiving a
+        # prefix, say) leaves it alone.
+        moved = spso > self._written_spso() and spso > self._log_start_floor
         txn.start_offset = spso if moved else NO_START_OFFSET
         # Deltas below the start offset the write moves to are pruned by the very record that
         # carries them (the state below the start offset is gone): they are left out. With
@@ -757,6 +760,14 @@ class SharePartition:
             state_batches=tuple(deltas),
         )
         return PendingWrite(handle=txn.handle, params=params)
+
+    def _written_spso(self) -> int:
+        """The start offset the writes made so far leave durable once they all commit."""
+        written = self._durable_spso
+        for txn in self._pending.values():
+            if txn.start_offset > written:
+                written = txn.start_offset
+        return written
 
     def complete(self, handle: int, ok: bool, now: int) -> CompleteResult:
         """Finish a pending write: commit it (``ok``) or roll it back.

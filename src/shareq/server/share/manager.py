@@ -350,12 +350,27 @@ class SharePartitionManager:
         if writes:
             await asyncio.gather(*writes)
 
-    async def write(self, sp: SharePartition, pending: PendingWrite) -> ErrorCode:
-        """Persist one pending write and complete it; follow-ups are spawned."""
+    def write(self, sp: SharePartition, pending: PendingWrite) -> Coroutine[Any, Any, ErrorCode]:
+        """Queue one pending write at the call, then (awaited) complete it once durable.
+
+        Queued at once, a share-partition's writes reach the persister in the order the engine
+        made them: each carries the start offset it moves to, and a write queued after a later
+        one (a follow-up spawned as a task, say) would move it back over what that one settled.
+        """
+        try:
+            written = self._services.persister.write_state(pending.params)
+        except Exception as error:  # a bug: the engine must still hear of the failure
+            written = _raising(error)
+        return self._complete(sp, pending, written)
+
+    async def _complete(
+        self, sp: SharePartition, pending: PendingWrite, written: Coroutine[Any, Any, None]
+    ) -> ErrorCode:
+        """Await the durable write, then commit (or roll back) it; follow-ups are queued."""
         services = self._services
         code = ErrorCode.none
         try:
-            await services.persister.write_state(pending.params)
+            await written
             ok = True
         except PersisterError as exc:
             ok = False
@@ -433,6 +448,10 @@ class SharePartitionManager:
             for waiter in waiters:
                 if not waiter.done():
                     waiter.set_result(None)
+
+
+async def _raising(error: Exception) -> None:
+    raise error
 
 
 def slice_batches(
