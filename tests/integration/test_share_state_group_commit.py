@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from dataclasses import replace
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypeVar
 

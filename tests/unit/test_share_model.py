@@ -185,7 +185,8 @@ class EngineMachine(RuleBasedStateMachine):
         return ok
 
     def rolled_back(self, changes: list[tuple[int, RecordState | int]]) -> None:
-        """An acknowledgement's write failed: records whose lock lapsed meanwhile are released."""
+        """A write failed: records whose lock lapsed meanwhile are released, and the SPSO passes
+        terminal records the write held."""
         m = self.model
         lapsed = []
         for o, _ in changes:
@@ -193,6 +194,7 @@ class EngineMachine(RuleBasedStateMachine):
             rec.pending = False
             if rec.deadline is not None and rec.deadline <= self.now:
                 lapsed.append(o)
+        m.advance()
         assert len(self.follow_ups) == (1 if lapsed else 0)
         if lapsed:
             COUNTER["lapsed"] += 1
@@ -530,10 +532,14 @@ class EngineMachine(RuleBasedStateMachine):
         COUNTER["parked_ok"] += 1
         self.apply_changes(changes)
         m.persisted(spso)
-        # the SPSO moved past what the writes in flight together made durable, and none is left
-        # in flight: it is written
-        assert len(result.writes) == (1 if m.spso > m.durable_spso and not self.pending_writes() else 0)
-        for catch_up in result.writes:
+        self.caught_up(result.writes)
+
+    def caught_up(self, writes: tuple[PendingWrite, ...]) -> None:
+        """The SPSO moved past what the writes made durable and none is left in flight: the
+        engine writes it alone, at once."""
+        m = self.model
+        assert len(writes) == (1 if m.spso > m.durable_spso and not self.pending_writes() else 0)
+        for catch_up in writes:
             assert catch_up.params.start_offset == m.spso
             assert catch_up.params.state_batches == ()
             COUNTER["spso_catch_ups"] += 1
@@ -624,16 +630,8 @@ class EngineMachine(RuleBasedStateMachine):
         m.advance()
         # the write carried the new log start; the SPSO advancing past terminal records above it
         # is written by a catch-up, at once unless another write is still in flight
-        m.durable_spso = max(m.durable_spso, limit)
-        for o in [o for o in m.durable if o < m.durable_spso]:
-            del m.durable[o]
-        assert len(self.follow_ups) == (1 if not self.pending_writes() and m.spso > m.durable_spso else 0)
-        for catch_up in self.follow_ups:
-            assert catch_up.params.start_offset == m.spso
-            assert catch_up.params.state_batches == ()
-            COUNTER["spso_catch_ups"] += 1
-            if self.drive(catch_up):
-                m.persisted()
+        m.persisted(limit)
+        self.caught_up(self.follow_ups)
 
     @precondition(lambda self: self.model.dlq and self.parked_round is None)  # one round at a time
     @rule(max_records=st.integers(1, 8), fail=st.integers(0, 3))

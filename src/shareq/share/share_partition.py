@@ -925,6 +925,9 @@ class SharePartition:
                 lock.last = max(lock.last, run.last)
                 self._move_to_lock(run, lock)
         runs.coalesce_spans(touched)
+        # A dead-letter round holds its whole run, acknowledged records before its ARCHIVING ones
+        # included: once it lets go, the SPSO passes those (the next commit makes that durable).
+        self._advance_spso()
         return follow_ups
 
     # ------------------------------------------------------------------ lock bookkeeping
