@@ -233,7 +233,7 @@ def test_producer_batch_larger_than_the_window(server: Server, names: tuple[str,
     acquisition hands out the whole batch in one poll rather than 2,000 at a time."""
     topic, group = _queue(server, names)
     producer = Producer(
-        {"bootstrap.servers": server.bootstrap, "linger.ms": 2000, "batch.num.messages": 100_000, **FAST}
+        {"bootstrap.servers": server.bootstrap, "linger.ms": 60_000, "batch.num.messages": 100_000, **FAST}
     )
     for i in range(8_000):
         producer.produce(topic, value=b"%099d" % i, partition=0)
