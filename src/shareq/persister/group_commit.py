@@ -57,6 +57,7 @@ from shareq.share.persister import (
     ShareState,
     ShareStateSummary,
     WriteStateParams,
+    refused,
 )
 
 from .segment_sync import ActiveSegmentSync
@@ -273,7 +274,7 @@ class GroupCommit(Generic[P, K]):
             info = self._locate(params.key)
             queued = self._enqueue(info.part, info, handle)  # queued now: in the order of the calls
         except PersisterError as error:
-            return _raising(error)  # refused: raised when awaited, like a failed write
+            return refused(error)  # refused: raised when awaited, like a failed write
         return self._written(queued, started)
 
     async def _written(self, queued: asyncio.Future[Any], started: float) -> None:
@@ -514,7 +515,3 @@ def _sync_parts(parts: list[CommitPartition]) -> None:
             part.sync()
         except Exception:
             part.failed = True  # read by the loop thread only after this job completes
-
-
-async def _raising(error: PersisterError) -> None:
-    raise error

@@ -23,6 +23,7 @@ from shareq.share.persister import (
     ShareState,
     ShareStateSummary,
     WriteStateParams,
+    refused,
 )
 
 
@@ -50,7 +51,7 @@ class MemoryPersister:
         try:
             self.apply(params)  # at the call, like a queued write: in the order of the calls
         except PersisterError as error:
-            return _raising(error)
+            return refused(error)
         return _applied()
 
     def apply(self, params: WriteStateParams) -> None:
@@ -121,7 +122,3 @@ class MemoryPersister:
 
 async def _applied() -> None:
     return None
-
-
-async def _raising(error: PersisterError) -> None:
-    raise error

@@ -146,6 +146,12 @@ class PersisterError(Exception):
         self.error_code = error_code
 
 
+async def refused(error: Exception) -> None:
+    """What ``write_state`` returns for a write it could not queue: the error, raised when awaited
+    (like a failed write), so callers handle both in one place."""
+    raise error
+
+
 class Persister(Protocol):
     """Durable share state. Every method completes only once its effect is durable.
 

@@ -35,7 +35,7 @@ from shareq.share import (
     SharePartition,
     ShareRequestError,
 )
-from shareq.share.persister import PersisterError, SharePartitionKey
+from shareq.share.persister import PersisterError, SharePartitionKey, refused
 
 from .requests import persister_error_code
 
@@ -360,7 +360,7 @@ class SharePartitionManager:
         try:
             written = self._services.persister.write_state(pending.params)
         except Exception as error:  # a bug: the engine must still hear of the failure
-            written = _raising(error)
+            written = refused(error)
         return self._complete(sp, pending, written)
 
     async def _complete(
@@ -448,10 +448,6 @@ class SharePartitionManager:
             for waiter in waiters:
                 if not waiter.done():
                     waiter.set_result(None)
-
-
-async def _raising(error: Exception) -> None:
-    raise error
 
 
 def slice_batches(
