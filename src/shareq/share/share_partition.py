@@ -704,8 +704,8 @@ class SharePartition:
         self._pending[txn.handle] = txn
         # Never move it back: writes take effect in the order they are made, so one made while
         # another in flight moves the start offset further (a dead-letter round archiving a
-        # prefix, say) leaves it alone.
-        moved = spso > self._written_spso() and spso > self._log_start_floor
+        # prefix, or a log-start move) leaves it alone.
+        moved = spso > self._written_spso()
         txn.start_offset = spso if moved else NO_START_OFFSET
         # Deltas below the start offset the write moves to are pruned by the very record that
         # carries them (the state below the start offset is gone): they are left out. With
@@ -1033,7 +1033,7 @@ class SharePartition:
         Writes in flight together each persist the start offset they can see; ``complete`` asks
         for this after the last of them commits, and the shell after a transaction marker.
         """
-        if self._pending or self._spso <= self._durable_spso or self._spso <= self._log_start_floor:
+        if self._pending or self._spso <= self._durable_spso:
             return None
         lo, hi = self._absent_span
         if lo <= self._durable_spso and self._spso <= hi:
