@@ -41,15 +41,18 @@ def start_broker(
     cpus: set[int] | None = None,
     log_level: str | None = "WARNING",
     quiet: bool = False,
+    loop_costs: bool = False,
 ) -> subprocess.Popen[str]:
     """``shareq serve`` on ``port``, returned once it listens.
 
     ``configs`` are ``key=value`` broker settings, ``args`` further ``serve`` options. With
     ``profile`` the broker runs under cProfile writing there; with ``cpus`` it runs on those CPUs
-    only (its threads inherit that); ``quiet`` drops its stderr.
+    only (its threads inherit that); ``quiet`` drops its stderr; ``loop_costs`` runs it through
+    ``loop_costs.py`` (its loop's CPU per callback, printed on SIGUSR2).
     """
     command = [sys.executable, *(["-m", "cProfile", "-o", profile] if profile else [])]
-    command += ["-m", "shareq", "serve", "--data-dir", str(data_dir), "--port", str(port), *args]
+    command += [str(Path(__file__).with_name("loop_costs.py"))] if loop_costs else ["-m", "shareq"]
+    command += ["serve", "--data-dir", str(data_dir), "--port", str(port), *args]
     for pair in configs:
         command += ["--config", pair]
     if log_level is not None:

@@ -28,6 +28,10 @@ printed on SIGUSR1), round trips and records per round trip; each size ends with
 RSS. Then the peers run the same workload at the same size (Redis Streams, RabbitMQ quorum, via
 bench/peers.py), or their recorded figures are printed when they are not installed.
 
+``--loop-costs`` starts the broker through ``bench/loop_costs.py`` and prints, after each phase,
+the event loop's CPU per round trip split by callback (task or callback name, calls per round
+trip): where a ShareFetch's CPU goes, without a profiler's distortion.
+
 ``--broker-cpus`` runs everything once per CPU setting of the broker process (``all``, or CPUs
 such as ``1`` or ``0-1``; its threads inherit it): on a small VM, keeping the broker's share-state
 fsync threads on the CPU of its event loop makes each durable write's two thread hand-offs cheaper.
@@ -61,28 +65,62 @@ TOPIC = "bench"
 PARTITIONS = 4
 PEER_CONSUMERS = 4
 FETCH, SHARE_FETCH, SHARE_ACKNOWLEDGE = "1", "78", "79"
+LOOP_NS, LOOP_CALLS = "loop ns", "loop calls"  # io_counters' keys with loop_costs
 
 
 def start_broker(
-    data_dir: Path, port: int, profile: str | None = None, cpus: set[int] | None = None
+    data_dir: Path,
+    port: int,
+    profile: str | None = None,
+    cpus: set[int] | None = None,
+    loop_costs: bool = False,
 ) -> subprocess.Popen[str]:
     """The broker as a subprocess, on ``cpus`` only when given (its threads inherit that)."""
     return broker_process.start_broker(
-        data_dir, port, configs=("group.share.auto.offset.reset=earliest",), profile=profile, cpus=cpus
+        data_dir,
+        port,
+        configs=("group.share.auto.offset.reset=earliest",),
+        profile=profile,
+        cpus=cpus,
+        loop_costs=loop_costs,
     )
 
 
-def io_counters(broker: subprocess.Popen[str]) -> dict[str, dict[str, int]]:
-    """The broker's per-api I/O counters (it prints them as one line on SIGUSR1)."""
+def io_counters(broker: subprocess.Popen[str], loop_costs: bool = False) -> dict[str, dict[str, int]]:
+    """The broker's per-api I/O counters (it prints them as one line on SIGUSR1); with
+    ``loop_costs`` (a broker started through ``loop_costs.py``) also its loop's CPU ns and calls
+    per callback, under ``LOOP_NS`` and ``LOOP_CALLS``."""
+    counters: dict[str, dict[str, int]] = json.loads(_signalled_line(broker, signal.SIGUSR1, "io "))
+    if loop_costs:
+        totals = json.loads(_signalled_line(broker, signal.SIGUSR2, "loop "))
+        counters[LOOP_NS] = {name: ns for name, (ns, _) in totals.items()}
+        counters[LOOP_CALLS] = {name: calls for name, (_, calls) in totals.items()}
+    return counters
+
+
+def _signalled_line(broker: subprocess.Popen[str], signum: int, prefix: str) -> str:
+    """Send ``signum`` to the broker and return the rest of the first output line with ``prefix``."""
     assert broker.stdout is not None
-    broker.send_signal(signal.SIGUSR1)
+    broker.send_signal(signum)
     while True:
         line = broker.stdout.readline()
         if not line:
             raise RuntimeError("broker closed its output")
-        if line.startswith("io "):
-            counters: dict[str, dict[str, int]] = json.loads(line[3:])
-            return counters
+        if line.startswith(prefix):
+            return line[len(prefix) :]
+
+
+def describe_loop(phase: Phase, top: int = 12) -> str:
+    """The loop's CPU per round trip by callback over ``phase`` (from ``loop_costs.py``)."""
+    api = FETCH if phase.name == "assign" else SHARE_FETCH
+    trips = max(phase.io.get(api, {}).get("requests", 0), 1)
+    costs = phase.io.get(LOOP_NS, {})
+    calls = phase.io.get(LOOP_CALLS, {})
+    total = sum(costs.values())
+    lines = [f"    loop CPU per round trip {total / trips / 1000:,.0f} us, by callback:"]
+    for name, ns in sorted(costs.items(), key=lambda item: -item[1])[:top]:
+        lines.append(f"    {ns / trips / 1000:>8,.1f} us  {calls.get(name, 0) / trips:>6.2f} calls  {name}")
+    return "\n".join(lines)
 
 
 def create_topic(bootstrap: str, topic: str, partitions: int = PARTITIONS) -> None:
@@ -321,12 +359,17 @@ def records_per_batch(data_dir: Path, topic: str = TOPIC) -> float:
 
 
 def run_size(
-    n: int, phases_wanted: list[str], profile: str | None, linger_ms: int, cpus: str = "all"
+    n: int,
+    phases_wanted: list[str],
+    profile: str | None,
+    linger_ms: int,
+    cpus: str = "all",
+    loop_costs: bool = False,
 ) -> dict[str, Phase]:
     data_dir = Path(tempfile.mkdtemp(prefix="shareq-bench-"))
     port = free_port()
     bootstrap = f"127.0.0.1:{port}"
-    broker = start_broker(data_dir, port, profile, parse_cpus(cpus))
+    broker = start_broker(data_dir, port, profile, parse_cpus(cpus), loop_costs)
     phases: dict[str, Phase] = {}
     try:
         rate = produce(bootstrap, n, linger_ms)
@@ -345,8 +388,12 @@ def run_size(
         for name, procs, kind in plan:
             if name not in phases_wanted and name != "assign":
                 continue
-            phases[name] = run_phase(name, bootstrap, broker.pid, n, procs, kind, lambda: io_counters(broker))
+            phases[name] = run_phase(
+                name, bootstrap, broker.pid, n, procs, kind, lambda: io_counters(broker, loop_costs)
+            )
             print(describe(phases[name], phases["assign"].rate), flush=True)
+            if loop_costs:
+                print(describe_loop(phases[name]), flush=True)
         print(f"broker peak RSS {peak_rss_mb(broker.pid):,.0f} MB")
     finally:
         stop_broker(broker)
@@ -375,6 +422,11 @@ def main() -> None:
     )
     parser.add_argument("--profile", metavar="FILE", help="run the broker under cProfile, stats to FILE")
     parser.add_argument(
+        "--loop-costs",
+        action="store_true",
+        help="run the broker through loop_costs.py; print each phase's loop CPU per round trip by callback",
+    )
+    parser.add_argument(
         "--broker-cpus",
         default="all",
         help="CPU settings of the broker, separated by ';', one run of every size each: "
@@ -390,7 +442,9 @@ def main() -> None:
             for n in sizes:
                 peers.quiet_gate(sys.executable, args.gate_max_wait)
                 phases = args.phases.split(",")
-                results[cpus, linger_ms, n] = run_size(n, phases, args.profile, linger_ms, cpus)
+                results[cpus, linger_ms, n] = run_size(
+                    n, phases, args.profile, linger_ms, cpus, args.loop_costs
+                )
     for cpus in settings:
         for linger_ms in lingers:
             print(
