@@ -112,8 +112,7 @@ def _signalled_line(broker: subprocess.Popen[str], signum: int, prefix: str) -> 
 
 def describe_loop(phase: Phase, top: int = 12) -> str:
     """The loop's CPU per round trip by callback over ``phase`` (from ``loop_costs.py``)."""
-    api = FETCH if phase.name == "assign" else SHARE_FETCH
-    trips = max(phase.io.get(api, {}).get("requests", 0), 1)
+    trips = max(fetch_io(phase).get("requests", 0), 1)
     costs = phase.io.get(LOOP_NS, {})
     calls = phase.io.get(LOOP_CALLS, {})
     total = sum(costs.values())
@@ -323,9 +322,13 @@ def peak_rss_mb(pid: int) -> float:
     return float("nan")
 
 
+def fetch_io(phase: Phase) -> dict[str, int]:
+    """The phase's I/O counters of its round trips: Fetch for ``assign``, else ShareFetch."""
+    return phase.io.get(FETCH if phase.name == "assign" else SHARE_FETCH, {})
+
+
 def describe(phase: Phase, ceiling: float) -> str:
-    api = FETCH if phase.name == "assign" else SHARE_FETCH
-    io = phase.io.get(api, {})
+    io = fetch_io(phase)
     acks = phase.io.get(SHARE_ACKNOWLEDGE, {}).get("requests", 0)
     delivered = max(io.get("bytes_delivered", 0), 1)
     trips = max(io.get("requests", 0), 1)
