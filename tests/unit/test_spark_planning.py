@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 pytest.importorskip("pyspark")
 
-from shareq.spark.acks import AckType, decode_decision, encode_decisions
+from shareq.spark.acks import AckType, decode_decision, encode_decisions, encode_sink_announcement
 from shareq.spark.offsets import (
     EARLIEST,
     LATEST,
@@ -111,12 +111,20 @@ def test_batch_ranges_and_offset_specs() -> None:
     assert batch_ranges({("t", 0): 3, ("t", 1): 5}, {("t", 0): 10, ("t", 1): 5}) == {("t", 0): ((3, 9, 0),)}
 
 
+def test_a_sink_announcement_round_trips_apart_from_decisions() -> None:
+    announcement = encode_sink_announcement("g", "s1", topic="acks")
+    assert announcement.key == b"g" and announcement.topic == "acks"
+    assert decode_decision(announcement.value or b"") == "s1"
+
+
 def test_decisions_round_trip_and_split_a_batch() -> None:
     from shareq.spark.acks import DecisionLog
 
     [message] = encode_decisions("g", AckType.REJECT, [("t", 0, 7, 1), ("t", 0, 5, 1)], topic="acks")
     assert message.key == b"g" and message.topic == "acks"
-    kind, keys = decode_decision(message.value or b"")
+    decoded = decode_decision(message.value or b"")
+    assert isinstance(decoded, tuple)
+    kind, keys = decoded
     assert kind is AckType.REJECT and keys == [("t", 0, 5, 1), ("t", 0, 7, 1)]
 
     log = DecisionLog.__new__(DecisionLog)  # the pure half: no topic behind it

@@ -16,6 +16,10 @@ cluster) already reaches the broker, and no shared filesystem is assumed.
 
 A RELEASEd record is redelivered until the group's delivery-count limit, after which the broker
 archives it: a poison record cannot block the queue. REJECT archives at once.
+
+The exactly-once sink also announces itself on this topic, once per source session it commits
+(:func:`encode_sink_announcement`), before its first claim: that is how an exactly-once source
+learns that its batches go to a sink that claims them (see :mod:`shareq.spark.eos`).
 """
 
 from __future__ import annotations
@@ -71,8 +75,18 @@ def encode_decisions(
     return out
 
 
-def decode_decision(value: bytes) -> tuple[AckType, list[DeliveryKey]]:
+def encode_sink_announcement(group_id: str, session: str, *, topic: str = DEFAULT_ACK_TOPIC) -> OutRecord:
+    """The message an exactly-once sink writes before it first claims a batch of source ``session``."""
+    body = {"eosSink": session}
+    return OutRecord(topic=topic, key=group_id.encode(), value=json.dumps(body).encode())
+
+
+def decode_decision(value: bytes) -> tuple[AckType, list[DeliveryKey]] | str:
+    """A side-channel message: a decision ``(type, deliveries)``, or the source session an
+    exactly-once sink announced (a str)."""
     body = json.loads(value)
+    if "eosSink" in body:
+        return str(body["eosSink"])
     kind = _ack_type(str(body["type"]))
     topic, partition = str(body["t"]), int(body["p"])
     return kind, [(topic, partition, int(o), int(c)) for o, c in body["r"]]
@@ -123,6 +137,7 @@ class DecisionLog:
         # delivery, so an old one matches nothing.)
         self._position = cluster.list_offsets([(topic, 0)], -2 if from_earliest else -1)[(topic, 0)]
         self._decisions: dict[DeliveryKey, tuple[AckType, float]] = {}
+        self.eos_sink_sessions: set[str] = set()  # source sessions an exactly-once sink announced
 
     def poll(self) -> None:
         """Read every decision written so far."""
@@ -134,10 +149,14 @@ class DecisionLog:
                 if record.offset < self._position or record.key != self._group or record.value is None:
                     continue
                 try:
-                    kind, keys = decode_decision(record.value)
+                    message = decode_decision(record.value)
                 except (ValueError, KeyError, TypeError):
                     log.warning("ignoring a malformed decision at %s-0@%d", self._topic, record.offset)
                     continue
+                if isinstance(message, str):
+                    self.eos_sink_sessions.add(message)
+                    continue
+                kind, keys = message
                 for key in keys:
                     self._decisions[key] = (kind, now)
             if next_offset <= self._position:

@@ -30,13 +30,9 @@ Each commit leaves a small report (records claimed, written, rejected, dropped a
 the commit) under ``<checkpoint>/shareq-eos/``, read by :func:`eos_reports` (the demo's progress
 line), and logs it.
 
-For crash tests, ``SHAREQ_FAULT=<point>@<batchId>`` SIGKILLs the query's process group at a point
-of the commit (the process group of the session's leader, the driver when it was started with
-``setsid``): ``sink.commit.start``, ``sink.after_claim``, ``sink.after_produce`` (the output sent,
-the transaction not ended), ``sink.after_endtxn``, ``sink.after_return`` (the commit done, Spark
-not yet told). A suffix ``:stop`` stops the commit process instead (SIGSTOP, for a test to kill
-the broker meanwhile), ``:sleep=S`` delays it. ``sink.write@N`` makes the first attempt of task 0
-of batch N exit, as an executor failure.
+Crash tests stop the commit at its points with :mod:`shareq.spark.faults`: ``sink.commit.start``,
+``sink.after_claim``, ``sink.after_produce`` (the output sent, the transaction not ended),
+``sink.after_endtxn``, ``sink.after_return`` (the commit done, Spark not yet told).
 """
 
 from __future__ import annotations
@@ -44,7 +40,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import signal
 import threading
 import time
 import uuid
@@ -58,8 +53,9 @@ from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMess
 from shareq.client import AcknowledgeType, AckRange, ClientError, KafkaError, Producer, ShareGroupMetadata
 from shareq.heap import freeze_once_per_process
 
-from .acks import AckType, DecisionLog
+from .acks import AckType, DecisionLog, encode_sink_announcement
 from .cluster import Cluster, _client_kwargs
+from .faults import fault, task_fault
 from .offsets import Run, ShareBatchOffset, TopicPartition
 from .options import OptionError, SinkOptions
 from .schema import column
@@ -67,7 +63,6 @@ from .sink import OutputColumns, OutRow
 
 log = logging.getLogger(__name__)
 
-FAULT_ENV = "SHAREQ_FAULT"
 REPORTS_DIR = "shareq-eos"
 REPORTS_KEPT = 100  # micro-batches whose reports are kept (Spark keeps 100 batches of metadata)
 COMMIT_DEADLINE_S = 60.0  # retrying a commit through a broker restart
@@ -84,42 +79,6 @@ _DROP = {
 }
 # This process is a zombie: a newer commit process of the same query took the transactional id.
 _FENCED = {ErrorCode.producer_fenced, ErrorCode.invalid_producer_epoch}
-
-
-def _fault(point: str, batch_id: int) -> None:
-    """Act when ``SHAREQ_FAULT`` names this point and batch: SIGKILL the query's process group
-    (``point@N``), stop this process until a SIGCONT (``point@N:stop``) or sleep (``point@N:sleep=S``)."""
-    wanted = os.environ.get(FAULT_ENV, "")
-    if not wanted:
-        return
-    where, _, action = wanted.partition(":")
-    if where != f"{point}@{batch_id}":
-        return
-    log.warning("%s=%s: %s", FAULT_ENV, wanted, action or "killing the query")
-    if action == "stop":
-        os.kill(os.getpid(), signal.SIGSTOP)
-    elif action.startswith("sleep="):
-        time.sleep(float(action.split("=", 1)[1]))
-    else:
-        # Python workers run in process groups of their own; the query's driver leads the session.
-        os.killpg(os.getsid(0), signal.SIGKILL)
-        os.kill(os.getpid(), signal.SIGKILL)
-
-
-def _task_fault() -> None:
-    """``SHAREQ_FAULT=sink.write@N``: the first attempt of task 0 of micro-batch N dies (its Python
-    worker exits), as an executor failure; Spark retries the task when its master allows retries."""
-    wanted = os.environ.get(FAULT_ENV, "")
-    if not wanted.startswith("sink.write@"):
-        return
-    from pyspark import TaskContext
-
-    context = TaskContext.get()
-    if context is None or context.partitionId() != 0 or context.attemptNumber() != 0:
-        return
-    if wanted == f"sink.write@{context.getLocalProperty('streaming.sql.batchId')}":
-        log.warning("%s=%s: the task's Python worker exits", FAULT_ENV, wanted)
-        os._exit(1)
 
 
 # -- the executors' side -------------------------------------------------------------------------
@@ -379,6 +338,7 @@ class Committer:
         self._producer: Producer | None = None
         self._cluster: Cluster | None = None
         self._decisions: dict[str, DecisionLog] = {}
+        self._announced: set[tuple[str, str]] = set()  # (group, source session) told of this sink
         self._ending = False  # an EndTxn(commit) was sent and not answered yet
 
     def _reset(self) -> None:
@@ -423,8 +383,25 @@ class Committer:
             self._decisions[group] = log_
         return log_
 
+    def announce(self, manifests: Sequence[ShareBatchOffset]) -> None:
+        """Tell each manifest's source session, once, that an exactly-once sink claims its batches.
+
+        The source checks for this before it goes on past its first committed batch: a batch it
+        handed out is claimed, or dropped and redelivered, only by such a sink. Its records' state
+        cannot tell the two apart from a sink that never claims: a claimed batch below the start
+        offset is skipped silently by a probe, and a dropped one may still be held by the member."""
+        for manifest in manifests:
+            key = (manifest.group, manifest.session)
+            if key in self._announced or self.decisions(manifest.group) is None:
+                continue
+            assert self._cluster is not None  # made by decisions()
+            self._cluster.produce(
+                [encode_sink_announcement(manifest.group, manifest.session, topic=self.options.ack_topic)]
+            )
+            self._announced.add(key)
+
     def commit(self, messages: Sequence[WriterCommitMessage | None], batch_id: int) -> BatchReport:
-        _fault("sink.commit.start", batch_id)
+        fault("sink.commit.start", batch_id)
         if self.checkpoint.exists("state"):
             raise OptionError(
                 "exactlyOnce supports stateless queries only (map, filter, select, UDFs): this query "
@@ -480,7 +457,7 @@ class Committer:
         report.in_doubt = in_doubt if report.dropped else 0
         report.commit_ms = (time.monotonic() - started) * 1000.0
         self._report(report)
-        _fault("sink.after_return", batch_id)
+        fault("sink.after_return", batch_id)
         return report
 
     def _attempt(
@@ -497,6 +474,7 @@ class Committer:
                     f"micro-batch {batch_id} claimed no source records but has {len(rows)} rows to write"
                 )
             return report
+        self.announce(manifests)
         producer = self.producer()
         producer.begin_transaction()
         try:
@@ -531,16 +509,16 @@ class Committer:
                 dropped=sum(m.record_count for m in manifests),
                 reason=f"claim refused: {exc.code.name.lower()}, {reason}",
             )
-        _fault("sink.after_claim", batch_id)
+        fault("sink.after_claim", batch_id)
         for topic, partition, key, value, headers in rows:
             producer.send(topic, value, key=key, headers=headers, partition=partition)
         producer.flush()
         report.written = len(rows)
-        _fault("sink.after_produce", batch_id)
+        fault("sink.after_produce", batch_id)
         self._ending = True
         producer.commit_transaction()
         self._ending = False
-        _fault("sink.after_endtxn", batch_id)
+        fault("sink.after_endtxn", batch_id)
         return report
 
     def _report(self, report: BatchReport) -> None:
@@ -584,7 +562,7 @@ class ExactlyOnceStreamWriter(DataSourceStreamArrowWriter):
         self.options = options
 
     def write(self, iterator: Iterator[Any]) -> EosMessage:
-        _task_fault()
+        task_fault()
         message = encode_rows(self.options, iterator)
         freeze_once_per_process()  # as the other sinks' tasks: see read_with_worker_cluster
         return message

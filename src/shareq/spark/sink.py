@@ -21,6 +21,7 @@ from pyspark.sql.types import StructType
 from shareq.heap import freeze_once_per_process
 
 from .cluster import Cluster, OutRecord
+from .faults import fault, task_batch_fault
 from .options import OptionError, SinkOptions
 from .schema import column
 
@@ -110,10 +111,13 @@ class TopicStreamWriter(DataSourceStreamArrowWriter):
         self.options = options
 
     def write(self, iterator: Iterator[Any]) -> SinkCommit:
+        task_batch_fault("sink.before_write")
         return produce_batches(self.options, iterator)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         """Records are durable once their task returned; nothing to finish here."""
+        fault("sink.commit.start", batchId)
+        fault("sink.after_return", batchId)
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         """Already-produced records stay (at least once); the replayed batch produces them again."""

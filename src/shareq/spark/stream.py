@@ -27,7 +27,8 @@ executor loses nothing: leases lapse and the broker redelivers. Delivery is at l
 With ``exactlyOnce`` the source never acknowledges: each end offset also names the share group and
 this member, and the exactly-once sink's commit claims the batch in a transaction (see
 :mod:`shareq.spark.eos`); ``latestOffset`` only forgets committed batches (ending their renewals)
-and, once per run, checks with a RENEW that the sink did claim the first one.
+and, once per run, checks that an exactly-once shareq sink announced itself for this session
+before the first batch was committed (see :meth:`ShareDriver._check_claimed`).
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ from pyspark.sql.types import StructType
 from .acks import AckType, DecisionLog
 from .batch import TaskPartition
 from .cluster import Cluster
+from .faults import fault
 from .fetch import read_with_worker_cluster
 from .offsets import LATEST, Run, ShareBatchOffset, TopicPartition, merge_runs, plan_tasks
 from .options import ShareSourceOptions
@@ -200,6 +202,7 @@ class ShareDriver:
             batches = [self.pending.pop(seq) for seq in sorted(self.pending) if seq <= done.seq]
             if not batches:
                 return
+            fault("source.before_ack", done.seq - 1)  # (a batch's end offset is its Spark batch id + 1)
             self.decisions.poll()
             acks = [ack for batch in batches for ack in self.decisions.split(batch.acquired)]
             errors = self.session.acknowledge(acks)
@@ -209,27 +212,21 @@ class ShareDriver:
     def _forget_through(self, done: ShareBatchOffset) -> None:
         with self._lock:
             batches = [self.pending.pop(seq) for seq in sorted(self.pending) if seq <= done.seq]
-            probe = None if self._claim_seen or not batches else batches[-1]
-        if probe is not None and probe.acquired:
-            self._check_claimed(probe)
+        if not self._claim_seen and any(batch.acquired for batch in batches):
+            self._check_claimed(max(batches, key=lambda batch: batch.seq))
 
     def _check_claimed(self, batch: ShareBatchOffset) -> None:
-        """Refuse to go on when the sink did not claim the first committed batch: its records are
-        still acquired by this member, so no exactly-once shareq sink acknowledged them.
+        """Refuse to go on when the query's sink does not claim this run's batches: no exactly-once
+        shareq sink announced itself for this session (it does before its first claim), so the
+        committed batch's records were neither acknowledged nor dropped by one.
 
-        A RENEW of the whole batch is the probe: it succeeds only on records still ACQUIRED by us;
-        a claimed batch is ACKNOWLEDGED (or TX_PENDING), a dropped one was lost to its lease."""
-        if not self.session.supports_renew:
-            self._claim_seen = True
-            return
-        ranges = [
-            (topic, partition, first, last, AckType.RENEW)
-            for (topic, partition), runs in batch.acquired.items()
-            for first, last, _ in runs
-        ]
+        The records' state cannot decide it: a claimed batch whose records the start offset passed
+        is skipped silently by a RENEW while the acquisition it came from holds later records, and
+        a dropped batch's records may still be acquired by this member."""
         with self._lock:
-            errors = self.session.acknowledge(ranges)
-        if errors:
+            self.decisions.poll()
+            announced = self.session_id in self.decisions.eos_sink_sessions
+        if announced:
             self._claim_seen = True
             return
         from .options import OptionError
@@ -237,7 +234,8 @@ class ShareDriver:
         raise OptionError(
             f"the shareq source of group {self.options.group_id} has exactlyOnce set, but micro-batch "
             f"{batch.seq} was committed without its records being claimed: the query's sink must be a "
-            "shareq sink with .option('exactlyOnce', 'true') too (the batch's records are redelivered)"
+            "shareq sink with .option('exactlyOnce', 'true') too, with the same ackTopic as the source "
+            "(the batch's records are redelivered)"
         )
 
     def _renew_interval(self) -> float:
