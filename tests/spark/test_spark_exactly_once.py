@@ -569,3 +569,50 @@ def test_one_side_only_or_a_stateful_query_is_refused(
     deduplicated = source(True).dropDuplicates(["value"]).select("key", "value")
     assert "stateless queries only" in _refused(sink(deduplicated, "stateful"))
     assert read_all(broker.bootstrap, pipeline.sink, OUT_PARTITIONS, "read_uncommitted", deadline_s=30) == []
+
+
+@pytest.mark.timeout(300)
+def test_a_micro_batch_cap_that_cuts_an_acquisition_goes_on(spark: Any, tmp_path: Path) -> None:
+    """The broker hands out whole producer batches, so a micro-batch cap below one leaves the rest
+    of the acquisition held for the next micro-batch. Once the sink claimed the first batch, the
+    start offset passes it while its acquisition still holds the carried records: the query must go
+    on (with the broker's default lock duration no renewal happens before its next batch)."""
+    from shareq.client import Admin, Producer
+
+    running = BrokerProcess(tmp_path / "data", "share.transactional.acks.enable=true").start()
+    try:
+        with Admin(running.bootstrap) as admin:
+            admin.create_topic("in", 1)
+            admin.create_topic("out", 1)
+        with Producer(running.bootstrap) as producer:  # one producer batch of 300 records
+            for i in range(300):
+                producer.send("in", f"r{i}".encode(), partition=0)
+            producer.flush()
+        query = (
+            spark.readStream.format("shareq")
+            .option("kafka.bootstrap.servers", running.bootstrap)
+            .option("subscribe", "in")
+            .option("group.id", "cut")
+            .option("startingOffsets", "earliest")
+            .option("maxRecordsPerTrigger", "100")
+            .option("exactlyOnce", "true")
+            .load()
+            .select("key", "value")
+            .writeStream.format("shareq")
+            .option("kafka.bootstrap.servers", running.bootstrap)
+            .option("topic", "out")
+            .option("exactlyOnce", "true")
+            .option("checkpointLocation", str(tmp_path / "ckpt"))
+            .trigger(availableNow=True)
+            .start()
+        )
+        assert query.awaitTermination(QUERY_DEADLINE_S)
+        assert query.exception() is None
+        values = read_all(running.bootstrap, "out", 1, "read_committed", deadline_s=30)
+        assert sorted(values) == sorted(f"r{i}" for i in range(300))
+        from shareq.spark.eos import eos_reports
+
+        # three micro-batches of 100, each claimed: the acquisition of 300 was cut twice
+        assert [r["claimed"] for r in eos_reports(str(tmp_path / "ckpt"))] == [100, 100, 100]
+    finally:
+        running.kill()
