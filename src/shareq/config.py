@@ -168,7 +168,12 @@ register(
             ("max.delivery.count.limit", 10, "upper bound of a group's share.delivery.count.limit"),
             ("partition.max.record.locks", 2_000, "in-flight window per share-partition (records)"),
             ("min.partition.max.record.locks", 100, "lower bound of a group's window"),
-            ("max.partition.max.record.locks", 4_000, "upper bound of a group's window"),
+            (
+                "max.partition.max.record.locks",
+                1_000_000,
+                "upper bound of a group's window (Kafka: 4,000; shareq keeps in-flight records as runs, "
+                "so a window costs its runs, not its records)",
+            ),
             ("heartbeat.interval.ms", 5_000, "share consumers' heartbeat interval"),
             ("min.heartbeat.interval.ms", 5_000, "lower bound of a group's heartbeat interval"),
             ("max.heartbeat.interval.ms", 15_000, "upper bound of a group's heartbeat interval"),

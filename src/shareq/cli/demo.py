@@ -40,9 +40,6 @@ PRODUCTS = {
 }
 ORDER_SCHEMA = "order_id long, customer string, product string, quantity int"
 BATCH_RECORDS = 50_000
-# The broker's bound on a group's in-flight window, raised so that the source can make the window
-# hold a whole micro-batch (Kafka's default window is 2,000 records per partition).
-BROKER_CONFIG = {"group.share.max.partition.max.record.locks": 1_000_000}
 
 
 def java_missing() -> str | None:
@@ -392,7 +389,7 @@ def demo(
     tally = Tally()
     stop = threading.Event()
     try:
-        config = {**BROKER_CONFIG, "share.transactional.acks.enable": True} if exactly_once else BROKER_CONFIG
+        config: dict[str, object] = {"share.transactional.acks.enable": True} if exactly_once else {}
         with EmbeddedBroker(root / "broker", config=config) as broker:
             click.echo(f"broker on {broker.bootstrap}; data in {root}")
             with Admin(broker.bootstrap) as admin:
