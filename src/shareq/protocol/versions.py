@@ -8,6 +8,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .api_keys import (
+    API_VERSIONS,
+    CREATE_TOPICS,
+    DELETE_TOPICS,
+    DESCRIBE_CONFIGS,
+    FETCH,
+    FIND_COORDINATOR,
+    INCREMENTAL_ALTER_CONFIGS,
+    INIT_PRODUCER_ID,
+    LIST_OFFSETS,
+    METADATA,
+    PRODUCE,
+)
+
 
 @dataclass(frozen=True, slots=True)
 class VersionRange:
@@ -17,18 +31,6 @@ class VersionRange:
     def __contains__(self, version: object) -> bool:
         return isinstance(version, int) and self.min_version <= version <= self.max_version
 
-
-PRODUCE = 0
-FETCH = 1
-LIST_OFFSETS = 2
-METADATA = 3
-FIND_COORDINATOR = 10
-API_VERSIONS = 18
-CREATE_TOPICS = 19
-DELETE_TOPICS = 20
-INIT_PRODUCER_ID = 22
-DESCRIBE_CONFIGS = 32
-INCREMENTAL_ALTER_CONFIGS = 44
 
 API_VERSIONS_FALLBACK_VERSION = 0
 """The version of the reply to an ApiVersions request newer than any listed here."""

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode
 
 from shareq.protocol import Codec, DirectResponse
+from shareq.protocol.api_keys import SHARE_FETCH
 from shareq.protocol.header import response_header
 from shareq.protocol.messages import BY_REFERENCE, Buffer
 from shareq.share import AcquiredRecords
@@ -31,8 +32,6 @@ from .api_versions import NO_THROTTLE
 if TYPE_CHECKING:
     from ..share.services import ShareServices
 
-SHARE_FETCH = 78
-SHARE_ACKNOWLEDGE = 79
 
 _I32 = struct.Struct(">i")
 # throttle_time_ms, error_code, error_message (null); the lock timeout follows where the version has it

@@ -18,7 +18,7 @@ from kio.schema.errors import ErrorCode
 from shareq.coordinators.transaction import TxnErrorCode, TxnRequestError
 from shareq.log.errors import LogError
 from shareq.protocol import VersionRange
-from shareq.protocol.schema import TXN_SHARE_ACKNOWLEDGE
+from shareq.protocol.api_keys import TXN_SHARE_ACKNOWLEDGE
 from shareq.share import SharePartition, ShareRequestError
 from shareq.share.session import TopicIdPartition
 from shareq.share.types import AcknowledgementBatch
