@@ -16,9 +16,10 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from shareq.protocol.acknowledge_type import AcknowledgeType
 from shareq.protocol.api_keys import ADD_PARTITIONS_TO_TXN, END_TXN, INIT_PRODUCER_ID, TXN_SHARE_ACKNOWLEDGE
 
-from ._share_state import AcknowledgeType, AckRange
+from ._share_state import AckRange
 from .connection import BrokerConnection
 from .errors import KafkaError
 from .records import ConsumerRecord

@@ -16,9 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from shareq.protocol.acknowledge_type import AcknowledgeType
 from shareq.share.errors import ShareRequestError
 from shareq.share.persister import PersisterError, SharePartitionKey, ShareState, WriteStateParams
-from shareq.share.record_state import TERMINAL, AcknowledgeType, RecordState
+from shareq.share.record_state import TERMINAL, RecordState
 from shareq.share.share_partition import SharePartition
 from shareq.share.types import AcknowledgementBatch, AcquireMode, PendingWrite, ResetPolicy, ShareConfig
 
