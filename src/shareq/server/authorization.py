@@ -389,15 +389,6 @@ def _share_offsets(request: Any, gate: Gate) -> Any:
     return gate.topics(request, ("groups", "topics"), Operation.DESCRIBE)
 
 
-def _chain(*rules: Rule) -> Rule:
-    def rule(request: Any, gate: Gate) -> Any:
-        for each in rules:
-            request = each(request, gate)
-        return request
-
-    return rule
-
-
 def _per_item_cluster(operation: Operation, results: Callable[[Any, RequestContext, ErrorCode], Any]) -> Rule:
     """Cluster-level checks of APIs that answer one result per item (CreateAcls, DeleteAcls,
     AlterUserScramCredentials): the denial is built by ``results``."""
