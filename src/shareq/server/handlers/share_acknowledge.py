@@ -15,7 +15,8 @@ from shareq.protocol.api_keys import SHARE_ACKNOWLEDGE
 from shareq.share.session import SessionAction, ShareSessionError, TopicIdPartition
 
 from ..context import RequestContext
-from ..share.requests import acknowledge_all, session_error_code
+from ..errors import session_error_code
+from ..share.acknowledge import acknowledge_all
 from .share_response import error_response, share_reply
 
 

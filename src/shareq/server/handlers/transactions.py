@@ -19,8 +19,7 @@ from shareq.protocol.api_keys import ADD_OFFSETS_TO_TXN, ADD_PARTITIONS_TO_TXN, 
 from shareq.share.persister import PersisterError
 
 from ..context import RequestContext
-from ..errors import error_code
-from ..share.requests import persister_error_code
+from ..errors import error_code, persister_error_code
 from ..transactions import TransactionServices
 from .api_versions import NO_THROTTLE
 from .offsets import commits_of, partition_codes

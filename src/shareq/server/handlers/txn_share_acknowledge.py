@@ -25,7 +25,8 @@ from shareq.share.types import AcknowledgementBatch
 
 from ..context import RequestContext
 from ..errors import error_code
-from ..share.requests import parse_batches, resolve
+from ..share.acknowledge import parse_batches
+from ..share.locate import resolve
 from .api_versions import NO_THROTTLE
 
 ANY_MEMBER_EPOCH = -1
