@@ -15,7 +15,6 @@ from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 
 from shareq.protocol import (
-    BASE_VERSIONS,
     FrameDecoder,
     FrameTooLargeError,
     MalformedRequestError,
@@ -28,7 +27,25 @@ from shareq.protocol import (
     frame,
     parse_request_header,
 )
+from shareq.protocol import api_keys as api
 from shareq.protocol.header import skip_tagged_fields
+from shareq.protocol.versions import VersionRange
+
+BASE_VERSIONS: dict[int, VersionRange] = {
+    api.PRODUCE: VersionRange(3, 13),
+    api.FETCH: VersionRange(4, 17),
+    api.LIST_OFFSETS: VersionRange(1, 11),
+    api.METADATA: VersionRange(4, 13),
+    api.FIND_COORDINATOR: VersionRange(0, 6),
+    api.API_VERSIONS: VersionRange(0, 4),
+    api.CREATE_TOPICS: VersionRange(2, 7),
+    api.DELETE_TOPICS: VersionRange(1, 6),
+    api.INIT_PRODUCER_ID: VersionRange(0, 5),
+    api.DESCRIBE_CONFIGS: VersionRange(1, 4),
+    api.INCREMENTAL_ALTER_CONFIGS: VersionRange(0, 1),
+}
+"""The broker's first eleven apis and their versions: a supported table for decoding and for the
+unsupported-version replies, apart from the handler table."""
 
 
 def request_bytes(

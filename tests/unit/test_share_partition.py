@@ -828,7 +828,7 @@ def test_wire_acknowledgement_batches_become_engine_batches() -> None:
     """One type per batch (the lookup), a type per record, and the faults: an unknown type, no
     types, RENEW without ``is_renew_ack`` (alone or among other types)."""
     from shareq.client._codec import request_module
-    from shareq.server.share.requests import parse_batches
+    from shareq.server.share.acknowledge import parse_batches
 
     wire = request_module(79, 2).AcknowledgementBatch
 

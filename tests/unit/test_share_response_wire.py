@@ -19,17 +19,13 @@ from kio.schema.errors import ErrorCode
 
 from shareq.config import BrokerConfig
 from shareq.protocol import codec, encode_response, encode_response_chunks
+from shareq.protocol.api_keys import SHARE_ACKNOWLEDGE, SHARE_FETCH
 from shareq.protocol.header import RequestHeader
 from shareq.protocol.messages import BY_REFERENCE
 from shareq.security.listeners import Listener, SecurityProtocol
 from shareq.server.broker import Broker
 from shareq.server.context import RequestContext
-from shareq.server.handlers.share_response import (
-    SHARE_ACKNOWLEDGE,
-    SHARE_FETCH,
-    FetchedPartition,
-    ShareReply,
-)
+from shareq.server.handlers.share_response import FetchedPartition, ShareReply
 from shareq.server.security import ConnectionSession
 from shareq.share import AcquiredRecords
 

@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
+from shareq.cli.scenario_runner import ScenarioMismatch, ScenarioRunner, load_scenario, run_scenario
 from shareq.persister.blocking import BlockingPersister
 from shareq.persister.memory import MemoryPersister
 from shareq.persister.throwaway import ThrowawayStateLog
-from shareq.share.scenario import ScenarioMismatch, ScenarioRunner, load_scenario, run_scenario
 
 # shared/ sits beside the repository root; SHAREQ_SHARED_DIR points elsewhere (e.g. from a worktree).
 SHARED = Path(os.environ.get("SHAREQ_SHARED_DIR") or Path(__file__).resolve().parents[2].parent / "shared")

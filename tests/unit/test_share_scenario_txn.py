@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
+from shareq.cli.scenario_runner import ScenarioRunner
 from shareq.persister.blocking import BlockingPersister
 from shareq.persister.memory import MemoryPersister
 from shareq.persister.throwaway import ThrowawayStateLog
-from shareq.share.scenario import ScenarioRunner
 
 PORTS: dict[str, Any] = {
     "memory": lambda: BlockingPersister(MemoryPersister()),

@@ -6,10 +6,10 @@ import sys
 
 import click
 
+from shareq.cli.scenario_runner import ScenarioError, ScenarioMismatch, ScenarioRunner, load_scenario
 from shareq.persister.blocking import BlockingPersister
 from shareq.persister.memory import MemoryPersister
 from shareq.persister.throwaway import ThrowawayStateLog
-from shareq.share.scenario import ScenarioError, ScenarioMismatch, ScenarioRunner, load_scenario
 
 
 @click.command("scenario")

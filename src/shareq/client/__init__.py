@@ -3,7 +3,9 @@
 Synchronous and thread-safe per connection; no librdkafka. Built for the PySpark connector and the CLI.
 """
 
-from ._share_state import AcknowledgeType, AckRange, AcquiredRange
+from shareq.protocol.acknowledge_type import AcknowledgeType
+
+from ._share_state import AckRange, AcquiredRange
 from ._transactions import ShareGroupMetadata
 from .admin import Admin
 from .admin_types import (

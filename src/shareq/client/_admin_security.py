@@ -6,17 +6,18 @@ from __future__ import annotations
 import secrets
 from collections.abc import Sequence
 
+from shareq.protocol.api_keys import (
+    ALTER_USER_SCRAM_CREDENTIALS,
+    CREATE_ACLS,
+    DELETE_ACLS,
+    DESCRIBE_ACLS,
+    DESCRIBE_USER_SCRAM_CREDENTIALS,
+)
 from shareq.security.acl import AclBinding, AclFilter, Operation, PatternType, Permission, ResourceType
 from shareq.security.scram import DEFAULT_ITERATIONS, ScramMechanism, salted_password
 
 from .connection import BrokerConnection
 from .errors import raise_for
-
-DESCRIBE_ACLS = 29
-CREATE_ACLS = 30
-DELETE_ACLS = 31
-DESCRIBE_USER_SCRAM_CREDENTIALS = 50
-ALTER_USER_SCRAM_CREDENTIALS = 51
 
 
 def create_acls(conn: BrokerConnection, bindings: Sequence[AclBinding]) -> None:

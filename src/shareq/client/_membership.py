@@ -17,12 +17,13 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from shareq.protocol.api_keys import SHARE_GROUP_HEARTBEAT
+
 from ._share_requests import build_heartbeat
 from ._share_state import TopicIdPartition, member_id_from_uuid
 from .cluster import COORDINATOR_ERRORS, Cluster
 from .errors import BrokerConnectionError, ClientError, KafkaError
 
-SHARE_GROUP_HEARTBEAT = 76
 LEAVE_EPOCH = -1
 _REJOIN = {ErrorCode.fenced_member_epoch, ErrorCode.unknown_member_id}
 

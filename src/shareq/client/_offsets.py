@@ -10,12 +10,11 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from shareq.protocol.api_keys import LIST_OFFSETS
+
 from .admin_types import OffsetInfo, OffsetSpec
 from .cluster import Cluster
 from .errors import BrokerConnectionError, KafkaError, raise_for
-
-LIST_OFFSETS = 2
-
 
 _RETRIABLE = {
     ErrorCode.not_leader_or_follower,

@@ -7,11 +7,10 @@ import datetime
 from collections import defaultdict
 from collections.abc import Mapping
 
+from shareq.protocol.api_keys import CREATE_PARTITIONS, DELETE_RECORDS
+
 from .cluster import Cluster
 from .errors import raise_for
-
-DELETE_RECORDS = 21
-CREATE_PARTITIONS = 37
 
 
 def create_partitions(

@@ -7,22 +7,13 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from enum import IntEnum
+
+from shareq.protocol.acknowledge_type import AcknowledgeType
 
 TopicIdPartition = tuple[uuid.UUID, int]
 
 FINAL_EPOCH = -1
 INITIAL_EPOCH = 0
-
-
-class AcknowledgeType(IntEnum):
-    """Wire values of share acknowledgement types (KIP-932; RENEW from KIP-1222, ShareAcknowledge v2)."""
-
-    GAP = 0
-    ACCEPT = 1
-    RELEASE = 2
-    REJECT = 3
-    RENEW = 4
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

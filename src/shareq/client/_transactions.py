@@ -16,15 +16,13 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from ._share_state import AcknowledgeType, AckRange
+from shareq.protocol.acknowledge_type import AcknowledgeType
+from shareq.protocol.api_keys import ADD_PARTITIONS_TO_TXN, END_TXN, INIT_PRODUCER_ID, TXN_SHARE_ACKNOWLEDGE
+
+from ._share_state import AckRange
 from .connection import BrokerConnection
 from .errors import KafkaError
 from .records import ConsumerRecord
-
-INIT_PRODUCER_ID = 22
-ADD_PARTITIONS_TO_TXN = 24
-END_TXN = 26
-TXN_SHARE_ACKNOWLEDGE = 93
 
 _RETRY = {
     ErrorCode.concurrent_transactions,

@@ -14,6 +14,30 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from shareq.protocol.api_keys import (
+    ALTER_CLIENT_QUOTAS,
+    ALTER_SHARE_GROUP_OFFSETS,
+    API_VERSIONS,
+    CONSUMER_GROUP_DESCRIBE,
+    CREATE_TOPICS,
+    DELETE_GROUPS,
+    DELETE_SHARE_GROUP_OFFSETS,
+    DELETE_TOPICS,
+    DESCRIBE_CLIENT_QUOTAS,
+    DESCRIBE_CONFIGS,
+    DESCRIBE_GROUPS,
+    DESCRIBE_SHARE_GROUP_OFFSETS,
+    DESCRIBE_TRANSACTIONS,
+    INCREMENTAL_ALTER_CONFIGS,
+    INIT_PRODUCER_ID,
+    LIST_CONFIG_RESOURCES,
+    LIST_GROUPS,
+    LIST_TRANSACTIONS,
+    OFFSET_COMMIT,
+    OFFSET_DELETE,
+    OFFSET_FETCH,
+    SHARE_GROUP_DESCRIBE,
+)
 from shareq.security.acl import AclBinding, AclFilter, Operation, PatternType, Permission
 from shareq.security.acl import ResourceType as AclResourceType
 from shareq.security.scram import DEFAULT_ITERATIONS, ScramMechanism
@@ -45,35 +69,13 @@ from .admin_types import (
     TransactionListing,
 )
 from .cluster import COORDINATOR_ATTEMPTS, Cluster, TopicInfo
-from .connection import API_VERSIONS, BrokerConnection
+from .connection import BrokerConnection
 from .errors import KafkaError, raise_for
 from .security import ClientSecurity
 
 MATCH_ALL_ACLS = AclFilter(
     AclResourceType.ANY, None, PatternType.ANY, None, None, Operation.ANY, Permission.ANY
 )
-
-OFFSET_COMMIT = 8
-OFFSET_FETCH = 9
-DESCRIBE_GROUPS = 15
-LIST_GROUPS = 16
-OFFSET_DELETE = 47
-CONSUMER_GROUP_DESCRIBE = 69
-CREATE_TOPICS = 19
-DELETE_TOPICS = 20
-DESCRIBE_CONFIGS = 32
-DELETE_GROUPS = 42
-DESCRIBE_CLIENT_QUOTAS = 48
-ALTER_CLIENT_QUOTAS = 49
-INCREMENTAL_ALTER_CONFIGS = 44
-LIST_CONFIG_RESOURCES = 74
-SHARE_GROUP_DESCRIBE = 77
-DESCRIBE_SHARE_GROUP_OFFSETS = 90
-ALTER_SHARE_GROUP_OFFSETS = 91
-DELETE_SHARE_GROUP_OFFSETS = 92
-INIT_PRODUCER_ID = 22
-DESCRIBE_TRANSACTIONS = 65
-LIST_TRANSACTIONS = 66
 
 
 class Admin:

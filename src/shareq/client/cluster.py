@@ -14,12 +14,12 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from shareq.protocol.api_keys import FIND_COORDINATOR, METADATA
+
 from .connection import BrokerConnection
 from .errors import BrokerConnectionError, KafkaError
 from .security import ClientSecurity
 
-METADATA = 3
-FIND_COORDINATOR = 10
 COORDINATOR_GROUP = 0
 
 

@@ -19,6 +19,8 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from shareq.protocol import api_keys as api
+
 from . import _codec
 from .errors import BrokerConnectionError, KafkaError, ProtocolViolation, UnsupportedVersionError
 from .security import ClientSecurity, authenticate
@@ -29,52 +31,50 @@ MAX_RESPONSE_BYTES = 256 * 1024 * 1024
 # Versions this client can build, per api key: within each range the kio field names we use are the same
 # (differences are handled at the call site by checking the picked version).
 CLIENT_VERSIONS: dict[int, tuple[int, int]] = {
-    0: (3, 12),  # Produce (by topic name; v13 switches to topic ids)
-    1: (13, 16),  # Fetch (by topic id)
-    2: (4, 10),  # ListOffsets
-    3: (12, 13),  # Metadata
-    8: (8, 9),  # OffsetCommit (by topic name; v10 switches to topic ids)
-    9: (8, 9),  # OffsetFetch (v8 batches groups; v10 switches to topic ids)
-    10: (1, 6),  # FindCoordinator (v4+ batches keys)
-    15: (5, 5),  # DescribeGroups
-    16: (0, 5),  # ListGroups (v4 adds states, v5 types)
-    18: (0, 3),  # ApiVersions
-    19: (2, 7),  # CreateTopics
-    20: (1, 6),  # DeleteTopics
-    21: (0, 2),  # DeleteRecords
-    22: (0, 5),  # InitProducerId
-    24: (3, 3),  # AddPartitionsToTxn
-    26: (3, 3),  # EndTxn
-    32: (1, 4),  # DescribeConfigs
-    37: (0, 3),  # CreatePartitions
-    42: (0, 2),  # DeleteGroups
-    44: (0, 1),  # IncrementalAlterConfigs
-    47: (0, 0),  # OffsetDelete
-    48: (0, 1),  # DescribeClientQuotas
-    49: (0, 1),  # AlterClientQuotas
-    65: (0, 0),  # DescribeTransactions
-    66: (0, 2),  # ListTransactions (v2 adds the transactional id pattern)
-    68: (0, 1),  # ConsumerGroupHeartbeat
-    69: (0, 1),  # ConsumerGroupDescribe
-    74: (1, 1),  # ListConfigResources (v0 was ListClientMetricsResources)
-    76: (1, 1),  # ShareGroupHeartbeat
-    77: (1, 1),  # ShareGroupDescribe
-    78: (1, 2),  # ShareFetch
-    79: (1, 2),  # ShareAcknowledge
-    90: (0, 1),  # DescribeShareGroupOffsets
-    91: (0, 0),  # AlterShareGroupOffsets
-    92: (0, 0),  # DeleteShareGroupOffsets
-    93: (0, 0),  # TxnShareAcknowledge (KIP-1289)
-    17: (1, 1),  # SaslHandshake
-    29: (1, 3),  # DescribeAcls
-    30: (1, 3),  # CreateAcls
-    31: (1, 3),  # DeleteAcls
-    36: (0, 2),  # SaslAuthenticate
-    50: (0, 0),  # DescribeUserScramCredentials
-    51: (0, 0),  # AlterUserScramCredentials
+    api.PRODUCE: (3, 12),  # by topic name; v13 switches to topic ids
+    api.FETCH: (13, 16),  # by topic id
+    api.LIST_OFFSETS: (4, 10),
+    api.METADATA: (12, 13),
+    api.OFFSET_COMMIT: (8, 9),  # by topic name; v10 switches to topic ids
+    api.OFFSET_FETCH: (8, 9),  # v8 batches groups; v10 switches to topic ids
+    api.FIND_COORDINATOR: (1, 6),  # v4+ batches keys
+    api.DESCRIBE_GROUPS: (5, 5),
+    api.LIST_GROUPS: (0, 5),  # v4 adds states, v5 types
+    api.API_VERSIONS: (0, 3),
+    api.CREATE_TOPICS: (2, 7),
+    api.DELETE_TOPICS: (1, 6),
+    api.DELETE_RECORDS: (0, 2),
+    api.INIT_PRODUCER_ID: (0, 5),
+    api.ADD_PARTITIONS_TO_TXN: (3, 3),
+    api.END_TXN: (3, 3),
+    api.DESCRIBE_CONFIGS: (1, 4),
+    api.CREATE_PARTITIONS: (0, 3),
+    api.DELETE_GROUPS: (0, 2),
+    api.INCREMENTAL_ALTER_CONFIGS: (0, 1),
+    api.OFFSET_DELETE: (0, 0),
+    api.DESCRIBE_CLIENT_QUOTAS: (0, 1),
+    api.ALTER_CLIENT_QUOTAS: (0, 1),
+    api.DESCRIBE_TRANSACTIONS: (0, 0),
+    api.LIST_TRANSACTIONS: (0, 2),  # v2 adds the transactional id pattern
+    api.CONSUMER_GROUP_HEARTBEAT: (0, 1),
+    api.CONSUMER_GROUP_DESCRIBE: (0, 1),
+    api.LIST_CONFIG_RESOURCES: (1, 1),  # v0 was ListClientMetricsResources
+    api.SHARE_GROUP_HEARTBEAT: (1, 1),
+    api.SHARE_GROUP_DESCRIBE: (1, 1),
+    api.SHARE_FETCH: (1, 2),
+    api.SHARE_ACKNOWLEDGE: (1, 2),
+    api.DESCRIBE_SHARE_GROUP_OFFSETS: (0, 1),
+    api.ALTER_SHARE_GROUP_OFFSETS: (0, 0),
+    api.DELETE_SHARE_GROUP_OFFSETS: (0, 0),
+    api.TXN_SHARE_ACKNOWLEDGE: (0, 0),  # KIP-1289
+    api.SASL_HANDSHAKE: (1, 1),
+    api.DESCRIBE_ACLS: (1, 3),
+    api.CREATE_ACLS: (1, 3),
+    api.DELETE_ACLS: (1, 3),
+    api.SASL_AUTHENTICATE: (0, 2),
+    api.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),
+    api.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
 }
-
-API_VERSIONS = 18
 
 
 class BrokerConnection:
@@ -161,7 +161,7 @@ class BrokerConnection:
                 sock.close()
 
     def _negotiate(self) -> None:
-        m = _codec.request_module(API_VERSIONS, 3)
+        m = _codec.request_module(api.API_VERSIONS, 3)
         request = m.ApiVersionsRequest(client_software_name="shareq", client_software_version="0.1.0")
         try:
             response = self._roundtrip(request, self.connect_timeout)
@@ -169,7 +169,7 @@ class BrokerConnection:
             response = None
         if response is None or response.error_code == ErrorCode.unsupported_version:
             # A broker older than v3 answers with a v0 body; ask again in v0.
-            response = self._roundtrip(_codec.request_module(API_VERSIONS, 0).ApiVersionsRequest(), None)
+            response = self._roundtrip(_codec.request_module(api.API_VERSIONS, 0).ApiVersionsRequest(), None)
         if response.error_code != ErrorCode.none:
             raise KafkaError(response.error_code, context="ApiVersions")
         self.broker_versions = {

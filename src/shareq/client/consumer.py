@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from kio.schema.errors import ErrorCode
 
 from shareq.log.records import Record
+from shareq.protocol.api_keys import FETCH
 
 from . import _offsets
 from .admin_types import OffsetInfo, OffsetSpec
@@ -24,7 +25,6 @@ from .errors import BrokerConnectionError, ClientError, KafkaError
 from .records import ConsumerRecord, iter_record_batches
 from .security import ClientSecurity
 
-FETCH = 1
 _REFRESH = {
     ErrorCode.not_leader_or_follower,
     ErrorCode.unknown_topic_or_partition,

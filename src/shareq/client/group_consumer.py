@@ -18,6 +18,8 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from shareq.protocol.api_keys import CONSUMER_GROUP_HEARTBEAT, OFFSET_COMMIT, OFFSET_FETCH
+
 from . import _admin_consumer
 from .admin_types import OffsetSpec
 from .cluster import COORDINATOR_ERRORS
@@ -25,9 +27,6 @@ from .consumer import Consumer
 from .errors import BrokerConnectionError, KafkaError
 from .records import ConsumerRecord
 
-CONSUMER_GROUP_HEARTBEAT = 68
-OFFSET_COMMIT = 8
-OFFSET_FETCH = 9
 _REJOIN = {ErrorCode.unknown_member_id, ErrorCode.fenced_member_epoch}
 _RETRY_BACKOFF_S = 0.1  # Kafka's retry.backoff.ms
 

@@ -18,9 +18,11 @@ from dataclasses import dataclass, field
 from kio.schema.errors import ErrorCode
 
 from shareq.log.records import Record, encode_batch
+from shareq.protocol.acknowledge_type import AcknowledgeType
+from shareq.protocol.api_keys import INIT_PRODUCER_ID, PRODUCE
 
 from . import _transactions as _txn
-from ._share_state import AcknowledgeType, AckRange
+from ._share_state import AckRange
 from ._transactions import ShareGroupMetadata
 from .cluster import Cluster, TopicInfo
 from .errors import BrokerConnectionError, ClientError, KafkaError, raise_for
@@ -28,8 +30,6 @@ from .partitioner import StickyPartitioner, partition_for_key
 from .records import ConsumerRecord
 from .security import ClientSecurity
 
-PRODUCE = 0
-INIT_PRODUCER_ID = 22
 _RETRIABLE_REFRESH = {
     ErrorCode.not_leader_or_follower,
     ErrorCode.leader_not_available,

@@ -14,10 +14,9 @@ from typing import Any
 
 from scramp import ScramClient, ScramException
 
-from .errors import KafkaError
+from shareq.protocol.api_keys import SASL_AUTHENTICATE, SASL_HANDSHAKE
 
-SASL_HANDSHAKE = 17
-SASL_AUTHENTICATE = 36
+from .errors import KafkaError
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

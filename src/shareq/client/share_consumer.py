@@ -22,25 +22,18 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from shareq.protocol.acknowledge_type import AcknowledgeType
+from shareq.protocol.api_keys import SHARE_ACKNOWLEDGE, SHARE_FETCH
+
 from ._membership import Membership
 from ._share_requests import build_share_acknowledge, build_share_fetch, select_acquired
-from ._share_state import (
-    FINAL_EPOCH,
-    AcknowledgeType,
-    AckRange,
-    AcquiredRange,
-    PendingAcks,
-    ShareSession,
-    TopicIdPartition,
-)
+from ._share_state import FINAL_EPOCH, AckRange, AcquiredRange, PendingAcks, ShareSession, TopicIdPartition
 from ._transactions import ShareGroupMetadata
 from .cluster import Cluster
 from .errors import BrokerConnectionError, ClientError, KafkaError, UnsupportedVersionError
 from .records import ConsumerRecord
 from .security import ClientSecurity
 
-SHARE_FETCH = 78
-SHARE_ACKNOWLEDGE = 79
 _SESSION_ERRORS = {ErrorCode.share_session_not_found, ErrorCode.invalid_share_session_epoch}
 _MEMBERSHIP_LOST = {ErrorCode.unknown_member_id, ErrorCode.fenced_member_epoch}
 _REFRESH = {

@@ -48,7 +48,6 @@ NO_PRODUCER_EPOCH = -1
 NO_SEQUENCE = -1
 
 _I64 = struct.Struct(">q")
-_I32 = struct.Struct(">i")
 
 
 class Compression(IntEnum):
@@ -173,8 +172,3 @@ def crc_ok(buf: bytes | bytearray | memoryview, pos: int, header: BatchHeader) -
 def patch_base_offset(buf: bytearray | memoryview, pos: int, offset: int) -> None:
     """Overwrite baseOffset of the batch at ``pos`` in place; the CRC stays valid."""
     _I64.pack_into(buf, pos, offset)
-
-
-def patch_partition_leader_epoch(buf: bytearray | memoryview, pos: int, epoch: int) -> None:
-    """Overwrite partitionLeaderEpoch in place (not covered by the CRC either)."""
-    _I32.pack_into(buf, pos + PARTITION_LEADER_EPOCH_OFFSET, epoch)

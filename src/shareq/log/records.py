@@ -111,14 +111,6 @@ def read_varint(buf: bytes | bytearray | memoryview, pos: int) -> tuple[int, int
         raise CorruptRecordError("truncated varint") from None
 
 
-def _write_bytes(out: bytearray, data: bytes | None) -> None:
-    if data is None:
-        write_varint(out, -1)
-    else:
-        write_varint(out, len(data))
-        out += data
-
-
 def _read_bytes(buf: bytes | bytearray | memoryview, pos: int, limit: int) -> tuple[bytes | None, int]:
     n, pos = read_varint(buf, pos)
     if n < 0:

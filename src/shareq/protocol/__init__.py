@@ -23,10 +23,9 @@ from .messages import (
     encode_response_chunks,
     encode_unsupported,
 )
-from .versions import BASE_VERSIONS, VersionRange
+from .versions import VersionRange
 
 __all__ = [
-    "BASE_VERSIONS",
     "DEFAULT_MAX_FRAME_BYTES",
     "Codec",
     "DirectResponse",

@@ -15,11 +15,12 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from .api_keys import API_VERSIONS
 from .codec import Codec, build, codec
 from .errors import LocalProtocolError, UnsupportedApiError
 from .framing import frame
 from .header import RequestHeader, parse_request_header, response_header, skip_tagged_fields
-from .versions import API_VERSIONS, API_VERSIONS_FALLBACK_VERSION, VersionRange
+from .versions import API_VERSIONS_FALLBACK_VERSION, VersionRange
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")

@@ -18,12 +18,11 @@ from typing import Any
 from scramp import ScramException
 from scramp import ScramMechanism as _ScrampMechanism
 
+from shareq.protocol.api_keys import API_VERSIONS, SASL_AUTHENTICATE, SASL_HANDSHAKE
+
 from .jaas import PlainUsers
 from .scram import CredentialStore, ScramMechanism
 
-SASL_HANDSHAKE = 17
-SASL_AUTHENTICATE = 36
-API_VERSIONS = 18
 ALWAYS_ALLOWED = frozenset({API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE})
 
 SUPPORTED_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")

@@ -25,8 +25,8 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from shareq.protocol import DirectResponse
+from shareq.protocol import api_keys as api
 from shareq.protocol.blank import blank
-from shareq.protocol.schema import TXN_SHARE_ACKNOWLEDGE
 from shareq.security.acl import CLUSTER_NAME, Authorizer, Operation, ResourceType
 
 from .acl_operations import UNKNOWN_AUTHORIZED_OPERATIONS
@@ -389,15 +389,6 @@ def _share_offsets(request: Any, gate: Gate) -> Any:
     return gate.topics(request, ("groups", "topics"), Operation.DESCRIBE)
 
 
-def _chain(*rules: Rule) -> Rule:
-    def rule(request: Any, gate: Gate) -> Any:
-        for each in rules:
-            request = each(request, gate)
-        return request
-
-    return rule
-
-
 def _per_item_cluster(operation: Operation, results: Callable[[Any, RequestContext, ErrorCode], Any]) -> Rule:
     """Cluster-level checks of APIs that answer one result per item (CreateAcls, DeleteAcls,
     AlterUserScramCredentials): the denial is built by ``results``."""
@@ -450,67 +441,66 @@ _NO_THROTTLE = datetime.timedelta(0)
 R, W, D = Operation.READ, Operation.WRITE, Operation.DESCRIBE
 
 RULES: dict[int, Rule] = {
-    0: _produce,
-    1: _topics(("topics",), R),
-    2: _topics(("topics",), D),
-    3: _metadata,
-    8: _group(R, _topics(("topics",), R)),
-    9: _offset_fetch,
-    10: _find_coordinator,
-    11: _group(R),
-    12: _group(R),
-    13: _group(R),
-    14: _group(R),
-    15: lambda q, g: g.names(q, ("groups",), G, D, GROUP_DENIED),
-    16: _list_filter("groups", G),
-    17: lambda q, g: q,  # SaslHandshake
-    18: lambda q, g: q,  # ApiVersions
-    19: _create_topics,
-    20: _delete_topics,
-    21: _topics(("topics",), Operation.DELETE),
-    22: _init_producer_id,
-    24: _add_partitions_to_txn,
-    25: _txn(_group(R)),
-    26: _txn(),
-    28: _txn(_group(R, _topics(("topics",), R))),
-    29: _cluster(D),
-    30: _per_item_cluster(Operation.ALTER, _acl_creations),
-    31: _per_item_cluster(Operation.ALTER, _acl_deletions),
-    32: _configs(Operation.DESCRIBE_CONFIGS),
-    33: _configs(Operation.ALTER_CONFIGS),
-    35: _cluster(D),
-    36: lambda q, g: q,  # SaslAuthenticate
-    37: _topics(("topics",), Operation.ALTER),
-    42: lambda q, g: g.names(q, ("groups_names",), G, Operation.DELETE, GROUP_DENIED),
-    43: _cluster(Operation.ALTER),
-    44: _configs(Operation.ALTER_CONFIGS),
-    45: _cluster(Operation.ALTER),
-    46: _cluster(D),
-    47: _group(Operation.DELETE, _topics(("topics",), R)),
-    48: _cluster(Operation.DESCRIBE_CONFIGS),
-    49: _cluster(Operation.ALTER_CONFIGS),
-    50: _cluster(D),
-    51: _per_item_cluster(Operation.ALTER, _scram_alterations),
-    60: _cluster(D),
-    61: _topics(("topics",), R),
-    65: lambda q, g: g.names(q, ("transactional_ids",), X, D, TXN_DENIED),
-    66: _list_filter("transaction_states", X),
-    68: _group(R, _subscribed("subscribed_topic_names")),
-    69: lambda q, g: g.names(q, ("group_ids",), G, D, GROUP_DENIED),
-    74: _cluster(Operation.DESCRIBE_CONFIGS),
-    75: _topics(("topics",), D),
-    76: _group(R, _subscribed("subscribed_topic_names")),
-    77: lambda q, g: g.names(q, ("group_ids",), G, D, GROUP_DENIED),
-    78: _group(R, _topics(("topics",), R)),
-    79: _group(R, _topics(("topics",), R)),
-    90: _share_offsets,
-    91: _group(R, _topics(("topics",), R)),
-    92: _group(Operation.DELETE, _topics(("topics",), R)),
+    api.PRODUCE: _produce,
+    api.FETCH: _topics(("topics",), R),
+    api.LIST_OFFSETS: _topics(("topics",), D),
+    api.METADATA: _metadata,
+    api.OFFSET_COMMIT: _group(R, _topics(("topics",), R)),
+    api.OFFSET_FETCH: _offset_fetch,
+    api.FIND_COORDINATOR: _find_coordinator,
+    api.JOIN_GROUP: _group(R),
+    api.HEARTBEAT: _group(R),
+    api.LEAVE_GROUP: _group(R),
+    api.SYNC_GROUP: _group(R),
+    api.DESCRIBE_GROUPS: lambda q, g: g.names(q, ("groups",), G, D, GROUP_DENIED),
+    api.LIST_GROUPS: _list_filter("groups", G),
+    api.SASL_HANDSHAKE: lambda q, g: q,
+    api.API_VERSIONS: lambda q, g: q,
+    api.CREATE_TOPICS: _create_topics,
+    api.DELETE_TOPICS: _delete_topics,
+    api.DELETE_RECORDS: _topics(("topics",), Operation.DELETE),
+    api.INIT_PRODUCER_ID: _init_producer_id,
+    api.ADD_PARTITIONS_TO_TXN: _add_partitions_to_txn,
+    api.ADD_OFFSETS_TO_TXN: _txn(_group(R)),
+    api.END_TXN: _txn(),
+    api.TXN_OFFSET_COMMIT: _txn(_group(R, _topics(("topics",), R))),
+    api.DESCRIBE_ACLS: _cluster(D),
+    api.CREATE_ACLS: _per_item_cluster(Operation.ALTER, _acl_creations),
+    api.DELETE_ACLS: _per_item_cluster(Operation.ALTER, _acl_deletions),
+    api.DESCRIBE_CONFIGS: _configs(Operation.DESCRIBE_CONFIGS),
+    api.ALTER_CONFIGS: _configs(Operation.ALTER_CONFIGS),
+    api.DESCRIBE_LOG_DIRS: _cluster(D),
+    api.SASL_AUTHENTICATE: lambda q, g: q,
+    api.CREATE_PARTITIONS: _topics(("topics",), Operation.ALTER),
+    api.DELETE_GROUPS: lambda q, g: g.names(q, ("groups_names",), G, Operation.DELETE, GROUP_DENIED),
+    api.ELECT_LEADERS: _cluster(Operation.ALTER),
+    api.INCREMENTAL_ALTER_CONFIGS: _configs(Operation.ALTER_CONFIGS),
+    api.ALTER_PARTITION_REASSIGNMENTS: _cluster(Operation.ALTER),
+    api.LIST_PARTITION_REASSIGNMENTS: _cluster(D),
+    api.OFFSET_DELETE: _group(Operation.DELETE, _topics(("topics",), R)),
+    api.DESCRIBE_CLIENT_QUOTAS: _cluster(Operation.DESCRIBE_CONFIGS),
+    api.ALTER_CLIENT_QUOTAS: _cluster(Operation.ALTER_CONFIGS),
+    api.DESCRIBE_USER_SCRAM_CREDENTIALS: _cluster(D),
+    api.ALTER_USER_SCRAM_CREDENTIALS: _per_item_cluster(Operation.ALTER, _scram_alterations),
+    api.DESCRIBE_CLUSTER: _cluster(D),
+    api.DESCRIBE_PRODUCERS: _topics(("topics",), R),
+    api.DESCRIBE_TRANSACTIONS: lambda q, g: g.names(q, ("transactional_ids",), X, D, TXN_DENIED),
+    api.LIST_TRANSACTIONS: _list_filter("transaction_states", X),
+    api.CONSUMER_GROUP_HEARTBEAT: _group(R, _subscribed("subscribed_topic_names")),
+    api.CONSUMER_GROUP_DESCRIBE: lambda q, g: g.names(q, ("group_ids",), G, D, GROUP_DENIED),
+    api.LIST_CONFIG_RESOURCES: _cluster(Operation.DESCRIBE_CONFIGS),
+    api.DESCRIBE_TOPIC_PARTITIONS: _topics(("topics",), D),
+    api.SHARE_GROUP_HEARTBEAT: _group(R, _subscribed("subscribed_topic_names")),
+    api.SHARE_GROUP_DESCRIBE: lambda q, g: g.names(q, ("group_ids",), G, D, GROUP_DENIED),
+    api.SHARE_FETCH: _group(R, _topics(("topics",), R)),
+    api.SHARE_ACKNOWLEDGE: _group(R, _topics(("topics",), R)),
+    api.DESCRIBE_SHARE_GROUP_OFFSETS: _share_offsets,
+    api.ALTER_SHARE_GROUP_OFFSETS: _group(R, _topics(("topics",), R)),
+    api.DELETE_SHARE_GROUP_OFFSETS: _group(Operation.DELETE, _topics(("topics",), R)),
+    api.TXN_SHARE_ACKNOWLEDGE: _txn(_group(R, _topics(("topics",), R))),
 }
 DEFAULT_RULE = _cluster(Operation.ALTER)
 """An api without a rule here needs ALTER on the cluster (refuse rather than leave it open)."""
-
-RULES[TXN_SHARE_ACKNOWLEDGE] = _txn(_group(R, _topics(("topics",), R)))
 
 
 def denial_response(response_class: type[Any], code: ErrorCode) -> Any:

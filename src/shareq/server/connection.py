@@ -22,8 +22,8 @@ from shareq.protocol import (
     parse_request_header,
     read_frame_size,
 )
+from shareq.protocol.api_keys import METADATA
 from shareq.protocol.messages import Buffer
-from shareq.protocol.versions import METADATA
 
 from .context import RequestContext
 from .log_limit import RateLimitedLog

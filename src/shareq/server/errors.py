@@ -1,4 +1,4 @@
-"""The one place where log and server exceptions become Kafka error codes."""
+"""The one place where log, share and server exceptions become Kafka error codes."""
 
 from __future__ import annotations
 
@@ -16,6 +16,8 @@ from shareq.log.errors import (
     UnsupportedCompressionError,
 )
 from shareq.protocol import error_code_for
+from shareq.share.persister import PersisterError
+from shareq.share.session import ShareSessionError
 
 from .topic_configs import InvalidConfigError
 from .topics import InvalidTopicError, TopicExistsError, UnknownTopicError
@@ -39,3 +41,14 @@ ERROR_CODES: dict[type[BaseException], ErrorCode] = {
 
 def error_code(error: BaseException) -> ErrorCode:
     return error_code_for(error, ERROR_CODES)
+
+
+def session_error_code(error: ShareSessionError) -> ErrorCode:
+    return ErrorCode(error.code.value)
+
+
+def persister_error_code(error: PersisterError) -> ErrorCode:
+    try:
+        return ErrorCode(error.error_code)
+    except ValueError:
+        return ErrorCode.unknown_server_error

@@ -74,8 +74,3 @@ class Sender:
         if buffered:
             await writer.drain()
         return buffered
-
-
-async def send_chunks(writer: asyncio.StreamWriter, chunks: Sequence[Buffer]) -> int:
-    """Write ``chunks`` in order; returns how many bytes had to be buffered (copied) to do so."""
-    return await Sender(writer).send(chunks)

@@ -1,5 +1,6 @@
 """The share-partition engine: sans-I/O queue semantics over a partition log."""
 
+from shareq.protocol.acknowledge_type import AcknowledgeType
 from shareq.share.acknowledgement import parse_acknowledge_types
 from shareq.share.errors import (
     IllegalStateTransition,
@@ -9,7 +10,7 @@ from shareq.share.errors import (
     ShareEngineError,
     ShareRequestError,
 )
-from shareq.share.record_state import AcknowledgeType, RecordState
+from shareq.share.record_state import RecordState
 from shareq.share.share_partition import SharePartition
 from shareq.share.types import (
     AcknowledgementBatch,

@@ -8,9 +8,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from itertools import groupby
 
+from shareq.protocol.acknowledge_type import AcknowledgeType
 from shareq.share.errors import InvalidRecordState, InvalidRequest, ShareRequestError
 from shareq.share.in_flight import InFlightMap
-from shareq.share.record_state import AcknowledgeType, RecordState
+from shareq.share.record_state import RecordState
 from shareq.share.types import AcknowledgementBatch
 
 _ACQUIRED = RecordState.ACQUIRED

@@ -27,7 +27,8 @@ from typing import TYPE_CHECKING, TypeVar
 
 from sortedcontainers import SortedDict, SortedSet
 
-from shareq.share.record_state import TERMINAL, AcknowledgeType, RecordState
+from shareq.protocol.acknowledge_type import AcknowledgeType
+from shareq.share.record_state import TERMINAL, RecordState
 from shareq.share.types import RunView
 
 if TYPE_CHECKING:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import enum
 
+from shareq.protocol.acknowledge_type import AcknowledgeType
 from shareq.share.errors import IllegalStateTransition
 
 
@@ -22,16 +23,6 @@ class RecordState(enum.IntEnum):
     ARCHIVING = 3
     ARCHIVED = 4
     TX_PENDING = 5
-
-
-class AcknowledgeType(enum.IntEnum):
-    """Acknowledgement types as on the wire (RENEW is KIP-1222's type 4)."""
-
-    GAP = 0
-    ACCEPT = 1
-    RELEASE = 2
-    REJECT = 3
-    RENEW = 4
 
 
 TRANSITIONS: dict[RecordState, frozenset[RecordState]] = {

@@ -15,6 +15,7 @@ import itertools
 import operator
 from collections.abc import Iterable, Iterator, Sequence
 
+from shareq.protocol.acknowledge_type import AcknowledgeType
 from shareq.share import acquisition as _acq
 from shareq.share import log_start as _log_start
 from shareq.share import txn_pending as _txn
@@ -41,7 +42,6 @@ from shareq.share.record_state import (
     ACK_TARGET,
     TERMINAL,
     TRANSITIONS,
-    AcknowledgeType,
     RecordState,
     release_target,
     validate_transition,

@@ -10,9 +10,10 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Sequence
 
+from shareq.protocol.acknowledge_type import AcknowledgeType
 from shareq.share.acquisition_lock import AcquisitionLock
 from shareq.share.in_flight import InFlightBatch
-from shareq.share.record_state import AcknowledgeType, RecordState
+from shareq.share.record_state import RecordState
 from shareq.share.transition import TransitionKind
 from shareq.share.types import AcquireResult
 

@@ -20,18 +20,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from shareq.protocol.acknowledge_type import AcknowledgeType
 from shareq.share.acknowledgement import segments
 from shareq.share.errors import InvalidRecordState, InvalidRequest
 from shareq.share.in_flight import InFlightBatch, StagedAck
 from shareq.share.persister import NO_START_OFFSET, PendingTxnBatch, WriteStateParams
-from shareq.share.record_state import (
-    TERMINAL,
-    TXN_ACK_TYPES,
-    AcknowledgeType,
-    RecordState,
-    commit_target,
-    validate_transition,
-)
+from shareq.share.record_state import TERMINAL, TXN_ACK_TYPES, RecordState, commit_target, validate_transition
 from shareq.share.transition import StateTransition, TransitionKind
 from shareq.share.types import AcknowledgementBatch, MarkerResult, PendingWrite
 

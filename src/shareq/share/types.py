@@ -6,8 +6,9 @@ import enum
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from shareq.protocol.acknowledge_type import AcknowledgeType
 from shareq.share.persister import WriteStateParams
-from shareq.share.record_state import AcknowledgeType, RecordState
+from shareq.share.record_state import RecordState
 
 
 class AcquireMode(enum.Enum):

@@ -28,8 +28,9 @@ import json
 import logging
 import time
 from collections.abc import Iterable, Mapping
-from enum import IntEnum
 from typing import Any
+
+from shareq.protocol.acknowledge_type import AcknowledgeType
 
 from .cluster import Cluster, OutRecord
 from .offsets import Run, TopicPartition
@@ -37,22 +38,15 @@ from .options import DEFAULT_ACK_TOPIC, ConnectOptions
 
 log = logging.getLogger(__name__)
 
-
-class AckType(IntEnum):
-    """KIP-932 acknowledgement types as sent on the wire (RENEW is KIP-1222)."""
-
-    GAP = 0
-    ACCEPT = 1
-    RELEASE = 2
-    REJECT = 3
-    RENEW = 4
+AckType = AcknowledgeType
+"""The wire's acknowledgement types under the name this package has always used."""
 
 
 def _ack_type(value: str | AckType) -> AckType:
     if isinstance(value, AckType):
         return value
     try:
-        return AckType[value.strip().upper()]
+        return AcknowledgeType[value.strip().upper()]
     except KeyError as exc:
         raise ValueError(f"acknowledgement type must be release or reject, got {value!r}") from exc
 

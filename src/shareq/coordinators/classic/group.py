@@ -68,9 +68,6 @@ class ClassicGroup:
     initial_delay_cap: int = 0
     new_member_added: bool = False
 
-    def is_empty(self) -> bool:
-        return not self.members
-
     def all_joined(self) -> bool:
         return not self.pending and all(m.awaiting_join for m in self.members.values())
 

@@ -7,14 +7,10 @@ from typing import Any
 
 from kio.index import load_request_schema
 
+from ..api_keys import DESCRIBE_SHARE_GROUP_OFFSETS, TXN_SHARE_ACKNOWLEDGE
 from .describe_share_group_offsets.v1 import response as _dsgo_resp
 from .txn_share_acknowledge.v0 import request as _tsa_req
 from .txn_share_acknowledge.v0 import response as _tsa_resp
-
-TXN_SHARE_ACKNOWLEDGE = 93
-"""KIP-1289's TxnShareAcknowledge. Another proposal eyes key 93 too: keep the key in this one place."""
-
-DESCRIBE_SHARE_GROUP_OFFSETS = 90
 
 LOCAL_SCHEMAS: dict[tuple[int, int], tuple[type[Any], type[Any]]] = {
     (TXN_SHARE_ACKNOWLEDGE, 0): (_tsa_req.TxnShareAcknowledgeRequest, _tsa_resp.TxnShareAcknowledgeResponse),

@@ -2,7 +2,9 @@
 
 Each module exposes ``HANDLERS: dict[api_key, (VersionRange, handler)]``; the broker advertises
 exactly the versions registered here, so adding an API family (share groups, say) is adding a
-module and one line in ``default_handlers``.
+module and one line in ``default_handlers``. Clients trust the advertisement: librdkafka refuses
+share fetches unless Produce v3+ and Fetch v4+ appear, and calls any telemetry api it sees
+advertised, so those are deliberately absent until implemented.
 """
 
 from __future__ import annotations

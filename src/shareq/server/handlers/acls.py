@@ -10,6 +10,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from shareq.protocol import VersionRange
+from shareq.protocol.api_keys import CREATE_ACLS, DELETE_ACLS, DESCRIBE_ACLS
 from shareq.security.acl import (
     AclBinding,
     AclError,
@@ -24,9 +25,6 @@ from shareq.security.acl import (
 from ..context import RequestContext
 from .api_versions import NO_THROTTLE
 
-DESCRIBE_ACLS = 29
-CREATE_ACLS = 30
-DELETE_ACLS = 31
 NO_AUTHORIZER = "No Authorizer is configured."
 NO_AUTHORIZER_DESCRIBE = "No Authorizer is configured on the broker"  # Kafka words DescribeAcls differently
 

@@ -9,7 +9,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from shareq.protocol import VersionRange, api_version_entries
-from shareq.protocol.versions import API_VERSIONS
+from shareq.protocol.api_keys import API_VERSIONS
 
 from ..context import RequestContext
 from ..features import FINALIZED_FEATURES_EPOCH, finalized_features, supported_features

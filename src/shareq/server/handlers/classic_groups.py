@@ -23,15 +23,11 @@ from shareq.coordinators.classic import (
     SyncResponse,
 )
 from shareq.protocol import VersionRange
+from shareq.protocol.api_keys import HEARTBEAT, JOIN_GROUP, LEAVE_GROUP, SYNC_GROUP
 
 from ..consumer_groups import ConsumerGroupServices
 from ..context import RequestContext
 from .api_versions import NO_THROTTLE
-
-JOIN_GROUP = 11
-HEARTBEAT = 12
-LEAVE_GROUP = 13
-SYNC_GROUP = 14
 
 
 def services(ctx: RequestContext) -> ConsumerGroupServices:

@@ -10,13 +10,11 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from shareq.protocol import VersionRange
+from shareq.protocol.api_keys import ALTER_CLIENT_QUOTAS, DESCRIBE_CLIENT_QUOTAS
 from shareq.quota import ClientQuotas, Entity, FilterComponent, QuotaError, make_entity
 
 from ..context import RequestContext
 from .api_versions import NO_THROTTLE
-
-DESCRIBE_CLIENT_QUOTAS = 48
-ALTER_CLIENT_QUOTAS = 49
 
 
 def handle_describe_client_quotas(request: Any, ctx: RequestContext) -> Any:

@@ -13,16 +13,17 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from shareq.protocol import VersionRange
+from shareq.protocol.api_keys import (
+    ALTER_PARTITION_REASSIGNMENTS,
+    DESCRIBE_CLUSTER,
+    DESCRIBE_LOG_DIRS,
+    ELECT_LEADERS,
+    LIST_PARTITION_REASSIGNMENTS,
+)
 
 from ..acl_operations import CLUSTER_OPERATIONS, authorized
 from ..context import RequestContext
 from .api_versions import NO_THROTTLE
-
-DESCRIBE_LOG_DIRS = 35
-ELECT_LEADERS = 43
-ALTER_PARTITION_REASSIGNMENTS = 45
-LIST_PARTITION_REASSIGNMENTS = 46
-DESCRIBE_CLUSTER = 60
 
 BROKERS_ENDPOINT = 1
 

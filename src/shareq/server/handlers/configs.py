@@ -16,7 +16,12 @@ from kio.schema.errors import ErrorCode
 from shareq.config import SETTINGS, ConfigError, config_text
 from shareq.coordinators.group import GroupRequestError
 from shareq.protocol import VersionRange
-from shareq.protocol.versions import DESCRIBE_CONFIGS, INCREMENTAL_ALTER_CONFIGS
+from shareq.protocol.api_keys import (
+    ALTER_CONFIGS,
+    DESCRIBE_CONFIGS,
+    INCREMENTAL_ALTER_CONFIGS,
+    LIST_CONFIG_RESOURCES,
+)
 
 from ..config_synonyms import (
     GROUP_CONFIG_SYNONYMS,
@@ -65,7 +70,6 @@ _GROUP_BOOLEAN_CONFIGS = frozenset(
 )
 
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
-ALTER_CONFIGS = 33
 
 # Broker configs Kafka changes per broker at runtime (described read_only=false): the ones topic
 # configs fall back to, and a few more.
@@ -424,7 +428,6 @@ class _Fail(Exception):
         self.code = code
 
 
-LIST_CONFIG_RESOURCES = 74
 CLIENT_METRICS = 16
 BROKER_LOGGER = 8
 # v0 was ListClientMetricsResources; v1 (Kafka 4.1, KIP-1142) lists any config resource type.

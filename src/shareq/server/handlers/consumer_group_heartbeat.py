@@ -10,12 +10,11 @@ from kio.schema.errors import ErrorCode
 from shareq.coordinators.classic import ClassicRequestError
 from shareq.coordinators.consumer import ConsumerHeartbeat
 from shareq.protocol import VersionRange
+from shareq.protocol.api_keys import CONSUMER_GROUP_HEARTBEAT
 
 from ..context import RequestContext
 from .classic_groups import services
 from .share_group_heartbeat import heartbeat_answer, heartbeat_error
-
-CONSUMER_GROUP_HEARTBEAT = 68
 
 
 def handle_consumer_group_heartbeat(request: Any, ctx: RequestContext) -> Any:

@@ -7,7 +7,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from shareq.protocol import VersionRange
-from shareq.protocol.versions import FIND_COORDINATOR
+from shareq.protocol.api_keys import FIND_COORDINATOR
 
 from ..context import RequestContext
 from .api_versions import NO_THROTTLE

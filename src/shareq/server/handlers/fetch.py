@@ -21,7 +21,7 @@ from shareq.log.partition_log import FetchData
 from shareq.log.share_control import gap_batch, visible_batches
 from shareq.log.transactions import stable_prefix
 from shareq.protocol import VersionRange
-from shareq.protocol.versions import FETCH
+from shareq.protocol.api_keys import FETCH
 
 from ..context import RequestContext
 from ..errors import error_code

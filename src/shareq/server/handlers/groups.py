@@ -19,6 +19,7 @@ from kio.schema.errors import ErrorCode
 from shareq.coordinators.classic import ClassicRequestError
 from shareq.coordinators.group import SHARE_GROUP_TYPE
 from shareq.protocol import VersionRange
+from shareq.protocol.api_keys import CONSUMER_GROUP_DESCRIBE, DELETE_GROUPS, DESCRIBE_GROUPS, LIST_GROUPS
 from shareq.share.persister import SharePartitionKey
 
 from ..context import RequestContext
@@ -34,10 +35,6 @@ from .group_support import (
 
 log = logging.getLogger("shareq.server.groups")
 
-DESCRIBE_GROUPS = 15
-LIST_GROUPS = 16
-DELETE_GROUPS = 42
-CONSUMER_GROUP_DESCRIBE = 69
 
 DEAD = "Dead"
 CLASSIC_GROUP_TYPE = "classic"

@@ -9,7 +9,7 @@ from kio.schema.errors import ErrorCode
 from shareq.log.errors import LogError
 from shareq.log.partition_log import PartitionLog
 from shareq.protocol import VersionRange
-from shareq.protocol.versions import LIST_OFFSETS
+from shareq.protocol.api_keys import LIST_OFFSETS
 
 from ..context import RequestContext
 from ..errors import error_code

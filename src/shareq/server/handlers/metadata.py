@@ -8,7 +8,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from shareq.protocol import VersionRange
-from shareq.protocol.versions import METADATA
+from shareq.protocol.api_keys import METADATA
 
 from ..acl_operations import (
     CLUSTER_OPERATIONS,

@@ -14,14 +14,11 @@ from kio.schema.errors import ErrorCode
 
 from shareq.coordinators.classic import ClassicErrorCode, ClassicRequestError, OffsetCommit
 from shareq.protocol import VersionRange
+from shareq.protocol.api_keys import OFFSET_COMMIT, OFFSET_DELETE, OFFSET_FETCH
 
 from ..context import RequestContext
 from .api_versions import NO_THROTTLE
 from .classic_groups import services
-
-OFFSET_COMMIT = 8
-OFFSET_FETCH = 9
-OFFSET_DELETE = 47
 
 
 def commits_of(request: Any, ctx: RequestContext) -> tuple[list[OffsetCommit], list[tuple[str, int]]]:

@@ -10,6 +10,7 @@ from kio.schema.errors import ErrorCode
 
 from shareq.log.errors import LogError
 from shareq.protocol import VersionRange
+from shareq.protocol.api_keys import CREATE_PARTITIONS, DELETE_RECORDS, DESCRIBE_TOPIC_PARTITIONS
 
 from ..acl_operations import TOPIC_OPERATIONS, authorized
 from ..context import RequestContext
@@ -17,9 +18,6 @@ from ..errors import error_code
 from ..topics import TopicInfo
 from .api_versions import NO_THROTTLE
 
-CREATE_PARTITIONS = 37
-DELETE_RECORDS = 21
-DESCRIBE_TOPIC_PARTITIONS = 75
 MAX_PARTITIONS = 10_000
 HIGH_WATERMARK = -1
 

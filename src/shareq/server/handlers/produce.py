@@ -12,7 +12,7 @@ from kio.schema.errors import ErrorCode
 from shareq.log.batch import HEADER, HEADER_SIZE, TRANSACTIONAL_MASK
 from shareq.log.errors import LogError, RecordErrors
 from shareq.protocol import VersionRange
-from shareq.protocol.versions import PRODUCE
+from shareq.protocol.api_keys import PRODUCE
 
 from ..broker import now_ms
 from ..context import RequestContext

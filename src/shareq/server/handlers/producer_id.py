@@ -8,7 +8,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from shareq.protocol import VersionRange
-from shareq.protocol.versions import INIT_PRODUCER_ID
+from shareq.protocol.api_keys import INIT_PRODUCER_ID
 
 from ..context import RequestContext
 from .api_versions import NO_THROTTLE

@@ -14,7 +14,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from shareq.protocol import VersionRange
-from shareq.security.sasl import SASL_AUTHENTICATE, SASL_HANDSHAKE
+from shareq.protocol.api_keys import SASL_AUTHENTICATE, SASL_HANDSHAKE
 
 from ..context import RequestContext
 

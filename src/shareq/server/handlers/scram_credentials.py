@@ -9,13 +9,11 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from shareq.protocol import VersionRange
+from shareq.protocol.api_keys import ALTER_USER_SCRAM_CREDENTIALS, DESCRIBE_USER_SCRAM_CREDENTIALS
 from shareq.security.scram import CredentialError, ScramMechanism, credential_from_salted
 
 from ..context import RequestContext
 from .api_versions import NO_THROTTLE
-
-DESCRIBE_USER_SCRAM_CREDENTIALS = 50
-ALTER_USER_SCRAM_CREDENTIALS = 51
 
 
 def handle_describe_user_scram_credentials(request: Any, ctx: RequestContext) -> Any:

@@ -11,11 +11,13 @@ import asyncio
 from typing import Any
 
 from shareq.protocol import VersionRange
+from shareq.protocol.api_keys import SHARE_ACKNOWLEDGE
 from shareq.share.session import SessionAction, ShareSessionError, TopicIdPartition
 
 from ..context import RequestContext
-from ..share.requests import acknowledge_all, session_error_code
-from .share_response import SHARE_ACKNOWLEDGE, error_response, share_reply
+from ..errors import session_error_code
+from ..share.acknowledge import acknowledge_all
+from .share_response import error_response, share_reply
 
 
 async def handle_share_acknowledge(request: Any, ctx: RequestContext) -> Any:

@@ -18,6 +18,12 @@ from kio.schema.errors import ErrorCode
 
 from shareq.coordinators.group import GroupDescription, GroupState, TopicPartitions
 from shareq.protocol import VersionRange
+from shareq.protocol.api_keys import (
+    ALTER_SHARE_GROUP_OFFSETS,
+    DELETE_SHARE_GROUP_OFFSETS,
+    DESCRIBE_SHARE_GROUP_OFFSETS,
+    SHARE_GROUP_DESCRIBE,
+)
 from shareq.share.persister import (
     UNINITIALIZED_DELIVERY_COMPLETE_COUNT,
     Persister,
@@ -38,11 +44,6 @@ from .group_support import (
     persister,
     topic_image,
 )
-
-SHARE_GROUP_DESCRIBE = 77
-DESCRIBE_SHARE_GROUP_OFFSETS = 90
-ALTER_SHARE_GROUP_OFFSETS = 91
-DELETE_SHARE_GROUP_OFFSETS = 92
 
 UNINITIALIZED_START_OFFSET = -1
 UNINITIALIZED_LAG = -1

@@ -18,17 +18,20 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from shareq.protocol import VersionRange
+from shareq.protocol.api_keys import SHARE_FETCH
 from shareq.share import AcquireMode
 from shareq.share.persister import SharePartitionKey
 from shareq.share.session import SessionAction, ShareSessionError, TopicIdPartition
 
 from ..context import RequestContext
+from ..errors import session_error_code
 from ..partitions import wait_for_data
 from ..quotas import fetch_max_bytes, share_fetch_throttle_ms, wait_out_mute
 from ..share import ShareServices
+from ..share.acknowledge import acknowledge_all
+from ..share.locate import locate, resolve
 from ..share.manager import Acquired
-from ..share.requests import acknowledge_all, locate, resolve, session_error_code
-from .share_response import SHARE_FETCH, FetchedPartition, ShareReply, error_response, share_reply
+from .share_response import FetchedPartition, ShareReply, error_response, share_reply
 
 _rotation = itertools.count()
 

@@ -17,11 +17,10 @@ from kio.schema.errors import ErrorCode
 from shareq.coordinators.consumer import ConsumerHeartbeatResult
 from shareq.coordinators.group import GroupRequestError, HeartbeatRequest, HeartbeatResult
 from shareq.protocol import VersionRange
+from shareq.protocol.api_keys import SHARE_GROUP_HEARTBEAT
 
 from ..context import RequestContext
 from .api_versions import NO_THROTTLE
-
-SHARE_GROUP_HEARTBEAT = 76
 
 
 async def handle_share_group_heartbeat(request: Any, ctx: RequestContext) -> Any:

@@ -21,8 +21,10 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode
 
 from shareq.protocol import Codec, DirectResponse
+from shareq.protocol.api_keys import SHARE_FETCH
 from shareq.protocol.header import response_header
 from shareq.protocol.messages import BY_REFERENCE, Buffer
+from shareq.protocol.varint import write_uvarint
 from shareq.share import AcquiredRecords
 
 from ..context import RequestContext
@@ -31,8 +33,6 @@ from .api_versions import NO_THROTTLE
 if TYPE_CHECKING:
     from ..share.services import ShareServices
 
-SHARE_FETCH = 78
-SHARE_ACKNOWLEDGE = 79
 
 _I32 = struct.Struct(">i")
 # throttle_time_ms, error_code, error_message (null); the lock timeout follows where the version has it
@@ -44,18 +44,6 @@ _FETCH_PARTITION = struct.Struct(">ihBhBiiB")
 _ACK_PARTITION = struct.Struct(">ihBiiBB")
 # first_offset, last_offset, delivery_count, no tags
 _RANGE = struct.Struct(">qqhB")
-_UVARINT_1 = [bytes((n,)) for n in range(128)]
-
-
-def _uvarint(n: int) -> bytes:
-    if n < 128:
-        return _UVARINT_1[n]
-    out = bytearray()
-    while n >= 128:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
 
 
 def error_response(ctx: RequestContext, code: ErrorCode, message: str | None = None) -> Any:
@@ -205,18 +193,18 @@ class ShareReply(DirectResponse):
         chunks: list[Buffer] = [out]
         size = 0
         topics = self.topics
-        out += _uvarint(len(topics) + 1)
+        write_uvarint(out, len(topics) + 1)
         if self.api_key == SHARE_FETCH:
             pack_partition = _FETCH_PARTITION.pack
             pack_range = _RANGE.pack
             for topic_id, parts in topics:
                 out += topic_id.bytes
-                out += _uvarint(len(parts) + 1)
+                write_uvarint(out, len(parts) + 1)
                 for p in parts:
                     out += pack_partition(p.partition, p.code, 0, p.ack_code, 0, node_id, 0, 0)
                     records = p.records
                     n = len(records)
-                    out += _uvarint(n + 1)
+                    write_uvarint(out, n + 1)
                     if n >= BY_REFERENCE and not isinstance(records, bytearray):
                         size += len(out) + n
                         chunks.append(records)
@@ -225,7 +213,7 @@ class ShareReply(DirectResponse):
                     else:
                         out += records
                     ranges = p.ranges
-                    out += _uvarint(len(ranges) + 1)
+                    write_uvarint(out, len(ranges) + 1)
                     for r in ranges:
                         out += pack_range(r.first_offset, r.last_offset, r.delivery_count, 0)
                     out += b"\x00"
@@ -234,7 +222,7 @@ class ShareReply(DirectResponse):
             pack_ack = _ACK_PARTITION.pack
             for topic_id, parts in topics:
                 out += topic_id.bytes
-                out += _uvarint(len(parts) + 1)
+                write_uvarint(out, len(parts) + 1)
                 for partition, code in parts:
                     out += pack_ack(partition, code, 0, node_id, 0, 0, 0)
                 out += b"\x00"
@@ -256,17 +244,15 @@ def _endpoints(node_id: int, host: str, port: int) -> bytes:
     encoded = _ENDPOINTS.get(key)
     if encoded is None:
         name = host.encode()
-        encoded = b"".join(
-            (
-                _uvarint(2),
-                _I32.pack(node_id),
-                _uvarint(len(name) + 1),
-                name,
-                _I32.pack(port),
-                b"\x00",  # rack: null
-                b"\x00",  # no tagged fields
-            )
-        )
+        out = bytearray()
+        write_uvarint(out, 2)
+        out += _I32.pack(node_id)
+        write_uvarint(out, len(name) + 1)
+        out += name
+        out += _I32.pack(port)
+        out += b"\x00"  # rack: null
+        out += b"\x00"  # no tagged fields
+        encoded = bytes(out)
         if len(_ENDPOINTS) < 64:
             _ENDPOINTS[key] = encoded
     return encoded

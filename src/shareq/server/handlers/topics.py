@@ -8,7 +8,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from shareq.protocol import VersionRange
-from shareq.protocol.versions import CREATE_TOPICS, DELETE_TOPICS
+from shareq.protocol.api_keys import CREATE_TOPICS, DELETE_TOPICS
 
 from ..config_synonyms import describe_topic_config
 from ..context import RequestContext

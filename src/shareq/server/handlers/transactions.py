@@ -15,19 +15,14 @@ from shareq.coordinators.classic import ClassicRequestError
 from shareq.coordinators.transaction import TxnErrorCode, TxnRequestError
 from shareq.log.errors import LogError
 from shareq.protocol import VersionRange
+from shareq.protocol.api_keys import ADD_OFFSETS_TO_TXN, ADD_PARTITIONS_TO_TXN, END_TXN, TXN_OFFSET_COMMIT
 from shareq.share.persister import PersisterError
 
 from ..context import RequestContext
-from ..errors import error_code
-from ..share.requests import persister_error_code
+from ..errors import error_code, persister_error_code
 from ..transactions import TransactionServices
 from .api_versions import NO_THROTTLE
 from .offsets import commits_of, partition_codes
-
-ADD_PARTITIONS_TO_TXN = 24
-ADD_OFFSETS_TO_TXN = 25
-END_TXN = 26
-TXN_OFFSET_COMMIT = 28
 
 
 def services(ctx: RequestContext) -> TransactionServices:

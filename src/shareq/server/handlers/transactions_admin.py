@@ -11,13 +11,10 @@ from kio.schema.errors import ErrorCode
 
 from shareq.coordinators.transaction import TxnMetadata, TxnState
 from shareq.protocol import VersionRange
+from shareq.protocol.api_keys import DESCRIBE_PRODUCERS, DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS
 
 from ..context import RequestContext
 from .api_versions import NO_THROTTLE
-
-DESCRIBE_PRODUCERS = 61
-DESCRIBE_TRANSACTIONS = 65
-LIST_TRANSACTIONS = 66
 
 STATE_NAMES = {state.display: state for state in TxnState}
 

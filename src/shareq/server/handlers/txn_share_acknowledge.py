@@ -18,14 +18,15 @@ from kio.schema.errors import ErrorCode
 from shareq.coordinators.transaction import TxnErrorCode, TxnRequestError
 from shareq.log.errors import LogError
 from shareq.protocol import VersionRange
-from shareq.protocol.schema import TXN_SHARE_ACKNOWLEDGE
+from shareq.protocol.api_keys import TXN_SHARE_ACKNOWLEDGE
 from shareq.share import SharePartition, ShareRequestError
 from shareq.share.session import TopicIdPartition
 from shareq.share.types import AcknowledgementBatch
 
 from ..context import RequestContext
 from ..errors import error_code
-from ..share.requests import parse_batches, resolve
+from ..share.acknowledge import parse_batches
+from ..share.locate import resolve
 from .api_versions import NO_THROTTLE
 
 ANY_MEMBER_EPOCH = -1

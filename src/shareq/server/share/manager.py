@@ -37,7 +37,7 @@ from shareq.share import (
 )
 from shareq.share.persister import PersisterError, SharePartitionKey, refused
 
-from .requests import persister_error_code
+from ..errors import persister_error_code
 
 if TYPE_CHECKING:
     from .services import ShareServices

@@ -1,5 +1,5 @@
-"""What ShareFetch and ShareAcknowledge have in common: resolving share-partitions and applying
-acknowledgements (persist, then commit) with per-partition Kafka error codes."""
+"""Applying the acknowledgements of a ShareFetch, ShareAcknowledge or TxnShareAcknowledge: wire
+batches to engine ones, then per partition persist and commit, each with its Kafka error code."""
 
 from __future__ import annotations
 
@@ -14,54 +14,16 @@ from shareq.share import (
     AcknowledgementBatch,
     AcknowledgeType,
     InvalidRequest,
-    SharePartition,
     ShareRequestError,
     parse_acknowledge_types,
 )
 from shareq.share.acknowledgement import SINGLE_TYPES
-from shareq.share.persister import PersisterError, SharePartitionKey
-from shareq.share.session import ShareSessionError, TopicIdPartition
+from shareq.share.session import TopicIdPartition
+
+from .locate import locate, resolve
 
 if TYPE_CHECKING:
     from .services import ShareServices
-
-
-def session_error_code(error: ShareSessionError) -> ErrorCode:
-    return ErrorCode(error.code.value)
-
-
-def persister_error_code(error: PersisterError) -> ErrorCode:
-    try:
-        return ErrorCode(error.error_code)
-    except ValueError:
-        return ErrorCode.unknown_server_error
-
-
-def locate(
-    share: ShareServices, group_id: str, tip: TopicIdPartition
-) -> tuple[SharePartition | None, SharePartitionKey | None, ErrorCode]:
-    """Without waiting: the cached share-partition of ``tip``, or the key to load it by, or the error
-    to report for it (an unknown topic or partition)."""
-    info = share.broker.topics.by_id(tip.topic_id)
-    if info is None or info.internal:
-        return None, None, ErrorCode.unknown_topic_id
-    if not 0 <= tip.partition < info.partitions:
-        return None, None, ErrorCode.unknown_topic_or_partition
-    key = SharePartitionKey(group_id=group_id, topic_id=tip.topic_id, partition=tip.partition)
-    return share.partitions.cached(key), key, ErrorCode.none
-
-
-async def resolve(
-    share: ShareServices, group_id: str, tip: TopicIdPartition
-) -> tuple[SharePartition | None, ErrorCode]:
-    """The share-partition of ``tip`` for ``group_id`` (loaded if need be), or the error to report."""
-    sp, key, code = locate(share, group_id, tip)
-    if sp is not None or key is None:
-        return sp, code
-    try:
-        return await share.partitions.get(key), ErrorCode.none
-    except PersisterError as error:
-        return None, persister_error_code(error)
 
 
 _RENEW = AcknowledgeType.RENEW

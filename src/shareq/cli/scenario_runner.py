@@ -3,7 +3,8 @@
 The scenario format is the project's golden-vector format (one share-partition, an injected clock,
 a log given as batch bounds). The runner is a pure driver: durable state goes through a synchronous
 ``StatePort`` (an async persister wrapped by the caller), so ``restart`` and ``durable`` checks see
-only what was really persisted. It stops at the first mismatch.
+only what was really persisted. It stops at the first mismatch. It reads the scenario file, so it
+lives with the ``shareq scenario`` command and the engine package stays free of file I/O.
 """
 
 from __future__ import annotations
@@ -16,9 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from shareq.protocol.acknowledge_type import AcknowledgeType
 from shareq.share.errors import ShareRequestError
 from shareq.share.persister import PersisterError, SharePartitionKey, ShareState, WriteStateParams
-from shareq.share.record_state import TERMINAL, AcknowledgeType, RecordState
+from shareq.share.record_state import TERMINAL, RecordState
 from shareq.share.share_partition import SharePartition
 from shareq.share.types import AcknowledgementBatch, AcquireMode, PendingWrite, ResetPolicy, ShareConfig
 
