@@ -23,6 +23,7 @@ from shareq.client import (
     KafkaError,
     Producer,
     ShareConsumer,
+    UnsupportedVersionError,
 )
 from shareq.embedded import EmbeddedBroker
 from shareq.share.persister import SharePartitionKey
@@ -354,3 +355,28 @@ def test_advertised_only_when_enabled(tmp_path: Path) -> None:
             conn = admin.cluster.any_connection()
             conn.connect()
             assert conn.broker_versions.get(93) == expected
+
+
+def test_a_broker_without_it_is_named_with_the_setting_that_turns_it_on(tmp_path: Path) -> None:
+    """Our client against a broker that does not serve KIP-1289: the error says what is missing and,
+    for shareq, which setting turns it on; nothing is staged."""
+    plain = {k: v for k, v in CONFIG.items() if k != "share.transactional.acks.enable"}
+    with EmbeddedBroker(tmp_path / "plain", config=plain) as b:
+        s = Setup(b)
+        consumer = s.consumer()
+        try:
+            records = poll_n(consumer, 10)
+            p = Producer(b.bootstrap, transactional_id=f"tx-{uuid.uuid4().hex[:6]}")
+            p.init_transactions()
+            p.begin_transaction()
+            with pytest.raises(UnsupportedVersionError) as raised:
+                p.send_share_acknowledgements_to_transaction(
+                    [(r, A.ACCEPT) for r in records], consumer.share_group_metadata()
+                )
+            p.close()
+            assert [run[2] for run in s.runs()] == ["ACQUIRED"]  # nothing staged
+        finally:
+            consumer.close()
+    message = str(raised.value)
+    assert "does not serve transactional acknowledgements (KIP-1289" in message, message
+    assert "share.transactional.acks.enable=true" in message and "api key 93" in message, message

@@ -254,3 +254,46 @@ def test_max_records_per_trigger_is_a_hard_cap_with_whole_batches(
     rows = spark.read.parquet(str(tmp_path / "out")).select("value", "deliveryCount").collect()
     assert sorted(int(r.value) for r in rows) == list(range(3000))  # every record, once
     assert {r.deliveryCount for r in rows} == {1}  # held back, not released and redelivered
+
+
+def test_a_broker_feature_the_query_needs_is_named_at_start(spark: Any, broker: Any, tmp_path: Path) -> None:
+    """exactlyOnce against a broker that does not serve transactional acknowledgements (this module's
+    broker leaves share.transactional.acks.enable off): the source and the sink refuse as the query
+    starts, naming the setting, before anything is acquired or written."""
+    _create(broker, "needs-kip-1289", 1)
+
+    def source(exactly_once: bool) -> Any:
+        return (
+            spark.readStream.format("shareq")
+            .option("kafka.bootstrap.servers", broker.bootstrap)
+            .option("subscribe", "needs-kip-1289")
+            .option("group.id", "g-needs-kip-1289")
+            .option("exactlyOnce", str(exactly_once).lower())
+            .load()
+        )
+
+    def start(df: Any, sink: str, name: str) -> None:
+        writer = (
+            df.select("value").writeStream.format(sink).option("checkpointLocation", str(tmp_path / name))
+        )
+        if sink == "shareq":
+            writer = (
+                writer.option("kafka.bootstrap.servers", broker.bootstrap)
+                .option("topic", "needs-kip-1289")
+                .option("exactlyOnce", "true")
+            )
+        query = writer.start()
+        try:
+            query.awaitTermination(60)
+            raise AssertionError(query.exception() or "the query ran")
+        finally:
+            query.stop()
+
+    words = r"the broker does not serve transactional acknowledgements \(KIP-1289"
+    words += r".*share\.transactional\.acks\.enable=true"
+    with pytest.raises(Exception, match=r"the shareq sink has exactlyOnce set, but " + words):
+        start(source(False), "shareq", "sink")
+    with pytest.raises(
+        Exception, match=r"the shareq source reads share group g-needs-kip-1289, but " + words
+    ):
+        start(source(True), "noop", "source")

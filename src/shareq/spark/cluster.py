@@ -17,12 +17,21 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
-from shareq.client import Admin, ClientError, ConfigResource, Consumer, KafkaError, Producer, ResourceType
+from shareq.client import (
+    Admin,
+    ClientError,
+    ConfigResource,
+    Consumer,
+    KafkaError,
+    Producer,
+    ResourceType,
+    UnsupportedVersionError,
+)
 from shareq.client.security import ClientSecurity
 from shareq.heap import retain_large_buffers
 
 from .offsets import EARLIEST, TopicPartition
-from .options import ConnectOptions
+from .options import ConnectOptions, OptionError
 from .schema import FetchedRecord
 
 log = logging.getLogger(__name__)
@@ -133,6 +142,19 @@ class Cluster:
         if self._admin is None:
             self._admin = Admin(self._connect.bootstrap, **self._kwargs)
         return self._admin
+
+    def require(self, needed_by: str, *api_keys: int) -> None:
+        """Refuse (``OptionError``) when the broker serves no version of an API ``needed_by`` uses,
+        saying what the broker lacks and which setting turns it on. An unreachable broker is not
+        refused here: the query meets it, and retries, as it would without the check."""
+        try:
+            connection = self.admin.cluster.any_connection()
+            for api_key in api_keys:
+                connection.version(api_key)
+        except UnsupportedVersionError as exc:
+            raise OptionError(f"{needed_by}, but {exc}") from None
+        except ClientError as exc:
+            log.info("could not check the broker's APIs for %s: %s", needed_by, exc)
 
     # -- metadata and offsets ------------------------------------------------------------------
 

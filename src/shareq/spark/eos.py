@@ -52,6 +52,7 @@ from pyspark.sql.datasource import DataSourceStreamArrowWriter, WriterCommitMess
 
 from shareq.client import AcknowledgeType, AckRange, ClientError, KafkaError, Producer, ShareGroupMetadata
 from shareq.heap import freeze_once_per_process
+from shareq.protocol import api_keys
 
 from .acks import AckType, DecisionLog, encode_sink_announcement
 from .cluster import Cluster, _client_kwargs
@@ -557,8 +558,12 @@ class ExactlyOnceStreamWriter(DataSourceStreamArrowWriter):
     """The exactly-once sink: tasks encode, the driver's commit claims, writes and commits."""
 
     def __init__(self, options: SinkOptions) -> None:
+        """Made on the driver as the query starts: refuses there when the query or the broker lacks
+        what the commits need."""
         if not options.checkpoint_location:
             raise OptionError("exactlyOnce needs .option('checkpointLocation', ...) on the query")
+        with Cluster(options.connect) as cluster:
+            cluster.require("the shareq sink has exactlyOnce set", api_keys.TXN_SHARE_ACKNOWLEDGE)
         self.options = options
 
     def write(self, iterator: Iterator[Any]) -> EosMessage:

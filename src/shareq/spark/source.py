@@ -14,7 +14,10 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from shareq.protocol import api_keys
+
 from .batch import BatchReader
+from .cluster import Cluster
 from .options import (
     BATCH_READ,
     SHARE_READ,
@@ -60,7 +63,13 @@ class ShareqDataSource(DataSource):
         return BatchReader(BatchSourceOptions.parse(self.options), schema)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        return ShareStreamReader(ShareSourceOptions.parse(self.options), schema)
+        options = ShareSourceOptions.parse(self.options)
+        needed = [api_keys.SHARE_GROUP_HEARTBEAT, api_keys.SHARE_FETCH, api_keys.SHARE_ACKNOWLEDGE]
+        if options.exactly_once:  # its sink claims the batches with TxnShareAcknowledge
+            needed.append(api_keys.TXN_SHARE_ACKNOWLEDGE)
+        with Cluster(options.connect) as cluster:
+            cluster.require(f"the shareq source reads share group {options.group_id}", *needed)
+        return ShareStreamReader(options, schema)
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         options = SinkOptions.parse(self.options)
