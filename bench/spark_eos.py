@@ -43,10 +43,7 @@ def broker_process(data_dir: Path) -> Iterator[str]:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    configs = [
-        "group.share.max.partition.max.record.locks=1000000",
-        "share.transactional.acks.enable=true",
-    ]
+    configs = ["share.transactional.acks.enable=true"]  # otherwise shareq's defaults
     command = [sys.executable, "-m", "shareq", "serve", "--data-dir", str(data_dir), "--port", str(port)]
     command += ["--log-level=WARNING"]
     for config in configs:
