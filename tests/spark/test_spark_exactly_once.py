@@ -387,16 +387,18 @@ def test_driver_killed_again_during_the_replay(broker: BrokerProcess, tmp_path: 
     pipeline.check()
 
 
-def _restart_the_broker_and_resume(pipeline: Pipeline, broker: BrokerProcess, child: Any) -> None:
+def _restart_the_broker_and_resume(
+    pipeline: Pipeline, broker: BrokerProcess, child: Any, batch: int = 1
+) -> None:
     """SIGKILL and restart the broker under a commit stopped at its fault point, let the commit go
-    on, and wait until batch 1's commit finished one way or the other (the query may fail on the
-    restart)."""
+    on, and wait until batch ``batch``'s commit finished one way or the other (the query may fail on
+    the restart)."""
     broker.kill()
     broker.start()
     for pid in _in_session(child.pid, "T"):
         os.kill(pid, signal.SIGCONT)
     _wait_for(
-        lambda: any(r["batchId"] >= 1 for r in pipeline.reports()) or child.poll() is not None,
+        lambda: any(r["batchId"] >= batch for r in pipeline.reports()) or child.poll() is not None,
         QUERY_DEADLINE_S,
         "the commit after the broker restart",
     )
@@ -430,16 +432,18 @@ def test_broker_killed_before_the_claim(broker: BrokerProcess, tmp_path: Path) -
 
 
 @pytest.mark.timeout(400)
-def test_broker_killed_after_the_claim(broker: BrokerProcess, tmp_path: Path) -> None:
-    """The commit process stops right after its claim is durable; the broker is SIGKILLed and
-    restarted; the commit goes on, fails on the dead connection and retries with a new producer."""
+@pytest.mark.parametrize("batch", [0, 1])
+def test_broker_killed_after_the_claim(broker: BrokerProcess, tmp_path: Path, batch: int) -> None:
+    """The commit process stops right after its claim is durable (in the query's first micro-batch,
+    or its second); the broker is SIGKILLed and restarted; the commit goes on, fails on the dead
+    connection and retries with a new producer."""
     pipeline = Pipeline(broker, tmp_path)
-    child = pipeline.start("run", fault="sink.after_claim@1:stop")
+    child = pipeline.start("run", fault=f"sink.after_claim@{batch}:stop")
     try:
         _wait_for(
             lambda: bool(_in_session(child.pid, "T")), QUERY_DEADLINE_S, "the commit to stop after its claim"
         )
-        _restart_the_broker_and_resume(pipeline, broker, child)
+        _restart_the_broker_and_resume(pipeline, broker, child, batch)
     finally:
         _kill(child)
     pipeline.drain()
