@@ -12,7 +12,6 @@ import logging
 import os
 import shutil
 import ssl
-import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -24,9 +23,11 @@ from shareq.security.jaas import PlainUsers
 from shareq.security.listeners import Listener
 from shareq.security.sasl import SaslState
 
+from .clock import now_ms
 from .compaction import cleaner_loop, stop_cleaner
 from .connection import serve_connection
 from .consumer_groups import ConsumerGroupServices
+from .deadline_timer import DeadlineTimer
 from .handlers import HandlerTable, default_handlers
 from .io_stats import IoStats
 from .metadata_cache import MetadataCache
@@ -51,10 +52,6 @@ if TYPE_CHECKING:
     from .monitor.server import MonitorServer
 
 log = logging.getLogger("shareq.server")
-
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 class BrokerStartError(RuntimeError):
@@ -103,6 +100,7 @@ class Broker:
         self._next_connection_id = 0
         self.static_config = self.config
         self.stopping = False
+        self.timer = DeadlineTimer()  # the services' one timer, on the one clock
         self.share: ShareServices | None = None
         self.consumer_groups: ConsumerGroupServices | None = None
         self.transactions: TransactionServices | None = None
@@ -188,6 +186,7 @@ class Broker:
             task.cancel()
         await asyncio.gather(*self._tasks, *self._connections, return_exceptions=True)
         stop_cleaner(self)
+        self.timer.stop()
         for server in self._servers:
             await server.wait_closed()
         if self.transactions is not None:

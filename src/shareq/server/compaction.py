@@ -112,7 +112,7 @@ def stop_cleaner(broker: Broker) -> None:
 
 
 async def cleaner_loop(broker: Broker) -> None:
-    from .broker import now_ms
+    from .clock import now_ms
 
     while True:
         await asyncio.sleep(broker.config["log.cleaner.backoff.ms"] / 1000.0)

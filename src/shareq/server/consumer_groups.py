@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 import uuid
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -58,6 +57,8 @@ from shareq.coordinators.consumer.records import RECORD_TYPES as CONSUMER_RECORD
 from shareq.coordinators.group import SHARE_GROUP_TYPE, CoordinatorRecord
 from shareq.log.scan import DATA, log_entries
 
+from .clock import now_ms
+
 if TYPE_CHECKING:
     from .broker import Broker
 
@@ -66,14 +67,9 @@ log = logging.getLogger("shareq.groups")
 CLASSIC_GROUP_TYPE = "classic"
 CONSUMER_GROUP_TYPE = "consumer"
 GROUP_METADATA_TOPIC = "__consumer_offsets"
-_FAR = float("inf")
 
 JoinKey = tuple[str, str]
 T = TypeVar("T")
-
-
-def _wall_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 def _park(parked: dict[JoinKey, asyncio.Future[T]], key: JoinKey, superseded: T) -> asyncio.Future[T]:
@@ -114,26 +110,22 @@ class ConsumerGroupServices:
         self.offsets = ConsumerOffsets()
         self._retention_ms = config["offsets.retention.minutes"] * 60_000
         self._retention_check_ms = config["offsets.retention.check.interval.ms"]
-        self._retention_due = _wall_ms() + self._retention_check_ms
+        self._retention_due = now_ms() + self._retention_check_ms
         self._joins: dict[JoinKey, asyncio.Future[JoinResponse]] = {}
         self._syncs: dict[JoinKey, asyncio.Future[SyncResponse]] = {}
-        self._timer: asyncio.TimerHandle | None = None
-        self._timer_at: float = _FAR
+        self.timer = broker.timer
         self._stopped = False
 
-    now_ms = staticmethod(_wall_ms)
+    now_ms = staticmethod(now_ms)
 
     # -- lifecycle -----------------------------------------------------------------------------
 
     async def start(self) -> None:
         self._replay()
-        self._reschedule()
+        self.timer.add(self)
 
     async def stop(self) -> None:
         self._stopped = True
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
         parked: list[asyncio.Future[Any]] = [*self._joins.values(), *self._syncs.values()]
         for future in parked:
             if not future.done():
@@ -152,8 +144,8 @@ class ConsumerGroupServices:
                 self.replay(entry.key, entry.value, producer_id=entry.producer_id)
             elif entry.key is not None and record_type(entry.key) in CONSUMER_RECORD_TYPES:
                 self.consumer.replay(entry.key, entry.value)
-        self.coordinator.loaded(_wall_ms())
-        self.consumer.loaded(_wall_ms())
+        self.coordinator.loaded(now_ms())
+        self.consumer.loaded(now_ms())
         for group_id in self.consumer.group_ids():
             self._register(group_id)
 
@@ -228,7 +220,7 @@ class ConsumerGroupServices:
                 )
             self.consumer.delete(request.group_id)  # an empty consumer group becomes classic
             self._persist(self.consumer.take_records())
-        result = self.coordinator.join(request, now_ms=_wall_ms())
+        result = self.coordinator.join(request, now_ms=now_ms())
         self._register(request.group_id)
         future: asyncio.Future[JoinResponse] | None = None
         if result.response is None:
@@ -249,7 +241,7 @@ class ConsumerGroupServices:
             raise ClassicRequestError(
                 ClassicErrorCode.UNKNOWN_MEMBER_ID, f"group {request.group_id} is a share group"
             )
-        result = self.coordinator.sync(request, now_ms=_wall_ms())
+        result = self.coordinator.sync(request, now_ms=now_ms())
         future: asyncio.Future[SyncResponse] | None = None
         if result.response is None:
             future = _park(
@@ -271,7 +263,7 @@ class ConsumerGroupServices:
                 ClassicErrorCode.UNKNOWN_MEMBER_ID, f"group {group_id} is a share group"
             )
         code = self.coordinator.heartbeat(
-            group_id, member_id, generation, group_instance_id=group_instance_id, now_ms=_wall_ms()
+            group_id, member_id, generation, group_instance_id=group_instance_id, now_ms=now_ms()
         )
         self._arm(self.coordinator.next_deadline())
         return code
@@ -279,7 +271,7 @@ class ConsumerGroupServices:
     def leave(self, group_id: str, members: tuple[LeavingMember, ...]) -> tuple[ClassicErrorCode, ...]:
         if self.is_share_group(group_id):
             return tuple(ClassicErrorCode.UNKNOWN_MEMBER_ID for _ in members)
-        result = self.coordinator.leave(group_id, members, now_ms=_wall_ms())
+        result = self.coordinator.leave(group_id, members, now_ms=now_ms())
         self._apply(result)
         return result.errors
 
@@ -297,7 +289,7 @@ class ConsumerGroupServices:
                     ClassicErrorCode.GROUP_ID_NOT_FOUND, f"group {gid} is a classic group with members"
                 )
             self.coordinator.forget(gid)  # an empty classic group (offsets only) becomes a consumer group
-        result = self.consumer.heartbeat(request, now_ms=_wall_ms(), topics=self._topics())
+        result = self.consumer.heartbeat(request, now_ms=now_ms(), topics=self._topics())
         self._persist(self.consumer.take_records())
         self._register(gid)
         self._reschedule()
@@ -333,7 +325,7 @@ class ConsumerGroupServices:
         """Validate and persist an OffsetCommit; one code per commit. Raises ``ClassicRequestError``
         for the whole request."""
         self._validate_commit(group_id, generation, member_id, group_instance_id, version=version)
-        records, errors = self.offsets.commit(group_id, commits, now_ms=_wall_ms())
+        records, errors = self.offsets.commit(group_id, commits, now_ms=now_ms())
         self._persist(records)
         return errors
 
@@ -379,7 +371,7 @@ class ConsumerGroupServices:
         anonymous = generation < 0 and not member_id and group_instance_id is None
         if not anonymous or self.group_type(group_id) is None or self.is_share_group(group_id):
             self._validate_commit(group_id, generation, member_id, group_instance_id, version=9)
-        records, errors = self.offsets.commit(group_id, commits, now_ms=_wall_ms(), producer_id=producer_id)
+        records, errors = self.offsets.commit(group_id, commits, now_ms=now_ms(), producer_id=producer_id)
         if records:
             share = self.broker.share
             if share is None:
@@ -475,39 +467,20 @@ class ConsumerGroupServices:
     # -- the timer -----------------------------------------------------------------------------
 
     def _arm(self, deadline_ms: int | None) -> None:
-        if self._stopped or deadline_ms is None or deadline_ms >= self._timer_at:
-            return
-        if self._timer is not None:
-            self._timer.cancel()
-        loop = asyncio.get_running_loop()
-        self._timer_at = deadline_ms
-        delay = max(deadline_ms - _wall_ms(), 0) / 1000.0
-        self._timer = loop.call_at(loop.time() + delay, self._fire)
+        self.timer.arm(deadline_ms)
 
     def _reschedule(self) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        self._timer_at = _FAR
-        deadlines = [
-            d
-            for d in (self.coordinator.next_deadline(), self.consumer.next_deadline(), self._retention_due)
-            if d is not None
-        ]
-        self._arm(min(deadlines, default=None))
+        self.timer.arm(self.next_deadline())
 
-    def _fire(self) -> None:
-        self._timer = None
-        self._timer_at = _FAR
-        try:
-            now = _wall_ms()
-            self.consumer.expire(now, self._topics())
-            self._persist(self.consumer.take_records())
-            self._apply(self.coordinator.expire(now))
-            if now >= self._retention_due:
-                self._retention_due = now + self._retention_check_ms
-                self._expire_offsets(now)
-                self._reschedule()
-        except Exception:
-            log.exception("classic group timers failed")
-            self._reschedule()
+    def next_deadline(self) -> int | None:
+        deadlines = (self.coordinator.next_deadline(), self.consumer.next_deadline(), self._retention_due)
+        return min((d for d in deadlines if d is not None), default=None)
+
+    def run_timers(self, now: int) -> None:
+        """Expire members of both group kinds and, when due, committed offsets past retention."""
+        self.consumer.expire(now, self._topics())
+        self._persist(self.consumer.take_records())
+        self._apply(self.coordinator.expire(now))
+        if now >= self._retention_due:
+            self._retention_due = now + self._retention_check_ms
+            self._expire_offsets(now)

@@ -22,7 +22,7 @@ import asyncio
 
 from shareq.quota import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE
 
-from .broker import now_ms
+from .clock import now_ms
 from .context import RequestContext
 
 _MAX_THROTTLE_MS = 2**31 - 1  # throttle_time_ms is an int32; Kafka casts its long to int

@@ -31,7 +31,6 @@ import asyncio
 import logging
 import os
 import signal
-import time
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
 
@@ -52,6 +51,7 @@ from shareq.log.records import Record, encode_batch
 from shareq.log.scan import keyed_records
 from shareq.persister.builtin import STATE_TOPIC
 
+from .clock import now_ms
 from .consumer_groups import GROUP_METADATA_TOPIC
 from .internal_topics import transaction_state_topic_configs
 
@@ -61,11 +61,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("shareq.transactions")
 
 TRANSACTION_STATE_TOPIC = "__transaction_state"
-_FAR = float("inf")
-
-
-def _wall_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 class TransactionServices:
@@ -80,8 +75,7 @@ class TransactionServices:
                 id_expiration_ms=config["transactional.id.expiration.ms"],
             )
         )
-        self._timer: asyncio.TimerHandle | None = None
-        self._timer_at: float = _FAR
+        self.timer = broker.timer
         self._stopped = False
         self._crash_at = os.environ.get("SHAREQ_CRASH_AT", "")
         self._tasks: set[asyncio.Task[None]] = set()
@@ -89,6 +83,7 @@ class TransactionServices:
     # -- lifecycle -----------------------------------------------------------------------------
 
     async def start(self) -> None:
+        self.timer.add(self)
         partition = self.broker.partition(TRANSACTION_STATE_TOPIC, 0)
         if partition is None:  # created with the first transactional id, as in Kafka
             return
@@ -108,9 +103,6 @@ class TransactionServices:
         self._stopped = True
         for task in list(self._tasks):
             task.cancel()
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
 
     # -- requests ------------------------------------------------------------------------------
 
@@ -125,7 +117,7 @@ class TransactionServices:
                 timeout_ms,
                 producer_id=producer_id,
                 producer_epoch=producer_epoch,
-                now_ms=_wall_ms(),
+                now_ms=now_ms(),
                 allocate=self.broker.topics.allocate_producer_id,
             )
             if not write.decision:
@@ -144,7 +136,7 @@ class TransactionServices:
         self, transactional_id: str, producer_id: int, producer_epoch: int, partitions: list[TopicPartition]
     ) -> None:
         write = self.coordinator.add_partitions(
-            transactional_id, producer_id, producer_epoch, partitions, now_ms=_wall_ms()
+            transactional_id, producer_id, producer_epoch, partitions, now_ms=now_ms()
         )
         if write is not None:
             self._persist(write)
@@ -158,7 +150,7 @@ class TransactionServices:
     ) -> Coroutine[Any, Any, None] | None:
         """EndTxn; returns the completion still to await when share-state markers are involved."""
         write = self.coordinator.end_txn(
-            transactional_id, producer_id, producer_epoch, commit, now_ms=_wall_ms()
+            transactional_id, producer_id, producer_epoch, commit, now_ms=now_ms()
         )
         if write is not None:
             return self._decide(write)
@@ -166,7 +158,7 @@ class TransactionServices:
 
     def abort(self, transactional_id: str) -> None:
         """An operator's abort of a hanging transaction."""
-        pending = self._decide(self.coordinator.abort(transactional_id, now_ms=_wall_ms()))
+        pending = self._decide(self.coordinator.abort(transactional_id, now_ms=now_ms()))
         if pending is not None:
             self._spawn(pending)
 
@@ -211,7 +203,7 @@ class TransactionServices:
             )
             partition = self.broker.partition(TRANSACTION_STATE_TOPIC, 0)
             assert partition is not None
-        now = _wall_ms()
+        now = now_ms()
         batch = encode_batch([Record(key=encode_key(transactional_id), value=value)], base_timestamp=now)
         partition.log.append(batch, now_ms=now)
 
@@ -234,7 +226,7 @@ class TransactionServices:
 
     def _finish(self, meta: TxnMetadata, *, recovering: bool) -> Coroutine[Any, Any, None] | None:
         commit = meta.state.name == "PREPARE_COMMIT"
-        now = _wall_ms()
+        now = now_ms()
         groups = self.broker.consumer_groups
         self._maybe_crash("txn.after_prepare")
         written = 0
@@ -269,7 +261,7 @@ class TransactionServices:
         await share.partitions.end_transaction(meta.producer_id, meta.producer_epoch, commit=commit)
         self._maybe_crash("txn.after_share_markers")
         self._maybe_crash("txn.before_complete")
-        self._persist(self.coordinator.complete(meta.transactional_id, now_ms=_wall_ms()))
+        self._persist(self.coordinator.complete(meta.transactional_id, now_ms=now_ms()))
         self._reschedule()
 
     def _maybe_crash(self, point: str) -> None:
@@ -280,38 +272,24 @@ class TransactionServices:
     # -- the timer -----------------------------------------------------------------------------
 
     def _reschedule(self) -> None:
-        deadline = self.coordinator.next_deadline()
-        if self._stopped or (deadline is not None and deadline >= self._timer_at and self._timer is not None):
-            return
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        self._timer_at = _FAR
-        if deadline is None:
-            return
-        loop = asyncio.get_running_loop()
-        self._timer_at = deadline
-        delay = max(deadline - _wall_ms() + 1, 0) / 1000.0
-        self._timer = loop.call_at(loop.time() + delay, self._fire)
+        self.timer.arm(self.coordinator.next_deadline())
 
-    def _fire(self) -> None:
-        self._timer = None
-        self._timer_at = _FAR
-        try:
-            aborts, expired = self.coordinator.expire(_wall_ms())
-            for write in aborts:
-                log.info(
-                    "aborting transaction of %s: open longer than %d ms",
-                    write.metadata.transactional_id,
-                    write.metadata.timeout_ms,
-                )
-                self._persist(write)
-                pending = self._finish(write.metadata, recovering=False)
-                if pending is not None:
-                    self._spawn(pending)
-            for txn_id in expired:
-                self._append(txn_id, None)
-                self.coordinator.replay(txn_id, None)
-        except Exception:
-            log.exception("transaction timers failed")
-        self._reschedule()
+    def next_deadline(self) -> int | None:
+        return self.coordinator.next_deadline()
+
+    def run_timers(self, now: int) -> None:
+        """Abort transactions open past their timeout; forget transactional ids past expiration."""
+        aborts, expired = self.coordinator.expire(now)
+        for write in aborts:
+            log.info(
+                "aborting transaction of %s: open longer than %d ms",
+                write.metadata.transactional_id,
+                write.metadata.timeout_ms,
+            )
+            self._persist(write)
+            pending = self._finish(write.metadata, recovering=False)
+            if pending is not None:
+                self._spawn(pending)
+        for txn_id in expired:
+            self._append(txn_id, None)
+            self.coordinator.replay(txn_id, None)

@@ -9,7 +9,6 @@ long poll costs nothing while idle and answers as soon as data lands.
 
 from __future__ import annotations
 
-import asyncio
 import datetime
 import uuid
 from typing import Any
@@ -23,6 +22,7 @@ from shareq.log.transactions import stable_prefix
 from shareq.protocol import VersionRange
 from shareq.protocol.api_keys import FETCH
 
+from ..clock import now_ms
 from ..context import RequestContext
 from ..errors import error_code
 from ..partitions import Partition, wait_for_data
@@ -32,12 +32,11 @@ ZERO_UUID = uuid.UUID(int=0)
 
 
 async def handle_fetch(request: Any, ctx: RequestContext) -> Any:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + request.max_wait.total_seconds()
+    deadline = now_ms() + request.max_wait.total_seconds() * 1000.0
     wanted = _resolve(request, ctx)
     while True:
         responses, total, waited, failed, count = _collect(request, ctx, wanted)
-        remaining = deadline - loop.time()
+        remaining = (deadline - now_ms()) / 1000.0
         if waited >= request.min_bytes or failed or remaining <= 0 or ctx.broker.stopping:
             # Client quotas (server/quotas.py): over consumer_byte_rate, answer with no records.
             throttle_ms = await fetch_throttle_ms(ctx, total)

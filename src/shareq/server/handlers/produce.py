@@ -14,7 +14,7 @@ from shareq.log.errors import LogError, RecordErrors
 from shareq.protocol import VersionRange
 from shareq.protocol.api_keys import PRODUCE
 
-from ..broker import now_ms
+from ..clock import now_ms
 from ..context import RequestContext
 from ..errors import error_code
 from ..quotas import muted_for_s, produce_throttle_ms

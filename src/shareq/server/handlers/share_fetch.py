@@ -128,8 +128,7 @@ async def _acquire(
         else AcquireMode.BATCH_OPTIMIZED
     )
     batch_size = request.batch_size if request.batch_size > 0 else request.max_records
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + request.max_wait.total_seconds()
+    deadline = share.now_ms() + request.max_wait.total_seconds() * 1000.0  # the engine's clock
     io = ctx.broker.io.api(SHARE_FETCH)
     while True:
         now = share.now_ms()
@@ -157,7 +156,7 @@ async def _acquire(
                 records_left -= acquired.count
                 bytes_left -= len(acquired.records)
                 results[tip] = (ErrorCode.none, acquired)
-        remaining = deadline - loop.time()
+        remaining = (deadline - share.now_ms()) / 1000.0
         if got or remaining <= 0 or ctx.broker.stopping:
             return results
         if writing is not None and not writing.done():

@@ -8,9 +8,9 @@ partitions) and the ``SharePartitionManager``. Group metadata records go to the 
 start, so groups, configs and initialized share-partitions survive a restart; members do not (they
 rejoin).
 
-One ``loop.call_at`` timer covers the earliest acquisition-lock deadline, the earliest member
-session deadline and the persister's housekeeping deadline; it is re-armed only when a new
-deadline is earlier than the armed one, and recomputed after it fires.
+Its deadlines (the earliest acquisition-lock deadline, the earliest member session deadline and
+the persister's housekeeping deadline) are the broker's one :class:`DeadlineTimer`'s to keep:
+``next_deadline()`` and ``run_timers(now)``.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-import time
 import uuid
 from collections.abc import Coroutine, Iterable
 from typing import TYPE_CHECKING, Any
@@ -45,6 +44,7 @@ from shareq.share import SharePartition
 from shareq.share.persister import PersisterError, SharePartitionKey
 from shareq.share.session import ShareSessionCache, TopicIdPartition
 
+from ..clock import now_ms
 from ..internal_topics import group_metadata_topic_configs
 from ..partitions import Partition
 from ..topics import TopicInfo, is_internal
@@ -58,11 +58,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("shareq.share")
 
 GROUP_METADATA_TOPIC = "__consumer_offsets"
-_FAR = float("inf")
-
-
-def _wall_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 class ShareServices:
@@ -99,22 +94,21 @@ class ShareServices:
                 self._user_partitions,
                 config=state_config,
                 flush_mode=flush_mode,
-                clock_ms=_wall_ms,
+                clock_ms=now_ms,
             )
         else:
             self.persister = BuiltinPersister(
-                self._state_log, config=state_config, flush_mode=flush_mode, clock_ms=_wall_ms
+                self._state_log, config=state_config, flush_mode=flush_mode, clock_ms=now_ms
             )
         self.partitions = SharePartitionManager(self)
         self.dead_letters = DeadLetterWriter(self)
         self._tasks: set[asyncio.Task[Any]] = set()
-        self._timer: asyncio.TimerHandle | None = None
-        self._timer_at: float = _FAR
+        self.timer = broker.timer
         self._ticking = False
         self._stopped = False
         self._initializing: dict[str, asyncio.Future[None]] = {}
 
-    now_ms = staticmethod(_wall_ms)
+    now_ms = staticmethod(now_ms)
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -139,19 +133,16 @@ class ShareServices:
                     self.persister.config, state_topic_num_partitions=state.partitions
                 ),
                 flush_mode=self.persister.flush_mode,
-                clock_ms=_wall_ms,
+                clock_ms=now_ms,
             )
         broker.internal_topic(GROUP_METADATA_TOPIC, 1, group_metadata_topic_configs(broker.config))
         self._replay_group_metadata()
         await self.persister.load()
         self.dead_letters.start()
-        self.reschedule()
+        self.timer.add(self)
 
     async def stop(self) -> None:
         self._stopped = True
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
         await self.dead_letters.stop()
         for task in list(self._tasks):
             task.cancel()
@@ -235,12 +226,12 @@ class ShareServices:
         assert partition is not None
         encoded = encode_batch(
             batch,
-            base_timestamp=_wall_ms(),
+            base_timestamp=now_ms(),
             producer_id=producer_id,
             producer_epoch=producer_epoch,
             transactional=producer_id >= 0,
         )
-        partition.log.append(encoded, now_ms=_wall_ms())
+        partition.log.append(encoded, now_ms=now_ms())
 
     # -- membership ----------------------------------------------------------------------------
 
@@ -250,7 +241,7 @@ class ShareServices:
 
         Raises ``GroupRequestError`` (nothing changed) for the coordinator's refusals.
         """
-        now = _wall_ms()
+        now = now_ms()
         result = self.coordinator.heartbeat(request, now_ms=now, topics=self.topic_image())
         self.persist_group_records(result.records)
         # A member that leaves (epoch -1) keeps its share session: librdkafka sends its last
@@ -278,7 +269,7 @@ class ShareServices:
                         client_id=request.client_id,
                         client_host=request.client_host,
                     ),
-                    now_ms=_wall_ms(),
+                    now_ms=now_ms(),
                     topics=self.topic_image(),
                 )
             except GroupRequestError:
@@ -375,53 +366,29 @@ class ShareServices:
 
     def schedule(self, deadline_ms: int) -> None:
         """Make sure the timer fires no later than ``deadline_ms``."""
-        if self._stopped or deadline_ms >= self._timer_at:
-            return
-        if self._timer is not None:
-            self._timer.cancel()
-        loop = asyncio.get_running_loop()
-        self._timer_at = deadline_ms
-        delay = max(deadline_ms - _wall_ms(), 0) / 1000.0
-        self._timer = loop.call_at(loop.time() + delay, self._fire)
+        self.timer.arm(deadline_ms)
 
     def schedule_from(self, sp: SharePartition) -> None:
-        deadline = sp.next_deadline()
-        if deadline is not None:
-            self.schedule(deadline)
+        self.timer.arm(sp.next_deadline())
 
     def schedule_member_deadline(self) -> None:
-        deadline = self.coordinator.next_deadline()
-        if deadline is not None:
-            self.schedule(deadline)
+        self.timer.arm(self.coordinator.next_deadline())
 
     def reschedule(self) -> None:
         """Recompute the earliest deadline over everything and arm the timer for it."""
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        self._timer_at = _FAR
-        deadlines = [
-            d
-            for d in (
-                self.partitions.next_deadline(),
-                self.coordinator.next_deadline(),
-                None if self._ticking else self.persister.next_deadline(),
-            )
-            if d is not None
-        ]
-        if deadlines:
-            self.schedule(min(deadlines))
+        self.timer.reschedule()
 
-    def _fire(self) -> None:
-        self.run_timers(_wall_ms())
+    def next_deadline(self) -> int | None:
+        deadlines = (
+            self.partitions.next_deadline(),
+            self.coordinator.next_deadline(),
+            None if self._ticking else self.persister.next_deadline(),
+        )
+        return min((d for d in deadlines if d is not None), default=None)
 
     def run_timers(self, now: int) -> None:
         """Do what is due at ``now``: expire member sessions and acquisition locks, persister
-        housekeeping; then re-arm the timer."""
-        if self._timer is not None:
-            self._timer.cancel()
-        self._timer = None
-        self._timer_at = _FAR
+        housekeeping."""
         expired = self.coordinator.expire(now)
         self.persist_group_records(expired.records)
         for removed in expired.removed:
@@ -431,7 +398,7 @@ class ShareServices:
         if deadline is not None and deadline <= now and not self._ticking:
             self._ticking = True
             self.spawn(self._tick(now))
-        self.reschedule()
+        self.reschedule()  # (called from the timer, it re-arms once every service ran)
 
     async def _tick(self, now: int) -> None:
         try:
