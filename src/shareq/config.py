@@ -10,6 +10,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from shareq.topic_configs import broker_synonyms
+
 
 class ConfigError(ValueError):
     """An unknown key or an invalid value."""
@@ -292,6 +294,49 @@ register(
         bounds="comma-separated list of uniform, range",
         doc="server-side assignors KIP-848 members may choose (uniform, range); the first is the default",
     ),
+)
+
+# The internal topics' configs (read by ``server/internal_topics.py``).
+register(
+    Setting(
+        name="offsets.topic.segment.bytes",
+        type=int,
+        default=100 * 1024 * 1024,
+        validator=lambda v: v >= 1024 * 1024,
+    ),
+    Setting(
+        name="transaction.state.log.segment.bytes",
+        type=int,
+        default=100 * 1024 * 1024,
+        validator=lambda v: v >= 1024 * 1024,
+    ),
+    Setting(name="transaction.state.log.min.isr", type=int, default=2, validator=lambda v: v >= 1),
+)
+
+# The log cleaner (read by ``server/compaction.py``).
+register(
+    Setting(name="log.cleaner.enable", type=bool, default=True),
+    Setting(
+        name="log.cleaner.backoff.ms", type=int, default=15_000, validator=lambda v: v >= 0, bounds=">= 0"
+    ),
+    Setting(
+        name="log.cleaner.dedupe.buffer.size",
+        type=int,
+        default=128 * 1024 * 1024,
+        validator=lambda v: v > 0,
+        bounds=">= 1",
+    ),
+)
+
+# The broker configs topic configs fall back to, from the topic-config table (a name this table
+# already defines keeps its definition). Last, so the table is whole once this module is imported:
+# which other modules were imported never decides whether a setting is known.
+register(
+    *(
+        Setting(name=name, type=kind, default=default, validator=validator)
+        for name, kind, default, validator in broker_synonyms()
+        if name not in SETTINGS
+    )
 )
 
 _ASSIGNOR_CLASSES = {

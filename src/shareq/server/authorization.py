@@ -16,7 +16,6 @@ A broker without an authorizer never sees this module: its handler table is left
 from __future__ import annotations
 
 import dataclasses
-import datetime
 import inspect
 import uuid
 from collections.abc import Callable, Iterable
@@ -30,7 +29,7 @@ from shareq.protocol.blank import blank
 from shareq.security.acl import CLUSTER_NAME, Authorizer, Operation, ResourceType
 
 from .acl_operations import UNKNOWN_AUTHORIZED_OPERATIONS
-from .context import RequestContext
+from .context import NO_THROTTLE, RequestContext
 from .handlers import HandlerTable
 
 T, G, C, X = ResourceType.TOPIC, ResourceType.GROUP, ResourceType.CLUSTER, ResourceType.TRANSACTIONAL_ID
@@ -408,7 +407,7 @@ class _Answer(Exception):
 
 def _acl_creations(request: Any, ctx: RequestContext, code: ErrorCode) -> Any:
     return ctx.build(
-        throttle_time=_NO_THROTTLE,
+        throttle_time=NO_THROTTLE,
         results=tuple(
             ctx.build("AclCreationResult", error_code=code, error_message=None) for _ in request.creations
         ),
@@ -417,7 +416,7 @@ def _acl_creations(request: Any, ctx: RequestContext, code: ErrorCode) -> Any:
 
 def _acl_deletions(request: Any, ctx: RequestContext, code: ErrorCode) -> Any:
     return ctx.build(
-        throttle_time=_NO_THROTTLE,
+        throttle_time=NO_THROTTLE,
         filter_results=tuple(
             ctx.build("DeleteAclsFilterResult", error_code=code, error_message=None, matching_acls=())
             for _ in request.filters
@@ -428,15 +427,13 @@ def _acl_deletions(request: Any, ctx: RequestContext, code: ErrorCode) -> Any:
 def _scram_alterations(request: Any, ctx: RequestContext, code: ErrorCode) -> Any:
     users = dict.fromkeys([d.name for d in request.deletions] + [u.name for u in request.upsertions])
     return ctx.build(
-        throttle_time=_NO_THROTTLE,
+        throttle_time=NO_THROTTLE,
         results=tuple(
             ctx.build("AlterUserScramCredentialsResult", user=u, error_code=code, error_message=None)
             for u in users
         ),
     )
 
-
-_NO_THROTTLE = datetime.timedelta(0)
 
 R, W, D = Operation.READ, Operation.WRITE, Operation.DESCRIBE
 

@@ -22,6 +22,7 @@ from shareq.quota import ClientQuotas, QuotaUsage
 from shareq.security.jaas import PlainUsers
 from shareq.security.listeners import Listener
 from shareq.security.sasl import SaslState
+from shareq.topic_configs import effective_topic_configs, validate_topic_configs
 
 from .clock import now_ms
 from .compaction import cleaner_loop, stop_cleaner
@@ -44,7 +45,6 @@ from .security import (
     ssl_principal,
 )
 from .share import ShareServices
-from .topic_configs import effective_topic_configs, validate_topic_configs
 from .topics import TopicInfo, TopicRegistry, is_internal
 from .transactions import TransactionServices
 

@@ -18,30 +18,14 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from typing import TYPE_CHECKING
 
-from shareq.config import Setting, register
 from shareq.log.cleaner import ENTRY_BYTES, CleaningConfig, CleaningResult, clean
-
-from .topic_configs import topic_value
+from shareq.topic_configs import topic_value
 
 if TYPE_CHECKING:
     from .broker import Broker
     from .partitions import Partition
 
 log = logging.getLogger("shareq.server.compaction")
-
-register(
-    Setting(name="log.cleaner.enable", type=bool, default=True),
-    Setting(
-        name="log.cleaner.backoff.ms", type=int, default=15_000, validator=lambda v: v >= 0, bounds=">= 0"
-    ),
-    Setting(
-        name="log.cleaner.dedupe.buffer.size",
-        type=int,
-        default=128 * 1024 * 1024,
-        validator=lambda v: v > 0,
-        bounds=">= 1",
-    ),
-)
 
 
 def cleaning_config(broker: Broker, partition: Partition) -> CleaningConfig | None:

@@ -13,10 +13,9 @@ from collections.abc import Callable
 from typing import Any
 
 from shareq.config import SETTINGS, Setting, _at_least_minus_one, _non_negative, _positive
+from shareq.topic_configs import _TABLE as TOPIC_TABLE
 
-from .broker import Broker  # noqa: F401  (importing the server registers every setting)
 from .handlers.configs import DYNAMIC_BROKER_KEYS
-from .topic_configs import _TABLE as TOPIC_TABLE
 
 _NAMED_BOUNDS: dict[Callable[[Any], bool], str] = {
     _positive: ">= 1",

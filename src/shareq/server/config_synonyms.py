@@ -24,7 +24,7 @@ import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from .topic_configs import TOPIC_SETTINGS
+from shareq.topic_configs import TOPIC_SETTINGS
 
 
 class Source(enum.IntEnum):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import ipaddress
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -12,6 +13,9 @@ from shareq.protocol import Codec, RequestHeader
 if TYPE_CHECKING:
     from .broker import Broker
     from .security import ConnectionSession
+
+NO_THROTTLE = datetime.timedelta(0)
+"""The throttle time of a response no quota delayed."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

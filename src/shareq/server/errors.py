@@ -18,8 +18,8 @@ from shareq.log.errors import (
 from shareq.protocol import error_code_for
 from shareq.share.persister import PersisterError
 from shareq.share.session import ShareSessionError
+from shareq.topic_configs import InvalidConfigError
 
-from .topic_configs import InvalidConfigError
 from .topics import InvalidTopicError, TopicExistsError, UnknownTopicError
 
 ERROR_CODES: dict[type[BaseException], ErrorCode] = {

@@ -7,23 +7,7 @@ lacks at start (``Broker.internal_topic``)."""
 
 from __future__ import annotations
 
-from shareq.config import BrokerConfig, Setting, register
-
-register(
-    Setting(
-        name="offsets.topic.segment.bytes",
-        type=int,
-        default=100 * 1024 * 1024,
-        validator=lambda v: v >= 1024 * 1024,
-    ),
-    Setting(
-        name="transaction.state.log.segment.bytes",
-        type=int,
-        default=100 * 1024 * 1024,
-        validator=lambda v: v >= 1024 * 1024,
-    ),
-    Setting(name="transaction.state.log.min.isr", type=int, default=2, validator=lambda v: v >= 1),
-)
+from shareq.config import BrokerConfig
 
 
 def group_metadata_topic_configs(config: BrokerConfig) -> dict[str, str]:

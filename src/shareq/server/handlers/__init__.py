@@ -15,6 +15,32 @@ from types import MappingProxyType
 from shareq.protocol import VersionRange
 
 from ..context import Handler
+from . import (
+    acls,
+    api_versions,
+    classic_groups,
+    client_quotas,
+    cluster,
+    configs,
+    consumer_group_heartbeat,
+    coordinator,
+    fetch,
+    groups,
+    list_offsets,
+    metadata,
+    offsets,
+    partitions_admin,
+    produce,
+    producer_id,
+    scram_credentials,
+    share_acknowledge,
+    share_admin,
+    share_fetch,
+    share_group_heartbeat,
+    topics,
+    transactions,
+    transactions_admin,
+)
 
 HandlerEntry = tuple[VersionRange, Handler]
 
@@ -45,33 +71,6 @@ class HandlerTable:
 
 
 def default_handlers() -> HandlerTable:
-    from . import (
-        acls,
-        api_versions,
-        classic_groups,
-        client_quotas,
-        cluster,
-        configs,
-        consumer_group_heartbeat,
-        coordinator,
-        fetch,
-        groups,
-        list_offsets,
-        metadata,
-        offsets,
-        partitions_admin,
-        produce,
-        producer_id,
-        scram_credentials,
-        share_acknowledge,
-        share_admin,
-        share_fetch,
-        share_group_heartbeat,
-        topics,
-        transactions,
-        transactions_admin,
-    )
-
     table = HandlerTable()
     for module in (
         api_versions,

@@ -22,8 +22,7 @@ from shareq.security.acl import (
     ResourceType,
 )
 
-from ..context import RequestContext
-from .api_versions import NO_THROTTLE
+from ..context import NO_THROTTLE, RequestContext
 
 NO_AUTHORIZER = "No Authorizer is configured."
 NO_AUTHORIZER_DESCRIBE = "No Authorizer is configured on the broker"  # Kafka words DescribeAcls differently

@@ -3,7 +3,6 @@ carries the supported and finalized features (``server/features.py``)."""
 
 from __future__ import annotations
 
-import datetime
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -11,10 +10,8 @@ from kio.schema.errors import ErrorCode
 from shareq.protocol import VersionRange, api_version_entries
 from shareq.protocol.api_keys import API_VERSIONS
 
-from ..context import RequestContext
+from ..context import NO_THROTTLE, RequestContext
 from ..features import FINALIZED_FEATURES_EPOCH, finalized_features, supported_features
-
-NO_THROTTLE = datetime.timedelta(0)
 
 
 def handle_api_versions(request: Any, ctx: RequestContext) -> Any:

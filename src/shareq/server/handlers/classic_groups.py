@@ -26,8 +26,7 @@ from shareq.protocol import VersionRange
 from shareq.protocol.api_keys import HEARTBEAT, JOIN_GROUP, LEAVE_GROUP, SYNC_GROUP
 
 from ..consumer_groups import ConsumerGroupServices
-from ..context import RequestContext
-from .api_versions import NO_THROTTLE
+from ..context import NO_THROTTLE, RequestContext
 
 
 def services(ctx: RequestContext) -> ConsumerGroupServices:

@@ -13,8 +13,7 @@ from shareq.protocol import VersionRange
 from shareq.protocol.api_keys import ALTER_CLIENT_QUOTAS, DESCRIBE_CLIENT_QUOTAS
 from shareq.quota import ClientQuotas, Entity, FilterComponent, QuotaError, make_entity
 
-from ..context import RequestContext
-from .api_versions import NO_THROTTLE
+from ..context import NO_THROTTLE, RequestContext
 
 
 def handle_describe_client_quotas(request: Any, ctx: RequestContext) -> Any:

@@ -22,8 +22,7 @@ from shareq.protocol.api_keys import (
 )
 
 from ..acl_operations import CLUSTER_OPERATIONS, authorized
-from ..context import RequestContext
-from .api_versions import NO_THROTTLE
+from ..context import NO_THROTTLE, RequestContext
 
 BROKERS_ENDPOINT = 1
 

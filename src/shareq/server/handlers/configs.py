@@ -22,6 +22,14 @@ from shareq.protocol.api_keys import (
     INCREMENTAL_ALTER_CONFIGS,
     LIST_CONFIG_RESOURCES,
 )
+from shareq.topic_configs import (
+    BROKER_SYNONYMS,
+    TOPIC_SETTINGS,
+    ConfigType,
+    InvalidConfigError,
+    effective_topic_configs,
+    validate_topic_configs,
+)
 
 from ..config_synonyms import (
     GROUP_CONFIG_SYNONYMS,
@@ -35,16 +43,7 @@ from ..config_synonyms import (
     describe_group_config,
     describe_topic_config,
 )
-from ..context import RequestContext
-from ..topic_configs import (
-    BROKER_SYNONYMS,
-    TOPIC_SETTINGS,
-    ConfigType,
-    InvalidConfigError,
-    effective_topic_configs,
-    validate_topic_configs,
-)
-from .api_versions import NO_THROTTLE
+from ..context import NO_THROTTLE, RequestContext
 from .group_support import (
     AdminFailure,
     coordinator,

@@ -9,8 +9,7 @@ from kio.schema.errors import ErrorCode
 from shareq.protocol import VersionRange
 from shareq.protocol.api_keys import FIND_COORDINATOR
 
-from ..context import RequestContext
-from .api_versions import NO_THROTTLE
+from ..context import NO_THROTTLE, RequestContext
 
 
 def handle_find_coordinator(request: Any, ctx: RequestContext) -> Any:

@@ -22,8 +22,7 @@ from shareq.protocol import VersionRange
 from shareq.protocol.api_keys import CONSUMER_GROUP_DESCRIBE, DELETE_GROUPS, DESCRIBE_GROUPS, LIST_GROUPS
 from shareq.share.persister import SharePartitionKey
 
-from ..context import RequestContext
-from .api_versions import NO_THROTTLE
+from ..context import NO_THROTTLE, RequestContext
 from .group_support import (
     AdminFailure,
     coordinator,

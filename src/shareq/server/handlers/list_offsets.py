@@ -11,9 +11,8 @@ from shareq.log.partition_log import PartitionLog
 from shareq.protocol import VersionRange
 from shareq.protocol.api_keys import LIST_OFFSETS
 
-from ..context import RequestContext
+from ..context import NO_THROTTLE, RequestContext
 from ..errors import error_code
-from .api_versions import NO_THROTTLE
 
 LATEST = -1
 EARLIEST = -2

@@ -16,9 +16,8 @@ from ..acl_operations import (
     UNKNOWN_AUTHORIZED_OPERATIONS,
     authorized,
 )
-from ..context import RequestContext
+from ..context import NO_THROTTLE, RequestContext
 from ..topics import TopicInfo, validate_topic_name
-from .api_versions import NO_THROTTLE
 
 ZERO_UUID = uuid.UUID(int=0)
 

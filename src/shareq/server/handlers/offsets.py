@@ -16,8 +16,7 @@ from shareq.coordinators.classic import ClassicErrorCode, ClassicRequestError, O
 from shareq.protocol import VersionRange
 from shareq.protocol.api_keys import OFFSET_COMMIT, OFFSET_DELETE, OFFSET_FETCH
 
-from ..context import RequestContext
-from .api_versions import NO_THROTTLE
+from ..context import NO_THROTTLE, RequestContext
 from .classic_groups import services
 
 

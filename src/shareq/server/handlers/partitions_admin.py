@@ -13,10 +13,9 @@ from shareq.protocol import VersionRange
 from shareq.protocol.api_keys import CREATE_PARTITIONS, DELETE_RECORDS, DESCRIBE_TOPIC_PARTITIONS
 
 from ..acl_operations import TOPIC_OPERATIONS, authorized
-from ..context import RequestContext
+from ..context import NO_THROTTLE, RequestContext
 from ..errors import error_code
 from ..topics import TopicInfo
-from .api_versions import NO_THROTTLE
 
 MAX_PARTITIONS = 10_000
 HIGH_WATERMARK = -1

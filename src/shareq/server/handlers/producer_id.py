@@ -10,8 +10,7 @@ from kio.schema.errors import ErrorCode
 from shareq.protocol import VersionRange
 from shareq.protocol.api_keys import INIT_PRODUCER_ID
 
-from ..context import RequestContext
-from .api_versions import NO_THROTTLE
+from ..context import NO_THROTTLE, RequestContext
 from .transactions import init_transactional_producer_id
 
 

@@ -12,8 +12,7 @@ from shareq.protocol import VersionRange
 from shareq.protocol.api_keys import ALTER_USER_SCRAM_CREDENTIALS, DESCRIBE_USER_SCRAM_CREDENTIALS
 from shareq.security.scram import CredentialError, ScramMechanism, credential_from_salted
 
-from ..context import RequestContext
-from .api_versions import NO_THROTTLE
+from ..context import NO_THROTTLE, RequestContext
 
 
 def handle_describe_user_scram_credentials(request: Any, ctx: RequestContext) -> Any:

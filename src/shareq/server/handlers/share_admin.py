@@ -32,8 +32,7 @@ from shareq.share.persister import (
     WriteStateParams,
 )
 
-from ..context import RequestContext
-from .api_versions import NO_THROTTLE
+from ..context import NO_THROTTLE, RequestContext
 from .group_support import (
     AdminFailure,
     coordinator,

@@ -19,8 +19,7 @@ from shareq.coordinators.group import GroupRequestError, HeartbeatRequest, Heart
 from shareq.protocol import VersionRange
 from shareq.protocol.api_keys import SHARE_GROUP_HEARTBEAT
 
-from ..context import RequestContext
-from .api_versions import NO_THROTTLE
+from ..context import NO_THROTTLE, RequestContext
 
 
 async def handle_share_group_heartbeat(request: Any, ctx: RequestContext) -> Any:

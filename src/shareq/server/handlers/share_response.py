@@ -27,8 +27,7 @@ from shareq.protocol.messages import BY_REFERENCE, Buffer
 from shareq.protocol.varint import write_uvarint
 from shareq.share import AcquiredRecords
 
-from ..context import RequestContext
-from .api_versions import NO_THROTTLE
+from ..context import NO_THROTTLE, RequestContext
 
 if TYPE_CHECKING:
     from ..share.services import ShareServices

@@ -9,12 +9,11 @@ from kio.schema.errors import ErrorCode
 
 from shareq.protocol import VersionRange
 from shareq.protocol.api_keys import CREATE_TOPICS, DELETE_TOPICS
+from shareq.topic_configs import InvalidConfigError, effective_topic_configs, validate_topic_configs
 
 from ..config_synonyms import describe_topic_config
-from ..context import RequestContext
-from ..topic_configs import InvalidConfigError, effective_topic_configs, validate_topic_configs
+from ..context import NO_THROTTLE, RequestContext
 from ..topics import InvalidTopicError, validate_topic_name
-from .api_versions import NO_THROTTLE
 from .configs import config_layers
 
 ZERO_UUID = uuid.UUID(int=0)

@@ -18,10 +18,9 @@ from shareq.protocol import VersionRange
 from shareq.protocol.api_keys import ADD_OFFSETS_TO_TXN, ADD_PARTITIONS_TO_TXN, END_TXN, TXN_OFFSET_COMMIT
 from shareq.share.persister import PersisterError
 
-from ..context import RequestContext
+from ..context import NO_THROTTLE, RequestContext
 from ..errors import error_code, persister_error_code
 from ..transactions import TransactionServices
-from .api_versions import NO_THROTTLE
 from .offsets import commits_of, partition_codes
 
 

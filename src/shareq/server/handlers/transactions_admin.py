@@ -13,8 +13,7 @@ from shareq.coordinators.transaction import TxnMetadata, TxnState
 from shareq.protocol import VersionRange
 from shareq.protocol.api_keys import DESCRIBE_PRODUCERS, DESCRIBE_TRANSACTIONS, LIST_TRANSACTIONS
 
-from ..context import RequestContext
-from .api_versions import NO_THROTTLE
+from ..context import NO_THROTTLE, RequestContext
 
 STATE_NAMES = {state.display: state for state in TxnState}
 

@@ -23,11 +23,10 @@ from shareq.share import SharePartition, ShareRequestError
 from shareq.share.session import TopicIdPartition
 from shareq.share.types import AcknowledgementBatch
 
-from ..context import RequestContext
+from ..context import NO_THROTTLE, RequestContext
 from ..errors import error_code
 from ..share.acknowledge import parse_batches
 from ..share.locate import resolve
-from .api_versions import NO_THROTTLE
 
 ANY_MEMBER_EPOCH = -1
 

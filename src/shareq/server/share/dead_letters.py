@@ -48,8 +48,7 @@ from shareq.share.dead_letter import (
     dlq_record_headers,
 )
 from shareq.share.persister import SharePartitionKey
-
-from ..topic_configs import DLQ_GROUP_ENABLE
+from shareq.topic_configs import DLQ_GROUP_ENABLE
 
 if TYPE_CHECKING:
     from .services import ShareServices

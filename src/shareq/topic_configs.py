@@ -7,17 +7,20 @@ on the value; the others (replication throttles, tiered storage, preallocation, 
 stored and described, and change nothing on one node (see docs/ARCHITECTURE.md, "Topic configs").
 
 A config falls back to a broker config (its *synonym*, Kafka's ``ServerTopicConfigSynonyms``) when
-the topic does not set it; those broker configs are registered here, so ``--config`` and
-IncrementalAlterConfigs on the broker take them under Kafka's names.
+the topic does not set it; :func:`broker_synonyms` gives those broker configs to the settings table
+(:mod:`shareq.config`), so ``--config`` and IncrementalAlterConfigs on the broker take them under
+Kafka's names.
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from shareq.config import SETTINGS, BrokerConfig, Setting, register
+if TYPE_CHECKING:
+    from shareq.config import BrokerConfig
 
 DLQ_GROUP_ENABLE = "errors.deadletterqueue.group.enable"
 """A topic opts in to receive share groups' dead letters (KIP-1191)."""
@@ -302,7 +305,7 @@ def effective_topic_configs(
             result[name] = (overrides[name], True)
             continue
         value = None
-        if setting.synonym is not None and setting.synonym in SETTINGS:
+        if setting.synonym is not None:
             value = broker.text(setting.synonym)
         result[name] = (setting.default if value is None else value, False)
     return result
@@ -312,7 +315,7 @@ def topic_value(name: str, overrides: Mapping[str, str], broker: BrokerConfig) -
     """One topic config's effective value, typed."""
     setting = TOPIC_SETTINGS[name]
     text = overrides.get(name)
-    if text is None and setting.synonym is not None and setting.synonym in SETTINGS:
+    if text is None and setting.synonym is not None:
         text = broker.text(setting.synonym)
     return parse_value(setting, setting.default if text is None else text)
 
@@ -344,19 +347,17 @@ def _text(value: object) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 
-def _register_broker_synonyms() -> None:
+def broker_synonyms() -> Iterator[tuple[str, type, object, Callable[[object], bool]]]:
+    """The broker configs topic configs fall back to: ``(name, type, default, validator)``, for the
+    settings table to register (it keeps its own definition of a name it already has)."""
     for setting in _TABLE:
-        broker_name = setting.synonym
-        if broker_name is None or broker_name in SETTINGS:
+        if setting.synonym is None:
             continue
-        kind = _PYTHON_TYPES[setting.type]
-        default: object = parse_value(setting, setting.default)
-        if setting.type is ConfigType.LIST:
-            default = setting.default
-        register(Setting(name=broker_name, type=kind, default=default, validator=_broker_check(setting)))
+        default: object = setting.default
+        if setting.type is not ConfigType.LIST:
+            default = parse_value(setting, setting.default)
+        yield setting.synonym, _PYTHON_TYPES[setting.type], default, _broker_check(setting)
 
-
-_register_broker_synonyms()
 
 BROKER_SYNONYMS: frozenset[str] = frozenset(s.synonym for s in _TABLE if s.synonym is not None)
 """Broker configs a topic config falls back to: each is dynamic per broker, as in Kafka."""
