@@ -49,7 +49,7 @@ def serve(
         config = BrokerConfig.from_pairs(pairs)
     except ConfigError as error:
         raise click.BadParameter(str(error), param_hint="--config") from error
-    from shareq.server.broker import BrokerStartError
+    from shareq.server.start_errors import BrokerStartError
 
     try:
         asyncio.run(_serve(data_dir, host, port, config))

@@ -45,6 +45,7 @@ from .security import (
     ssl_principal,
 )
 from .share import ShareServices
+from .start_errors import BrokerStartError, os_reason
 from .topics import TopicInfo, TopicRegistry, is_internal
 from .transactions import TransactionServices
 
@@ -52,15 +53,6 @@ if TYPE_CHECKING:
     from .monitor.server import MonitorServer
 
 log = logging.getLogger("shareq.server")
-
-
-class BrokerStartError(RuntimeError):
-    """The broker cannot start: the message is one line for the operator (no traceback needed)."""
-
-
-def _reason(error: OSError) -> str:
-    """``Address already in use`` rather than ``[Errno 98] error while attempting to bind ...``."""
-    return os.strerror(error.errno) if error.errno else str(error)
 
 
 class Broker:
@@ -134,7 +126,7 @@ class Broker:
                     self._open_partition(topic, index)
         except OSError as error:
             raise BrokerStartError(
-                f"Failed to create or validate data directory {self.data_dir.absolute()}: {_reason(error)}"
+                f"Failed to create or validate data directory {self.data_dir.absolute()}: {os_reason(error)}"
             ) from error
         try:
             listeners, advertised = resolve_listeners(self.config, self.host, self.port)
@@ -172,7 +164,7 @@ class Broker:
             await monitor.start()
         except OSError as error:
             raise BrokerStartError(
-                f"HTTP server failed to bind to {host}:{port}: {_reason(error)}."
+                f"HTTP server failed to bind to {host}:{port}: {os_reason(error)}."
             ) from error
         self.monitor = monitor
 
@@ -267,7 +259,7 @@ class Broker:
                 )
             except OSError as error:
                 raise BrokerStartError(
-                    f"Socket server failed to bind to {listener.host}:{listener.port}: {_reason(error)}."
+                    f"Socket server failed to bind to {listener.host}:{listener.port}: {os_reason(error)}."
                 ) from error
             port = server.sockets[0].getsockname()[1]
             bound = Listener(listener.name, listener.host, port, listener.protocol)

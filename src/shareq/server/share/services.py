@@ -161,7 +161,7 @@ class ShareServices:
 
     def _check_persister(self, state: TopicInfo | None) -> None:
         """Refuse to start on share state the configured persister cannot read."""
-        from ..broker import BrokerStartError
+        from ..start_errors import BrokerStartError
 
         broker = self.broker
         coordinator_state = False
