@@ -11,7 +11,6 @@ the ``DiffersFromKafka`` it raises counts as the expected failure, any other err
 from __future__ import annotations
 
 import sys
-import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -46,23 +45,37 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 class _KafkaNode:
-    """The session's one-node Kafka, started on first use; started again (fresh) if its process died, e.g.
-    killed from outside, so one lost JVM does not fail every later test."""
+    """The session's one-node Kafka, started on first use. If its process dies, the test it died in fails
+    (``death``, checked as ``kafka_node`` is torn down) and a fresh node starts for the next test, so one
+    lost JVM does not fail every later test."""
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
         self.cluster: kafka_harness.KafkaCluster | None = None
         self.starts = 0
+        self.death_reported = False
+
+    def death(self) -> str | None:
+        """How the node died, once (None while it runs, or once its death was told)."""
+        if self.cluster is None or self.death_reported or all(n.alive() for n in self.cluster.nodes):
+            return None
+        self.death_reported = True
+        node = self.cluster.nodes[0]
+        assert node.process is not None
+        return (
+            f"the Kafka node died (exit status {node.process.returncode}); its log ends:\n{node.log_tail()}"
+        )
 
     def server(self) -> Server:
+        unreported = self.death()  # it died between tests
         if self.cluster is None or not all(n.alive() for n in self.cluster.nodes):
             if self.cluster is not None:
                 self.cluster.stop()
-                warnings.warn(
-                    f"Kafka node died, starting another:\n{self.cluster.nodes[0].log_tail()}", stacklevel=1
-                )
             self.starts += 1
+            self.death_reported = False
             self.cluster = kafka_harness.KafkaCluster(self.directory / f"run{self.starts}", 1, COMMON).start()
+        if unreported is not None:
+            pytest.fail(f"before this test, {unreported}", pytrace=False)
         return Server("kafka", self.cluster.bootstrap, nodes=1)
 
     def stop(self) -> None:
@@ -84,9 +97,11 @@ def _kafka_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[_KafkaN
 
 
 @pytest.fixture
-def kafka_node(_kafka_session: _KafkaNode) -> Server:
-    """One KRaft node (broker + controller) shared by the tests of this worker."""
-    return _kafka_session.server()
+def kafka_node(_kafka_session: _KafkaNode) -> Iterator[Server]:
+    """One KRaft node (broker + controller) shared by the tests of this worker; a test it dies in fails."""
+    yield _kafka_session.server()
+    if (death := _kafka_session.death()) is not None:
+        pytest.fail(death, pytrace=False)
 
 
 @pytest.fixture(scope="session")
@@ -102,12 +117,9 @@ def _shareq_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[B
 @pytest.fixture
 def shareq_node(_shareq_session: list[BrokerProcess], tmp_path_factory: pytest.TempPathFactory) -> Server:
     """``shareq serve`` as a subprocess with the same broker configs as the Kafka node, shared by the tests
-    of this worker (started again if its process died)."""
+    of this worker. If its process died, the test it died in failed (tests/conftest.py) and another
+    starts here."""
     if not _shareq_session or not _shareq_session[-1].alive():
-        if _shareq_session:
-            warnings.warn(
-                f"shareq died, starting another: {_shareq_session[-1].stderr_lines[-20:]}", stacklevel=1
-            )
         broker = BrokerProcess(
             tmp_path_factory.mktemp("shareq") / "data", *(f"{k}={v}" for k, v in COMMON.items())
         )
