@@ -11,7 +11,7 @@ the ``DiffersFromKafka`` it raises counts as the expected failure, any other err
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 
 import pytest
@@ -39,6 +39,33 @@ def _server_params(metafunc: pytest.Metafunc) -> list[object]:
     ]
 
 
+def _starts_kafka(item: pytest.Item) -> bool:
+    """Whether this test starts Kafka: a cluster of its own, or the session's node not running yet."""
+    callspec = getattr(item, "callspec", None)
+    if callspec is None or callspec.params.get("server_kind") != "kafka":
+        return False
+    fixtures = getattr(item, "fixturenames", ())
+    if "cluster" in fixtures:
+        return True
+    node = item.config.stash.get(_KAFKA_NODE, None)
+    return "server" in fixtures and (node is None or not node.running())
+
+
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item) -> Generator[None, None, None]:
+    """A test that starts Kafka gets kafka_harness.START_BOUND_S more than its timeout (set here, before
+    pytest-timeout reads it): the start's own deadlines, not the test's timeout, bound the start."""
+    marker = item.get_closest_marker("timeout")
+    if _starts_kafka(item):
+        if marker is not None:
+            timeout = float(marker.args[0] if marker.args else marker.kwargs.get("timeout", 0))
+        else:
+            timeout = float(item.config.getini("timeout") or 0)
+        if timeout > 0:
+            item.add_marker(pytest.mark.timeout(timeout + kafka_harness.START_BOUND_S), append=False)
+    yield
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "server_kind" in metafunc.fixturenames:
         metafunc.parametrize("server_kind", _server_params(metafunc))
@@ -55,6 +82,9 @@ class _KafkaNode:
         self.starts = 0
         self.death_reported = False
 
+    def running(self) -> bool:
+        return self.cluster is not None and all(n.alive() for n in self.cluster.nodes)
+
     def death(self) -> str | None:
         """How the node died, once (None while it runs, or once its death was told)."""
         if self.cluster is None or self.death_reported or all(n.alive() for n in self.cluster.nodes):
@@ -68,7 +98,7 @@ class _KafkaNode:
 
     def server(self) -> Server:
         unreported = self.death()  # it died between tests
-        if self.cluster is None or not all(n.alive() for n in self.cluster.nodes):
+        if not self.running():
             if self.cluster is not None:
                 self.cluster.stop()
             self.starts += 1
@@ -83,13 +113,19 @@ class _KafkaNode:
             self.cluster.stop()
 
 
+_KAFKA_NODE = pytest.StashKey[_KafkaNode]()
+
+
 @pytest.fixture(scope="session")
-def _kafka_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[_KafkaNode]:
+def _kafka_session(
+    tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config
+) -> Iterator[_KafkaNode]:
     try:
         kafka_harness.ensure_kafka_jars()
     except (kafka_harness.KafkaUnavailable, OSError) as error:
         kafka_unavailable(str(error))
     node = _KafkaNode(tmp_path_factory.mktemp("kafka"))
+    pytestconfig.stash[_KAFKA_NODE] = node
     try:
         yield node
     finally:
