@@ -80,10 +80,6 @@ class KafkaUnavailable(RuntimeError):
     """Java, Maven or the resolved jars are missing."""
 
 
-def in_ci() -> bool:
-    return os.environ.get("CI", "").lower() == "true"
-
-
 def random_id() -> str:
     """A Kafka cluster or directory id: 16 random bytes, base64url without padding; like Kafka's
     ``Uuid.randomUuid``, never one starting with "-" (a command line would read it as an option)."""

@@ -15,6 +15,7 @@ from confluent_kafka import Message, Producer, ShareConsumer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 import kafka_harness
+from ci_support import in_ci
 from shareq.client import Admin, ConfigResource, ResourceType
 
 # Broker configs given to both servers (Kafka: server.properties; shareq: --config).
@@ -201,7 +202,7 @@ NOT_OWNED = "not yet owned by an issue: "
 
 def kafka_unavailable(reason: str) -> None:
     """Without Kafka's jars or Java a test is skipped locally; in CI that is an error."""
-    if kafka_harness.in_ci():
+    if in_ci():
         pytest.fail(f"Kafka is required in CI: {reason}")
     pytest.skip(f"Kafka not available: {reason}")
 
