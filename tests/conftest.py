@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import os
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +53,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if item.get_closest_marker("slow") is not None:
             item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def _no_broker_died() -> Iterator[None]:
+    """A shareq broker (tests/integration/broker_harness.py) that died during a test fails it, with the
+    tail of its stderr: after the test's own fixtures are torn down, so a death after its last assertion,
+    or before a fixture or the test killed or restarted the broker, counts too. A test that kills the
+    broker on purpose says so by ``kill``/``terminate`` (or ``expect_exit``, or an armed crash point)."""
+    yield
+    harness = sys.modules.get("broker_harness")  # not imported: no broker was started
+    if harness is not None and (deaths := harness.take_deaths()):
+        pytest.fail("\n\n".join(deaths), pytrace=False)
 
 
 def _outcome(report: pytest.TestReport) -> str | None:

@@ -29,6 +29,10 @@ KAFKA_DIR = Path(__file__).resolve().parent / "kafka-reference"
 KAFKA_LIB = KAFKA_DIR / "lib"
 RESOLVED_STAMP = KAFKA_LIB / ".resolved"
 START_DEADLINE_S = 90.0
+FORMAT_TIMEOUT_S = 60.0
+# The longest a cluster's start may take (formatting, then every node ready): a test that starts one
+# needs a timeout at least this much longer than what the test itself takes.
+START_BOUND_S = FORMAT_TIMEOUT_S + START_DEADLINE_S
 JVM_OPTS = (
     "-Xmx512m",
     "-Xms256m",
@@ -74,10 +78,6 @@ _RUNNING: dict[int, subprocess.Popen[bytes]] = {}
 
 class KafkaUnavailable(RuntimeError):
     """Java, Maven or the resolved jars are missing."""
-
-
-def in_ci() -> bool:
-    return os.environ.get("CI", "").lower() == "true"
 
 
 def random_id() -> str:
@@ -211,7 +211,9 @@ class KafkaNode:
 
     def format(self, cluster_id: str, *extra: str) -> None:
         result = run_tool(
-            "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(self.config_file), *extra
+            "kafka.tools.StorageTool",
+            *("format", "-t", cluster_id, "-c", str(self.config_file), *extra),
+            timeout=FORMAT_TIMEOUT_S,
         )
         if result.returncode != 0:
             raise RuntimeError(f"StorageTool format failed: {result.stdout}{result.stderr}")
@@ -289,29 +291,31 @@ class KafkaCluster:
                 f"{n.node_id}@127.0.0.1:{n.properties['listeners'].rsplit(':', 1)[1]}:{d}"
                 for n, d in zip(self.nodes, dir_ids, strict=True)
             )
-            formats = [
-                subprocess.Popen(
-                    java_command(
-                        "kafka.tools.StorageTool",
-                        "format",
-                        "-t",
-                        self.cluster_id,
-                        "-c",
-                        str(n.config_file),
-                        "--initial-controllers",
-                        voters,
-                        jvm_opts=("-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC"),
-                    ),
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.STDOUT,
-                    preexec_fn=_detach_and_die_with_parent,
-                )
-                for n in self.nodes
-            ]
-            for process in formats:
-                out, _ = process.communicate(timeout=60)
-                if process.returncode != 0:
-                    raise RuntimeError(f"StorageTool format failed: {out.decode(errors='replace')}")
+            # formatted side by side, within one deadline; on a timeout or a failure none is left running
+            formats: list[subprocess.Popen[bytes]] = []
+            try:
+                for n in self.nodes:
+                    formats.append(
+                        subprocess.Popen(
+                            java_command(
+                                "kafka.tools.StorageTool",
+                                *("format", "-t", self.cluster_id, "-c", str(n.config_file)),
+                                *("--initial-controllers", voters),
+                                jvm_opts=("-Xmx256m", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC"),
+                            ),
+                            stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT,
+                            preexec_fn=_detach_and_die_with_parent,
+                        )
+                    )
+                deadline = time.monotonic() + FORMAT_TIMEOUT_S
+                for process in formats:
+                    out, _ = process.communicate(timeout=max(0.0, deadline - time.monotonic()))
+                    if process.returncode != 0:
+                        raise RuntimeError(f"StorageTool format failed: {out.decode(errors='replace')}")
+            finally:
+                for process in formats:
+                    _kill_group(process)
         try:
             for node in self.nodes:
                 node.start()

@@ -3,14 +3,15 @@
 A test takes the ``server`` fixture and is collected twice, ids ``[kafka]`` and ``[shareq]``. Both servers
 start once per test worker with the same broker configs (``COMMON``); all Kafka tests sit in the ``kafka``
 xdist group so one worker owns the Kafka node. A difference that stays is marked on the test with
-``@pytest.mark.shareq_xfail("reason")``: the shareq run is then a strict xfail, the Kafka run unchanged.
+``@pytest.mark.shareq_xfail("reason")``: the shareq run is then a strict xfail, the Kafka run unchanged. The
+test checks the difference with ``compat_support.as_kafka`` (after asserting what shareq does instead): only
+the ``DiffersFromKafka`` it raises counts as the expected failure, any other error fails the shareq run.
 """
 
 from __future__ import annotations
 
 import sys
-import warnings
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "integration"))
 
 from broker_harness import BrokerProcess
-from compat_support import COMMON, Server, kafka_unavailable
+from compat_support import COMMON, Server, kafka_unavailable, known_difference
 
 import kafka_harness
 
@@ -31,11 +32,38 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def _server_params(metafunc: pytest.Metafunc) -> list[object]:
     marker = metafunc.definition.get_closest_marker("shareq_xfail")
-    shareq_marks = [] if marker is None else [pytest.mark.xfail(strict=True, reason=marker.args[0])]
+    shareq_marks = [] if marker is None else [known_difference(marker.args[0])]
     return [
         pytest.param("kafka", id="kafka", marks=[pytest.mark.xdist_group("kafka")]),
         pytest.param("shareq", id="shareq", marks=shareq_marks),
     ]
+
+
+def _starts_kafka(item: pytest.Item) -> bool:
+    """Whether this test starts Kafka: a cluster of its own, or the session's node not running yet."""
+    callspec = getattr(item, "callspec", None)
+    if callspec is None or callspec.params.get("server_kind") != "kafka":
+        return False
+    fixtures = getattr(item, "fixturenames", ())
+    if "cluster" in fixtures:
+        return True
+    node = item.config.stash.get(_KAFKA_NODE, None)
+    return "server" in fixtures and (node is None or not node.running())
+
+
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item) -> Generator[None, None, None]:
+    """A test that starts Kafka gets kafka_harness.START_BOUND_S more than its timeout (set here, before
+    pytest-timeout reads it): the start's own deadlines, not the test's timeout, bound the start."""
+    marker = item.get_closest_marker("timeout")
+    if _starts_kafka(item):
+        if marker is not None:
+            timeout = float(marker.args[0] if marker.args else marker.kwargs.get("timeout", 0))
+        else:
+            timeout = float(item.config.getini("timeout") or 0)
+        if timeout > 0:
+            item.add_marker(pytest.mark.timeout(timeout + kafka_harness.START_BOUND_S), append=False)
+    yield
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -44,23 +72,40 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 class _KafkaNode:
-    """The session's one-node Kafka, started on first use; started again (fresh) if its process died, e.g.
-    killed from outside, so one lost JVM does not fail every later test."""
+    """The session's one-node Kafka, started on first use. If its process dies, the test it died in fails
+    (``death``, checked as ``kafka_node`` is torn down) and a fresh node starts for the next test, so one
+    lost JVM does not fail every later test."""
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
         self.cluster: kafka_harness.KafkaCluster | None = None
         self.starts = 0
+        self.death_reported = False
+
+    def running(self) -> bool:
+        return self.cluster is not None and all(n.alive() for n in self.cluster.nodes)
+
+    def death(self) -> str | None:
+        """How the node died, once (None while it runs, or once its death was told)."""
+        if self.cluster is None or self.death_reported or all(n.alive() for n in self.cluster.nodes):
+            return None
+        self.death_reported = True
+        node = self.cluster.nodes[0]
+        assert node.process is not None
+        return (
+            f"the Kafka node died (exit status {node.process.returncode}); its log ends:\n{node.log_tail()}"
+        )
 
     def server(self) -> Server:
-        if self.cluster is None or not all(n.alive() for n in self.cluster.nodes):
+        unreported = self.death()  # it died between tests
+        if not self.running():
             if self.cluster is not None:
                 self.cluster.stop()
-                warnings.warn(
-                    f"Kafka node died, starting another:\n{self.cluster.nodes[0].log_tail()}", stacklevel=1
-                )
             self.starts += 1
+            self.death_reported = False
             self.cluster = kafka_harness.KafkaCluster(self.directory / f"run{self.starts}", 1, COMMON).start()
+        if unreported is not None:
+            pytest.fail(f"before this test, {unreported}", pytrace=False)
         return Server("kafka", self.cluster.bootstrap, nodes=1)
 
     def stop(self) -> None:
@@ -68,13 +113,19 @@ class _KafkaNode:
             self.cluster.stop()
 
 
+_KAFKA_NODE = pytest.StashKey[_KafkaNode]()
+
+
 @pytest.fixture(scope="session")
-def _kafka_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[_KafkaNode]:
+def _kafka_session(
+    tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config
+) -> Iterator[_KafkaNode]:
     try:
         kafka_harness.ensure_kafka_jars()
     except (kafka_harness.KafkaUnavailable, OSError) as error:
         kafka_unavailable(str(error))
     node = _KafkaNode(tmp_path_factory.mktemp("kafka"))
+    pytestconfig.stash[_KAFKA_NODE] = node
     try:
         yield node
     finally:
@@ -82,9 +133,11 @@ def _kafka_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[_KafkaN
 
 
 @pytest.fixture
-def kafka_node(_kafka_session: _KafkaNode) -> Server:
-    """One KRaft node (broker + controller) shared by the tests of this worker."""
-    return _kafka_session.server()
+def kafka_node(_kafka_session: _KafkaNode) -> Iterator[Server]:
+    """One KRaft node (broker + controller) shared by the tests of this worker; a test it dies in fails."""
+    yield _kafka_session.server()
+    if (death := _kafka_session.death()) is not None:
+        pytest.fail(death, pytrace=False)
 
 
 @pytest.fixture(scope="session")
@@ -100,12 +153,9 @@ def _shareq_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[B
 @pytest.fixture
 def shareq_node(_shareq_session: list[BrokerProcess], tmp_path_factory: pytest.TempPathFactory) -> Server:
     """``shareq serve`` as a subprocess with the same broker configs as the Kafka node, shared by the tests
-    of this worker (started again if its process died)."""
+    of this worker. If its process died, the test it died in failed (tests/conftest.py) and another
+    starts here."""
     if not _shareq_session or not _shareq_session[-1].alive():
-        if _shareq_session:
-            warnings.warn(
-                f"shareq died, starting another: {_shareq_session[-1].stderr_lines[-20:]}", stacklevel=1
-            )
         broker = BrokerProcess(
             tmp_path_factory.mktemp("shareq") / "data", *(f"{k}={v}" for k, v in COMMON.items())
         )

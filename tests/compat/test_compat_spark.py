@@ -26,9 +26,10 @@ import pytest
 from compat_support import FAST, Server, create_topic
 from confluent_kafka import Producer
 
+from ci_support import require
 from shareq.client import Admin, ConfigResource, ResourceType
 
-pytest.importorskip("pyspark")
+require("pyspark")
 
 # Both runs on the worker that owns the Kafka node, one Spark at a time.
 pytestmark = [

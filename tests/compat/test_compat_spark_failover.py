@@ -20,9 +20,10 @@ import pytest
 from compat_support import kafka_cluster
 
 import kafka_harness
+from ci_support import require
 from shareq.client import Admin, Producer
 
-pytest.importorskip("pyspark")
+require("pyspark")
 
 pytestmark = [
     pytest.mark.spark,

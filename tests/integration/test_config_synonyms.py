@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from broker_harness import BrokerProcess
 
+from ci_support import require
 from shareq.client import Admin, ConfigResource, ConfigSource, ResourceType
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(90)]
@@ -141,7 +142,7 @@ def test_synonyms_and_cluster_defaults_survive_restart(tmp_path: Path) -> None:
 
 
 def test_kafka_python_reads_the_synonyms(tmp_path: Path) -> None:
-    admin_module = pytest.importorskip("kafka.admin")
+    admin_module = require("kafka.admin")
     broker = BrokerProcess(tmp_path / "data")
     broker.start()
     client = admin_module.KafkaAdminClient(bootstrap_servers=broker.bootstrap, request_timeout_ms=10_000)

@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from ci_support import require
 from shareq.client import Admin
 from shareq.embedded import EmbeddedBroker
 
@@ -41,8 +42,8 @@ def test_describe_features(broker: EmbeddedBroker) -> None:
 def test_librdkafka_and_kafka_python_still_negotiate(broker: EmbeddedBroker) -> None:
     """The tagged feature fields must not upset clients that read ApiVersions v3 (librdkafka) and v4
     (kafka-python): both connect and list topics."""
-    kafka = pytest.importorskip("kafka")
-    confluent = pytest.importorskip("confluent_kafka.admin")
+    kafka = require("kafka")
+    confluent = require("confluent_kafka.admin")
     client = kafka.KafkaAdminClient(bootstrap_servers=broker.bootstrap, request_timeout_ms=10_000)
     try:
         assert isinstance(client.list_topics(), list)

@@ -17,6 +17,7 @@ from kio.schema.describe_groups.v6.request import DescribeGroupsRequest as Descr
 from kio.schema.errors import ErrorCode
 from kio_wire import KioConnection
 
+from ci_support import require
 from shareq.client import (
     Admin,
     ConfigResource,
@@ -276,7 +277,7 @@ def test_offsets_survive_restart(tmp_path: Path, persister: str) -> None:
 def test_librdkafka_admin_on_a_share_group(admin: Admin, broker: EmbeddedBroker) -> None:
     """Kafka lists share groups with protocol type ``share``; librdkafka's ListConsumerGroups keeps
     only protocol types ``consumer`` and empty, so it answers without error and without them."""
-    confluent_admin = pytest.importorskip("confluent_kafka.admin")
+    confluent_admin = require("confluent_kafka.admin")
     admin.create_topic("k", 1)
     admin.alter_share_group_offsets("g7", {("k", 0): 0})
     client = confluent_admin.AdminClient({"bootstrap.servers": broker.bootstrap})

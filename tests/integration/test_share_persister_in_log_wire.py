@@ -13,6 +13,7 @@ import pytest
 from share_consumers import SHARE_BROKER, create_topic, poll_values, produce, share_consumer, user_records
 
 import kafka_harness
+from ci_support import in_ci
 from shareq.client import Admin
 from shareq.embedded import EmbeddedBroker
 from shareq.persister.in_log import InLogPersister
@@ -161,7 +162,7 @@ def test_kafkas_java_consumer_reads_past_the_share_state_at_the_tail(tmp_path: P
     try:
         kafka_harness.ensure_kafka_jars()
     except (kafka_harness.KafkaUnavailable, OSError) as error:
-        if kafka_harness.in_ci():
+        if in_ci():
             pytest.fail(f"Kafka's jars are required in CI: {error}")
         pytest.skip(f"Kafka's jars not available: {error}")
     with EmbeddedBroker(tmp_path / "data", config=IN_LOG) as broker:

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from ci_support import in_ci
 from shareq.cli.scenario_runner import ScenarioMismatch, ScenarioRunner, load_scenario, run_scenario
 from shareq.persister.blocking import BlockingPersister
 from shareq.persister.memory import MemoryPersister
@@ -23,7 +24,7 @@ GOLDEN = SHARED / "golden" / "kip932_worked_example.json"
 # Outside CI a checkout without shared/ skips these; in CI (CI=true) they must run, so a missing
 # file fails loudly instead of skipping quietly.
 needs_golden = pytest.mark.skipif(
-    not GOLDEN.exists() and not os.environ.get("CI"), reason=f"golden vectors not present at {GOLDEN}"
+    not GOLDEN.exists() and not in_ci(), reason=f"golden vectors not present at {GOLDEN}"
 )
 
 

@@ -9,8 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-pytest.importorskip("pyarrow")
-pytest.importorskip("pyspark")
+from ci_support import require
+
+require("pyarrow")
+require("pyspark")
 
 from shareq.log.batch import ATTRIBUTES_OFFSET, CRC_OFFSET, HEADER_SIZE, LOG_OVERHEAD
 from shareq.log.errors import CorruptRecordError

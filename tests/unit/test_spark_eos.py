@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("pyspark")
+from ci_support import require
+
+require("pyspark")
 
 import pyarrow as pa
 

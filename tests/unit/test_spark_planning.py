@@ -8,7 +8,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-pytest.importorskip("pyspark")
+from ci_support import require
+
+require("pyspark")
 
 from shareq.spark.acks import AckType, decode_decision, encode_decisions, encode_sink_announcement
 from shareq.spark.offsets import (
