@@ -38,14 +38,7 @@ from shareq.share.persister import (
     WriteStateParams,
     state_batch,
 )
-from shareq.share.record_state import (
-    ACK_TARGET,
-    TERMINAL,
-    TRANSITIONS,
-    RecordState,
-    release_target,
-    validate_transition,
-)
+from shareq.share.record_state import ACK_TARGETS, TERMINAL, RecordState, release_target
 from shareq.share.stats import SharePartitionStats
 from shareq.share.transition import MarkedTarget, StateTransition, TransitionKind
 from shareq.share.types import (
@@ -66,7 +59,6 @@ _AVAILABLE = RecordState.AVAILABLE
 _ACKNOWLEDGED = RecordState.ACKNOWLEDGED
 _ARCHIVED = RecordState.ARCHIVED
 _ACCEPT = AcknowledgeType.ACCEPT
-_RENEW = AcknowledgeType.RENEW
 _RELEASE = AcknowledgeType.RELEASE
 _REJECT = AcknowledgeType.REJECT
 _ARCHIVING = RecordState.ARCHIVING
@@ -348,28 +340,17 @@ class SharePartition:
         runs = self._runs
         pieces = txn.pieces
         durable = False
-        dlq = self._config.dlq_enabled
+        targets = ACK_TARGETS[self._config.dlq_enabled]
         for stretch in grouped:
             if len(stretch) >= _MARK_MIN_SEGMENTS and {seg[2] for seg in stretch} <= _DONE_ACKS:
-                self._acknowledge_marked(txn, stretch, dlq, now)
+                self._acknowledge_marked(txn, stretch, targets, now)
                 durable = True
                 continue
             carved = runs.carve(stretch)
             self.stats.on_acknowledged_runs(carved, now, self._config.record_lock_duration_ms)
             for run, ack in carved:
-                if ack is _ACCEPT:
-                    target = _ACKNOWLEDGED
-                    durable = True
-                elif ack is _RENEW:
-                    target = _ACQUIRED
-                elif ack is _RELEASE:
-                    target = self._release_target(run)
-                    durable = True
-                elif ack is _REJECT and dlq:
-                    target = _ARCHIVING  # to the dead-letter queue first
-                    durable = True
-                else:
-                    target = ACK_TARGET[ack]
+                target = self._release_target(run) if ack is _RELEASE else targets[ack]
+                if target is not _ACQUIRED:  # all but a renewal are persisted
                     durable = True
                 run.txn = txn
                 pieces.append((run, target))
@@ -379,7 +360,11 @@ class SharePartition:
         return AcknowledgeResult(write=self._start_write(txn))
 
     def _acknowledge_marked(
-        self, txn: StateTransition, stretch: list[tuple[int, int, AcknowledgeType]], dlq: bool, now: int
+        self,
+        txn: StateTransition,
+        stretch: list[tuple[int, int, AcknowledgeType]],
+        targets: dict[AcknowledgeType, RecordState],
+        now: int,
     ) -> None:
         """Acknowledge a stretch of ACCEPT, REJECT and GAP segments without cutting runs: each
         acquired run under it takes a state per record (``marks``), set segment by segment.
@@ -389,8 +374,7 @@ class SharePartition:
         runs = self._runs
         stats = self.stats
         acked = stats.acknowledged
-        reject_mark = _ARCHIVING if dlq else _ARCHIVED
-        fill = {_ACCEPT: int(_ACKNOWLEDGED), _REJECT: int(reject_mark), _GAP: int(_ARCHIVED)}
+        fill = {ack: int(targets[ack]) for ack in _DONE_ACKS}
         lock_ms = self._config.record_lock_duration_ms
         first, last = stretch[0][0], stretch[-1][1]
         runs.isolate(first, last)
@@ -776,9 +760,12 @@ class SharePartition:
         (returned as a follow-up write); a failed expiry or member release is retried after
         ``persist_retry_backoff_ms`` through the lock index.
         """
-        txn = self._pending.pop(handle, None)
+        txn = self._pending.get(handle)
         if txn is None:
             raise ShareEngineBug(f"no pending write with handle {handle}")
+        if ok and txn.pieces:
+            txn.check_legal()  # before anything changes: a refused commit leaves the write pending
+        del self._pending[handle]
         if ok:
             if txn.kind is TransitionKind.INITIALIZE:
                 self._durable_spso = self._spso
@@ -817,11 +804,9 @@ class SharePartition:
     def _commit(self, txn: StateTransition, now: int) -> bool:
         runs = self._runs
         released = False
-        forced = txn.kind is TransitionKind.ARCHIVE
         renew_lock: AcquisitionLock | None = None
         touched: list[tuple[int, int]] = []
         committed: dict[RecordState, int] = {}  # records per target, for the counters
-        transitions = TRANSITIONS
         marked = txn.marks
         for run, target in txn.pieces:
             run.txn = None
@@ -841,8 +826,6 @@ class SharePartition:
                 self._move_to_lock(run, renew_lock)
                 continue
             state = run.state
-            if target not in transitions[state]:
-                validate_transition(state, target, forced_archive=forced)  # raises unless forced
             if state is _ACQUIRED:
                 lock = run.lock
                 if lock is not None:

@@ -25,7 +25,7 @@ from shareq.share.acknowledgement import segments
 from shareq.share.errors import InvalidRecordState, InvalidRequest
 from shareq.share.in_flight import InFlightBatch, StagedAck
 from shareq.share.persister import NO_START_OFFSET, PendingTxnBatch, WriteStateParams
-from shareq.share.record_state import TERMINAL, TXN_ACK_TYPES, RecordState, commit_target, validate_transition
+from shareq.share.record_state import TERMINAL, TXN_ACK_TYPES, RecordState, ack_target, validate_transition
 from shareq.share.transition import StateTransition, TransitionKind
 from shareq.share.types import AcknowledgementBatch, MarkerResult, PendingWrite
 
@@ -123,7 +123,7 @@ def start_stage(
     dlq = sp._config.dlq_enabled
     for first, last, ack in todo:
         runs.isolate(first, last)
-        target = commit_target(ack, dlq_enabled=dlq)
+        target = ack_target(ack, dlq_enabled=dlq)
         for run in list(runs.overlapping(first, last)):
             run.txn = txn
             run.staged = StagedAck(producer_id, producer_epoch, ack, target, None)
@@ -153,8 +153,8 @@ def start_stage(
 
 
 def commit_stage(sp: SharePartition, run: InFlightBatch) -> None:
-    """The staging of ``run`` is durable: ACQUIRED -> TX_PENDING, lock suspended."""
-    validate_transition(run.state, _TX_PENDING)
+    """The staging of ``run`` is durable: ACQUIRED -> TX_PENDING, lock suspended (the commit
+    checked the move before it applied anything)."""
     staged = run.staged
     assert staged is not None
     lock = run.lock
@@ -183,6 +183,10 @@ def apply_marker(
     ]
     if not hit:
         return MarkerResult(resolved=0, spso=sp._spso)
+    for run in hit:  # every move is checked before any applies: a refused marker changes nothing
+        staged = run.staged
+        assert staged is not None
+        validate_transition(_TX_PENDING, staged.target if commit else _ACQUIRED)
     archiving = False
     resolved = 0
     expire = False
@@ -195,14 +199,12 @@ def apply_marker(
         run.staged = None
         if commit:
             target = staged.target
-            validate_transition(_TX_PENDING, target)
             run.state = target
             run.member = None
             archiving = archiving or target is _ARCHIVING
             if target in TERMINAL:
                 sp._dcc += size
         else:
-            validate_transition(_TX_PENDING, _ACQUIRED)
             run.state = _ACQUIRED
             deadline = staged.deadline
             if run.member is None or deadline is None or deadline <= now:
