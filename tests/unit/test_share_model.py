@@ -679,7 +679,7 @@ class EngineMachine(RuleBasedStateMachine):
         ]
         self.parked_round = self.queue(write, changes, ok)
         for first, _ in taken:  # the engine's runs holding them: per-offset, the model cannot know
-            run = self.engine._runs.run_at(first)
+            run = self.engine._state.runs.run_at(first)
             assert run is not None and run.txn is not None
             for o in range(run.first, run.last + 1):
                 if o in self.model.recs:

@@ -11,6 +11,7 @@ from shareq.share import (
     AcknowledgementBatch,
     AcknowledgeType,
     AcquireMode,
+    IllegalStateTransition,
     InvalidRecordState,
     InvalidRequest,
     PendingWrite,
@@ -601,6 +602,22 @@ def test_local_bugs_are_not_request_errors() -> None:
         sp.initialize(None)
     with pytest.raises(ShareEngineBug):
         sp.complete(999, True, 0)
+
+
+def test_an_illegal_transition_is_refused_before_anything_changes() -> None:
+    """A commit checks every piece before it applies any: a broken invariant in a later piece leaves
+    the earlier ones (and the pending write) as they were."""
+    h = Harness()
+    h.acquire("c1", [(0, 9)], 10)
+    write = h.sp.acknowledge("c1", [ab(0, 4, A.ACCEPT), ab(5, 9, A.REJECT)], now=0).write
+    assert write is not None
+    second = next(run for run in h.sp.in_flight() if run.first == 5)
+    second.state = S.ACKNOWLEDGED  # a local bug: ACKNOWLEDGED -> ARCHIVED is not in the table
+    with pytest.raises(IllegalStateTransition):
+        h.sp.complete(write.handle, True, 0)
+    assert h.sp.pending_count() == 1
+    assert h.runs()[0] == (0, 4, "ACQUIRED", 1, "c1")
+    assert h.sp.spso == 0 and h.sp.delivery_complete_count == 0
 
 
 def test_parse_acknowledge_types() -> None:

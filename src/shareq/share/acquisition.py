@@ -1,4 +1,4 @@
-"""The acquire walk of a SharePartition (a helper module of ``share_partition``).
+"""The acquire walk of a share-partition (a helper of ``SharePartition``, on its ``PartitionState``).
 
 One pass over the fetched log-batch bounds in offset order, merged with the in-flight runs they
 overlap: AVAILABLE runs are re-leased (delivery count + 1), offsets no run covers are leased for the
@@ -16,16 +16,15 @@ return for each delivery beyond that threshold.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Iterable, Sequence
 
 from shareq.share.acquisition_lock import AcquisitionLock
 from shareq.share.in_flight import InFlightBatch, InFlightMap
+from shareq.share.partition_state import PartitionState
 from shareq.share.record_state import RecordState
-from shareq.share.types import AcquiredRecords, AcquireResult
-
-if TYPE_CHECKING:
-    from shareq.share.share_partition import SharePartition
+from shareq.share.state_write import start_write
+from shareq.share.transition import StateTransition, TransitionKind
+from shareq.share.types import AcquiredRecords, AcquireResult, PendingWrite
 
 _ACQUIRED = RecordState.ACQUIRED
 _AVAILABLE = RecordState.AVAILABLE
@@ -38,7 +37,7 @@ def poison_threshold(delivery_count_limit: int) -> int:
 
 
 def acquire(
-    sp: SharePartition,
+    partition: PartitionState,
     member: str,
     batches: Sequence[tuple[int, int]],
     *,
@@ -49,10 +48,10 @@ def acquire(
 ) -> AcquireResult:
     if max_records <= 0 or not batches:
         return _EMPTY
-    cfg = sp._config
-    runs = sp._runs
-    fetch = sp.next_fetch_offset()
-    window_end = sp._spso + cfg.max_record_locks  # first-time acquisitions stay below this
+    cfg = partition.config
+    runs = partition.runs
+    fetch = partition.next_fetch_offset()
+    window_end = partition.spso + cfg.max_record_locks  # first-time acquisitions stay below this
     dc_limit = cfg.delivery_count_limit
     threshold = poison_threshold(dc_limit)
     deadline = now + cfg.record_lock_duration_ms
@@ -70,7 +69,7 @@ def acquire(
             continue
         lo = bf if bf > fetch else fetch
         if lo > prev_end:
-            _vanished(sp, runs, prev_end, lo - 1, stale)
+            _vanished(partition, runs, prev_end, lo - 1, stale)
         prev_end = bl + 1
         pos = lo
         segments: list[InFlightBatch | None] = list(runs.overlapping(lo, bl))
@@ -89,7 +88,7 @@ def acquire(
                     stop = True
                     break
                 if lock is None:
-                    lock = sp._new_lock(deadline, pos, e, member)
+                    lock = partition.new_lock(deadline, pos, e, member)
                 piece = InFlightBatch(pos, e, _ACQUIRED, 1, member, lock)
                 runs.insert(piece)
                 n = e - pos + 1
@@ -123,7 +122,7 @@ def acquire(
             assert piece_or_none is not None
             piece = piece_or_none
             if lock is None:
-                lock = sp._new_lock(deadline, a, e, member)
+                lock = partition.new_lock(deadline, a, e, member)
             piece.state = _ACQUIRED
             piece.count = d + 1
             piece.member = member
@@ -138,9 +137,9 @@ def acquire(
                 break
         if stop or acquired >= limit:
             break
-    if new_end >= sp._end:
-        sp._end = new_end + 1
-    write = sp._register_archive(stale) if stale else None
+    if new_end >= partition.end:
+        partition.end = new_end + 1
+    write = _archive_vanished(partition, stale) if stale else None
     if lock is None:
         return AcquireResult(records=(), acquired_count=0, lock_deadline=None, write=write)
     lock.last = out[-1][1]
@@ -168,7 +167,7 @@ def _emit(
 
 
 def _vanished(
-    sp: SharePartition, runs: InFlightMap, first: int, last: int, stale: list[InFlightBatch]
+    partition: PartitionState, runs: InFlightMap, first: int, last: int, stale: list[InFlightBatch]
 ) -> None:
     """``first..last`` is not in the log any more: archive AVAILABLE runs, resolve read gaps."""
     for run in list(runs.overlapping(first, last)):
@@ -179,6 +178,17 @@ def _vanished(
             piece = runs.get(a)
             assert piece is not None
             stale.append(piece)
-    sp._first_gap_hole()
-    if first <= sp._gap_cursor <= last:
-        sp._gap_cursor = last + 1
+    partition.first_gap_hole()
+    if first <= partition.gap_cursor <= last:
+        partition.gap_cursor = last + 1
+
+
+def _archive_vanished(partition: PartitionState, pieces: Iterable[InFlightBatch]) -> PendingWrite | None:
+    """Start archiving ``pieces`` (AVAILABLE runs the log no longer holds): outside the table, so
+    the transition is an ARCHIVE, which the commit lets through."""
+    txn = StateTransition(partition.next_handle(), TransitionKind.ARCHIVE)
+    for run in pieces:
+        run.txn = txn
+        partition.runs.reindex(run)
+        txn.pieces.append((run, RecordState.ARCHIVED))
+    return start_write(partition, txn) if txn.pieces else None

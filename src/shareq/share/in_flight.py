@@ -20,6 +20,7 @@ lock, no member and is never acquirable, so acquisition, expiry and member relea
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import replace
@@ -28,6 +29,7 @@ from typing import TYPE_CHECKING, TypeVar
 from sortedcontainers import SortedDict, SortedSet
 
 from shareq.protocol.acknowledge_type import AcknowledgeType
+from shareq.share.persister import StateBatch
 from shareq.share.record_state import TERMINAL, RecordState
 from shareq.share.types import RunView
 
@@ -44,6 +46,11 @@ MARK_RUNS = re.compile(rb"\x02+|\x03+|\x04+")
 """Maximal runs of one state in ``marks`` (the ids of ACKNOWLEDGED, ARCHIVING and ARCHIVED)."""
 ARCHIVING_MARKS = re.compile(rb"\x03+")
 ARCHIVING_BYTE = b"\x03"
+_TWO_ARCHIVING = ARCHIVING_BYTE * 2
+_ARCHIVED_BYTE = b"\x04"
+_ACCEPT = AcknowledgeType.ACCEPT
+_PLUS_ONE = (1).__add__
+_tuple_new = tuple.__new__
 _STATES = tuple(RecordState)
 
 
@@ -136,6 +143,77 @@ class InFlightBatch:
         if marks is not None:
             return marked_terminal(marks)
         return self.last - self.first + 1 if self.state in TERMINAL else 0
+
+    def unlock(self) -> None:
+        """The run leaves its lease (acknowledged, released, archived): its lock no longer holds
+        it (a lock holding nothing is dropped lazily) and it has no member."""
+        lock = self.lock
+        if lock is not None:
+            lock.held -= self.last - self.first + 1
+        self.lock = None
+        self.member = None
+
+    # --- per-record marks ----------------------------------------------------------------------
+    def acknowledged_marks(
+        self, segments: Sequence[tuple[int, int, AcknowledgeType]], fill: dict[AcknowledgeType, int]
+    ) -> tuple[bytearray, list[StateBatch]]:
+        """The marks this acquired run takes when ``segments`` (ascending, covering it exactly)
+        finish its records, each with its acknowledge type's state byte in ``fill``; and the
+        write's deltas, one per equal-state stretch, built from the segments (no second scan)."""
+        rf = self.first
+        count = self.count
+        marks = bytearray(b"\x02") * (self.last - rf + 1)  # ACKNOWLEDGED, then the other segments
+        deltas: list[StateBatch] = []
+        prev = -1
+        for lo, hi, ack in segments:
+            value = fill[ack]
+            if value == prev:  # a REJECT beside a GAP, say: one stretch
+                deltas[-1] = _tuple_new(StateBatch, (deltas[-1][0], hi, value, count))
+            else:
+                deltas.append(_tuple_new(StateBatch, (lo, hi, value, count)))
+                prev = value
+            if ack is _ACCEPT:
+                continue
+            if lo == hi:
+                marks[lo - rf] = value
+            else:
+                marks[lo - rf : hi - rf + 1] = bytes((value,)) * (hi - lo + 1)
+        return marks, deltas
+
+    def archiving_spans(self) -> list[tuple[int, int, int]]:
+        """``(first, last, delivery count)`` of this ARCHIVING run's ARCHIVING records: the run, or
+        the stretches of its marks (found in C; stretches of marks never touch)."""
+        count = self.count
+        marks = self.marks
+        if marks is None:
+            return [(self.first, self.last, count)]
+        base = self.first
+        if _TWO_ARCHIVING in marks:
+            found = ARCHIVING_MARKS.finditer(marks)
+            return [(base + m.start(), base + m.end() - 1, count) for m in found]
+        # each alone (a REJECT among ACCEPTs): offsets from the pieces between them
+        gaps = map(_PLUS_ONE, map(len, marks.split(ARCHIVING_BYTE)[:-1]))
+        offsets = list(itertools.accumulate(gaps, initial=base - 1))
+        del offsets[0]
+        return list(zip(offsets, offsets, itertools.repeat(count)))
+
+    def archiving_size(self) -> int:
+        """Records of this ARCHIVING run that are ARCHIVING."""
+        marks = self.marks
+        return self.last - self.first + 1 if marks is None else marks.count(ARCHIVING_BYTE)
+
+    def dead_lettered_marks(
+        self, target: bytearray, changed: list[tuple[int, int]], first: int, last: int
+    ) -> None:
+        """In ``target`` (a copy of this run's marks, what it will hold), the ARCHIVING records of
+        ``first..last`` become ARCHIVED; each stretch of them that changes is added to ``changed``."""
+        marks = self.marks
+        assert marks is not None
+        base = self.first
+        lo, hi = first - base, last - base + 1
+        for m in ARCHIVING_MARKS.finditer(marks, lo, hi):
+            changed.append((base + m.start(), base + m.end() - 1))
+        target[lo:hi] = target[lo:hi].replace(ARCHIVING_BYTE, _ARCHIVED_BYTE)
 
     def pieces(self) -> Iterator[InFlightBatch]:
         """This run, or for a run with ``marks`` one detached run per equal-state stretch (for

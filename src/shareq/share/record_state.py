@@ -82,8 +82,16 @@ def release_target(delivery_count: int, delivery_count_limit: int, *, dlq_enable
     return RecordState.ARCHIVING if dlq_enabled else RecordState.ARCHIVED
 
 
-def commit_target(ack: AcknowledgeType, *, dlq_enabled: bool) -> RecordState:
-    """Where a staged acknowledgement goes when its transaction commits."""
+def ack_target(ack: AcknowledgeType, *, dlq_enabled: bool) -> RecordState:
+    """Where an acknowledgement takes a record (applied now, or when the transaction that staged it
+    commits): ``ACK_TARGET``'s state, except that REJECT goes ARCHIVING when there is a DLQ (the
+    dead-letter writer archives it after). RELEASE is then subject to the diversion rule."""
     if ack is AcknowledgeType.REJECT and dlq_enabled:
         return RecordState.ARCHIVING
     return ACK_TARGET[ack]
+
+
+ACK_TARGETS: dict[bool, dict[AcknowledgeType, RecordState]] = {
+    dlq: {ack: ack_target(ack, dlq_enabled=dlq) for ack in AcknowledgeType} for dlq in (False, True)
+}
+"""``ack_target`` as a table per ``dlq_enabled`` (looked up per run on the acknowledge path)."""

@@ -10,42 +10,22 @@ a restart), so ``acquire`` applies at once.
 
 from __future__ import annotations
 
-import bisect
 import itertools
-import operator
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 
 from shareq.protocol.acknowledge_type import AcknowledgeType
 from shareq.share import acquisition as _acq
+from shareq.share import dead_letter_handoff as _dlq
 from shareq.share import log_start as _log_start
 from shareq.share import txn_pending as _txn
 from shareq.share.acknowledgement import validate_acknowledgements
-from shareq.share.acquisition_lock import AcquisitionLock, DeadlineIndex
+from shareq.share.acquisition_lock import AcquisitionLock
 from shareq.share.errors import ShareEngineBug
-from shareq.share.in_flight import (
-    ARCHIVING_BYTE,
-    ARCHIVING_MARKS,
-    InFlightBatch,
-    InFlightMap,
-    marked_terminal,
-    marks_summary,
-)
-from shareq.share.persister import (
-    NO_START_OFFSET,
-    SharePartitionKey,
-    ShareState,
-    StateBatch,
-    WriteStateParams,
-    state_batch,
-)
-from shareq.share.record_state import (
-    ACK_TARGET,
-    TERMINAL,
-    TRANSITIONS,
-    RecordState,
-    release_target,
-    validate_transition,
-)
+from shareq.share.in_flight import InFlightBatch, marked_terminal, marks_summary
+from shareq.share.partition_state import PartitionState
+from shareq.share.persister import NO_START_OFFSET, SharePartitionKey, ShareState, WriteStateParams
+from shareq.share.record_state import ACK_TARGETS, TERMINAL, RecordState
+from shareq.share.state_write import start_offset_write, start_write
 from shareq.share.stats import SharePartitionStats
 from shareq.share.transition import MarkedTarget, StateTransition, TransitionKind
 from shareq.share.types import (
@@ -66,19 +46,12 @@ _AVAILABLE = RecordState.AVAILABLE
 _ACKNOWLEDGED = RecordState.ACKNOWLEDGED
 _ARCHIVED = RecordState.ARCHIVED
 _ACCEPT = AcknowledgeType.ACCEPT
-_RENEW = AcknowledgeType.RENEW
 _RELEASE = AcknowledgeType.RELEASE
 _REJECT = AcknowledgeType.REJECT
 _ARCHIVING = RecordState.ARCHIVING
 _TX_PENDING = RecordState.TX_PENDING
 _GAP = AcknowledgeType.GAP
 _ARCHIVED_BYTE = b"\x04"
-_ARCHIVING_MARK = int(RecordState.ARCHIVING)
-_TWO_ARCHIVING = ARCHIVING_BYTE * 2
-_PLUS_ONE = (1).__add__
-_tuple_new = tuple.__new__
-_LAST = operator.itemgetter(1)  # a StateBatch's last offset
-_ARCHIVED_MARK = int(RecordState.ARCHIVED)
 _DONE_ACKS = frozenset({_ACCEPT, _REJECT, _GAP})
 """Acknowledge types that finish with a record: a stretch of only these may mark states per record."""
 _MARK_MIN_SEGMENTS = 3
@@ -90,26 +63,8 @@ class SharePartition:
 
     def __init__(self, key: SharePartitionKey, config: ShareConfig | None = None, *, leader_epoch: int = 0):
         self.key = key
-        self._config = config if config is not None else ShareConfig()
-        self._leader_epoch = leader_epoch
-        self._runs = InFlightMap()
-        self._locks = DeadlineIndex()
-        # Locks per member, for release_member; released locks are dropped lazily (compaction).
-        self._member_locks: dict[str, list[AcquisitionLock]] = {}
-        self._pending: dict[int, StateTransition] = {}
-        self._handles = itertools.count(1)
+        self._state = PartitionState(key, config if config is not None else ShareConfig(), leader_epoch)
         self._initialized = False
-        self._state_epoch = 0
-        self._spso = 0
-        self._durable_spso = NO_START_OFFSET
-        self._end = 0
-        self._gap_cursor = 0
-        self._gap_end = 0
-        self._dcc = 0
-        # [from, to): offsets up to the end offset that hold share state alone (pass_absent)
-        self._absent_span = (0, 0)
-        self._log_start_floor = -1  # the start offset a pending log-start move goes to
-        self._tx_pending = 0  # records TX_PENDING
         self.stats = SharePartitionStats()  # counters for metrics (read at scrape time)
 
     # ------------------------------------------------------------------ initialization
@@ -133,10 +88,10 @@ class SharePartition:
             raise ShareEngineBug("share-partition already initialized")
         self._initialized = True
         if state is not None and state.start_offset >= 0:
-            self._state_epoch = state.state_epoch
+            self._state.state_epoch = state.state_epoch
             self._load(state)
             return None
-        self._state_epoch = state.state_epoch if state is not None else state_epoch
+        self._state.state_epoch = state.state_epoch if state is not None else state_epoch
         if reset is ResetPolicy.EARLIEST:
             start = log_start_offset
         elif reset is ResetPolicy.LATEST:
@@ -144,13 +99,13 @@ class SharePartition:
         else:
             start = log_end_offset if offset_for_timestamp is None else offset_for_timestamp
             start = min(max(start, log_start_offset), log_end_offset)
-        self._spso = self._end = self._gap_cursor = self._gap_end = start
-        txn = StateTransition(next(self._handles), TransitionKind.INITIALIZE)
-        self._pending[txn.handle] = txn
+        self._state.spso = self._state.end = self._state.gap_cursor = self._state.gap_end = start
+        txn = StateTransition(self._state.next_handle(), TransitionKind.INITIALIZE)
+        self._state.pending[txn.handle] = txn
         params = WriteStateParams(
             key=self.key,
-            state_epoch=self._state_epoch,
-            leader_epoch=self._leader_epoch,
+            state_epoch=self._state.state_epoch,
+            leader_epoch=self._state.leader_epoch,
             start_offset=start,
             delivery_complete_count=0,
             state_batches=(),
@@ -160,7 +115,7 @@ class SharePartition:
     def _load(self, state: ShareState) -> None:
         spso = state.start_offset
         end = spso
-        runs = self._runs
+        runs = self._state.runs
         for batch in sorted(state.state_batches, key=lambda b: b.first_offset):
             first = max(batch.first_offset, spso, end)
             if batch.last_offset < first:
@@ -170,44 +125,44 @@ class SharePartition:
                 st = _AVAILABLE
             runs.insert(InFlightBatch(first, batch.last_offset, st, batch.delivery_count))
             if st in TERMINAL:
-                self._dcc += batch.last_offset - first + 1
+                self._state.dcc += batch.last_offset - first + 1
             end = batch.last_offset + 1
-        self._spso = self._gap_cursor = spso
-        self._durable_spso = spso
-        self._end = self._gap_end = end
+        self._state.spso = self._state.gap_cursor = spso
+        self._state.durable_spso = spso
+        self._state.end = self._state.gap_end = end
         if state.pending_txn_batches:
-            _txn.load_pending(self, state.pending_txn_batches)
-        runs.coalesce(spso, self._end)
-        self._advance_spso()
+            _txn.load_pending(self._state, state.pending_txn_batches)
+        runs.coalesce(spso, self._state.end)
+        self._state.advance_spso()
 
     # ------------------------------------------------------------------ introspection
     @property
     def spso(self) -> int:
         """Share-partition start offset: everything below it is terminal."""
-        return self._spso
+        return self._state.spso
 
     @property
     def end_offset(self) -> int:
         """Exclusive end of the in-flight region (the SPEO); a fresh fetch resumes here."""
-        return self._end
+        return self._state.end
 
     @property
     def speo(self) -> int:
         """Alias of ``end_offset`` in the KIP's vocabulary."""
-        return self._end
+        return self._state.end
 
     @property
     def delivery_complete_count(self) -> int:
         """Terminal records at or after the SPSO (KIP-1226 lag input)."""
-        return self._dcc
+        return self._state.dcc
 
     @property
     def state_epoch(self) -> int:
-        return self._state_epoch
+        return self._state.state_epoch
 
     @property
     def config(self) -> ShareConfig:
-        return self._config
+        return self._state.config
 
     @property
     def initialized(self) -> bool:
@@ -215,45 +170,38 @@ class SharePartition:
 
     def range_count(self) -> int:
         """Runs in the in-flight map (what memory and cost scale with)."""
-        return len(self._runs)
+        return len(self._state.runs)
 
     def pending_count(self) -> int:
         """Writes started and not yet completed."""
-        return len(self._pending)
+        return len(self._state.pending)
 
     def runs(self) -> tuple[RunView, ...]:
         """Every in-flight run at or above the SPSO, adjacent equal (state, count, member) merged."""
-        return self._runs.views()
+        return self._state.runs.views()
 
     def in_flight(self) -> Iterator[InFlightBatch]:
         """The live in-flight runs in offset order, for read-only inspection (metrics, web view);
         a run with a state per record comes as one detached run per equal-state stretch."""
-        return itertools.chain.from_iterable(run.pieces() for run in self._runs)
+        return itertools.chain.from_iterable(run.pieces() for run in self._state.runs)
 
     def tx_pending_count(self) -> int:
         """Records TX_PENDING (staged by a transaction that has not ended)."""
-        return self._tx_pending
+        return self._state.tx_pending
 
     def tx_pending_by_producer(self) -> dict[int, int]:
         """TX_PENDING record counts per producer id of the transaction holding them."""
-        return _txn.pending_by_producer(self)
+        return _txn.pending_by_producer(self._state)
 
     def next_deadline(self) -> int | None:
         """The earliest acquisition-lock deadline still holding records (ms), or None."""
-        return self._locks.next_deadline()
+        return self._state.locks.next_deadline()
 
     def next_fetch_offset(self) -> int:
         """Where the next log read starts: the first AVAILABLE offset with no transition in
         progress, or the first unfilled gap left by persisted state, else the end offset."""
         self._require_initialized()
-        best = self._end
-        avail = self._runs.first_acquirable(self._spso)
-        if avail is not None and avail < best:
-            best = avail
-        hole = self._first_gap_hole()
-        if hole is not None and hole < best:
-            best = hole
-        return best if best >= self._log_start_floor else self._log_start_floor
+        return self._state.next_fetch_offset()
 
     def read_end(self, max_records: int) -> int | None:
         """The last offset an acquisition of ``max_records`` from ``next_fetch_offset()`` can use,
@@ -264,10 +212,10 @@ class SharePartition:
         batch-optimized lease runs on to its batch's end, which the log read includes anyway).
         """
         start = self.next_fetch_offset()
-        window_last = self._spso + self._config.max_record_locks - 1
-        if start >= self._end and start > window_last:
+        window_last = self._state.spso + self._state.config.max_record_locks - 1
+        if start >= self._state.end and start > window_last:
             return None
-        return min(start + max(max_records, 1) - 1, max(self._end - 1, window_last))
+        return min(start + max(max_records, 1) - 1, max(self._state.end - 1, window_last))
 
     def pass_absent(self, first: int, last: int) -> None:
         """Offsets ``first..last`` hold no record to deliver (the in-log persister's share-state
@@ -282,19 +230,19 @@ class SharePartition:
         :meth:`acquire` passes them as it passes any offset the log does not return.
         """
         self._require_initialized()
-        self._first_gap_hole()
-        if first <= self._gap_cursor <= last:
-            self._gap_cursor = last + 1
-        if not first <= self._end <= last:
+        self._state.first_gap_hole()
+        if first <= self._state.gap_cursor <= last:
+            self._state.gap_cursor = last + 1
+        if not first <= self._state.end <= last:
             return
-        lo, hi = self._absent_span
-        self._absent_span = (lo if hi == self._end else self._end, last + 1)
-        self._end = last + 1
-        self._advance_spso()
+        lo, hi = self._state.absent_span
+        self._state.absent_span = (lo if hi == self._state.end else self._state.end, last + 1)
+        self._state.end = last + 1
+        self._state.advance_spso()
 
     def alter_config(self, config: ShareConfig) -> None:
         """Replace the group configuration; it applies to later acquisitions and releases."""
-        self._config = config
+        self._state.config = config
 
     # ------------------------------------------------------------------ acquire
     def acquire(
@@ -315,7 +263,7 @@ class SharePartition:
         """
         self._require_initialized()
         result = _acq.acquire(
-            self,
+            self._state,
             member,
             batches,
             max_records=max_records,
@@ -340,58 +288,55 @@ class SharePartition:
         """
         self._require_initialized()
         grouped = validate_acknowledgements(
-            self._runs, member, batches, spso=self._spso, end=self._end, renew=self._config.renew_enabled
+            self._state.runs,
+            member,
+            batches,
+            spso=self._state.spso,
+            end=self._state.end,
+            renew=self._state.config.renew_enabled,
         )
         if not grouped:  # all below the SPSO: already done
             return AcknowledgeResult(write=None)
-        txn = StateTransition(next(self._handles), TransitionKind.ACKNOWLEDGE)
-        runs = self._runs
+        txn = StateTransition(self._state.next_handle(), TransitionKind.ACKNOWLEDGE)
+        runs = self._state.runs
         pieces = txn.pieces
         durable = False
-        dlq = self._config.dlq_enabled
+        targets = ACK_TARGETS[self._state.config.dlq_enabled]
         for stretch in grouped:
             if len(stretch) >= _MARK_MIN_SEGMENTS and {seg[2] for seg in stretch} <= _DONE_ACKS:
-                self._acknowledge_marked(txn, stretch, dlq, now)
+                self._acknowledge_marked(txn, stretch, targets, now)
                 durable = True
                 continue
             carved = runs.carve(stretch)
-            self.stats.on_acknowledged_runs(carved, now, self._config.record_lock_duration_ms)
+            self.stats.on_acknowledged_runs(carved, now, self._state.config.record_lock_duration_ms)
             for run, ack in carved:
-                if ack is _ACCEPT:
-                    target = _ACKNOWLEDGED
-                    durable = True
-                elif ack is _RENEW:
-                    target = _ACQUIRED
-                elif ack is _RELEASE:
-                    target = self._release_target(run)
-                    durable = True
-                elif ack is _REJECT and dlq:
-                    target = _ARCHIVING  # to the dead-letter queue first
-                    durable = True
-                else:
-                    target = ACK_TARGET[ack]
+                target = self._state.release_target(run) if ack is _RELEASE else targets[ack]
+                if target is not _ACQUIRED:  # all but a renewal are persisted
                     durable = True
                 run.txn = txn
                 pieces.append((run, target))
         if not durable:
             self._commit(txn, now)
             return AcknowledgeResult(write=None)
-        return AcknowledgeResult(write=self._start_write(txn))
+        return AcknowledgeResult(write=start_write(self._state, txn))
 
     def _acknowledge_marked(
-        self, txn: StateTransition, stretch: list[tuple[int, int, AcknowledgeType]], dlq: bool, now: int
+        self,
+        txn: StateTransition,
+        stretch: list[tuple[int, int, AcknowledgeType]],
+        targets: dict[AcknowledgeType, RecordState],
+        now: int,
     ) -> None:
         """Acknowledge a stretch of ACCEPT, REJECT and GAP segments without cutting runs: each
         acquired run under it takes a state per record (``marks``), set segment by segment.
 
         Counted as the carving path counts: records per type, and one latency sample per segment
         of each run."""
-        runs = self._runs
+        runs = self._state.runs
         stats = self.stats
         acked = stats.acknowledged
-        reject_mark = _ARCHIVING if dlq else _ARCHIVED
-        fill = {_ACCEPT: int(_ACKNOWLEDGED), _REJECT: int(reject_mark), _GAP: int(_ARCHIVED)}
-        lock_ms = self._config.record_lock_duration_ms
+        fill = {ack: int(targets[ack]) for ack in _DONE_ACKS}
+        lock_ms = self._state.config.record_lock_duration_ms
         first, last = stretch[0][0], stretch[-1][1]
         runs.isolate(first, last)
         marked = txn.marks
@@ -416,36 +361,14 @@ class SharePartition:
                 acked[ack] += rl - rf + 1
                 pieces.append((run, RecordState(fill[ack])))
                 continue
-            marks = bytearray(b"\x02") * (rl - rf + 1)  # ACKNOWLEDGED, then the other segments
-            count = run.count
-            deltas: list[StateBatch] = []  # the write's, one per equal-state stretch
-            prev = -1
-            rejected = gaps = 0  # the rest of the run is accepted
             segs = stretch[i:j]  # only the first and the last may reach past the run
             if segs[0][0] < rf:
                 segs[0] = (rf, segs[0][1], segs[0][2])
             if segs[-1][1] > rl:
                 segs[-1] = (segs[-1][0], rl, segs[-1][2])
+            marks, deltas = run.acknowledged_marks(segs, fill)
             for lo, hi, ack in segs:
-                value = fill[ack]
-                if value == prev:  # a REJECT beside a GAP, say: one stretch
-                    deltas[-1] = _tuple_new(StateBatch, (deltas[-1][0], hi, value, count))
-                else:
-                    deltas.append(_tuple_new(StateBatch, (lo, hi, value, count)))
-                    prev = value
-                if ack is _ACCEPT:
-                    continue
-                if ack is _REJECT:
-                    rejected += hi - lo + 1
-                else:
-                    gaps += hi - lo + 1
-                if lo == hi:
-                    marks[lo - rf] = value
-                else:
-                    marks[lo - rf : hi - rf + 1] = bytes((value,)) * (hi - lo + 1)
-            acked[_ACCEPT] += rl - rf + 1 - rejected - gaps
-            acked[_REJECT] += rejected
-            acked[_GAP] += gaps
+                acked[ack] += hi - lo + 1
             marked[rf] = MarkedTarget(marks, deltas=deltas)
             pieces.append((run, marks_summary(marks)))
             i = j - 1  # the last segment may go on into the next run
@@ -468,14 +391,16 @@ class SharePartition:
         there was nothing left to stage.
         """
         self._require_initialized()
-        return _txn.start_stage(self, next(self._handles), member, batches, producer_id, producer_epoch)
+        return _txn.start_stage(
+            self._state, self._state.next_handle(), member, batches, producer_id, producer_epoch
+        )
 
     def validate_stage(
         self, member: str, batches: Sequence[AcknowledgementBatch], *, producer_id: int, producer_epoch: int
     ) -> None:
         """Raise as ``stage`` would, changing nothing."""
         self._require_initialized()
-        _txn.validate_stage(self, member, batches, producer_id, producer_epoch)
+        _txn.validate_stage(self._state, member, batches, producer_id, producer_epoch)
 
     def end_transaction(
         self, producer_id: int, producer_epoch: int, *, commit: bool, now: int
@@ -483,7 +408,10 @@ class SharePartition:
         """The COMMIT or ABORT marker of ``producer_id`` (epoch at or above the staged one) is durable
         in this share-partition's state log: settle what that transaction staged."""
         self._require_initialized()
-        return _txn.apply_marker(self, producer_id, producer_epoch, commit, now)
+        state = self._state
+        resolved, archiving, lapsed = _txn.apply_marker(state, producer_id, producer_epoch, commit, now)
+        write = self.expire(now) if lapsed else None
+        return MarkerResult(resolved=resolved, spso=state.spso, write=write, archiving=archiving)
 
     # ------------------------------------------------------------------ locks and members
     def expire(self, now: int) -> PendingWrite | None:
@@ -491,13 +419,13 @@ class SharePartition:
 
         The records become AVAILABLE (or archived once out of deliveries) when the write completes.
         """
-        due = self._locks.pop_due(now)
+        due = self._state.locks.pop_due(now)
         if not due:
             return None
-        txn = StateTransition(next(self._handles), TransitionKind.EXPIRE)
+        txn = StateTransition(self._state.next_handle(), TransitionKind.EXPIRE)
         for lock in due:
             self._collect_release(txn, lock, None)
-        return self._start_write(txn) if txn.pieces else None
+        return start_write(self._state, txn) if txn.pieces else None
 
     def release_member(self, member: str, now: int) -> PendingWrite | None:
         """A member left (or its share session closed): release its records at once.
@@ -505,35 +433,30 @@ class SharePartition:
         Records of the member whose acknowledgement is being persisted stay with it; if that write
         fails they are found here again by a later call, or released when their lock expires.
         """
-        _txn.forget_owner(self, member)
-        locks = self._member_locks.pop(member, None)
+        _txn.forget_owner(self._state, member)
+        locks = self._state.member_locks.pop(member, None)
         if not locks:
             return None
-        txn = StateTransition(next(self._handles), TransitionKind.RELEASE_MEMBER)
+        txn = StateTransition(self._state.next_handle(), TransitionKind.RELEASE_MEMBER)
         kept: list[AcquisitionLock] = []
         for lock in sorted(locks, key=lambda lk: lk.first):
             if lock.held > 0 and lock.held > self._collect_release(txn, lock, member):
                 kept.append(lock)
         if kept:
-            self._member_locks[member] = kept
-        return self._start_write(txn) if txn.pieces else None
+            self._state.member_locks[member] = kept
+        return start_write(self._state, txn) if txn.pieces else None
 
     def _collect_release(self, txn: StateTransition, lock: AcquisitionLock, member: str | None) -> int:
         """Add ``lock``'s idle ACQUIRED runs to ``txn``; returns how many records that took."""
         taken = 0
-        for run in list(self._runs.overlapping(lock.first, lock.last)):
+        for run in list(self._state.runs.overlapping(lock.first, lock.last)):
             if run.lock is lock and run.txn is None and run.state is _ACQUIRED:
                 if member is not None and run.member != member:
                     continue
                 run.txn = txn
-                txn.pieces.append((run, self._release_target(run)))
+                txn.pieces.append((run, self._state.release_target(run)))
                 taken += run.last - run.first + 1
         return taken
-
-    def _release_target(self, run: InFlightBatch) -> RecordState:
-        """Where a released run goes: AVAILABLE, or archived once out of deliveries."""
-        cfg = self._config
-        return release_target(run.count, cfg.delivery_count_limit, dlq_enabled=cfg.dlq_enabled)
 
     def update_log_start_offset(self, offset: int, now: int) -> PendingWrite | None:
         """The log now starts at ``offset`` (retention, DeleteRecords): move the SPSO up to it.
@@ -543,7 +466,7 @@ class SharePartition:
         ask again later).
         """
         self._require_initialized()
-        return _log_start.start_move(self, next(self._handles), offset)
+        return _log_start.start_move(self._state, self._state.next_handle(), offset)
 
     # ------------------------------------------------------------------ dead-letter hand-off
     def archiving_runs(self, max_records: int | None = None) -> tuple[RunView, ...]:
@@ -559,39 +482,7 @@ class SharePartition:
         """``archiving_runs`` as ``(first, last, delivery count)``: what the dead-letter writer
         takes, without a view per run (a REJECT every tenth record makes hundreds a round); with
         ``max_records``, exactly the first that many records (the last span cut)."""
-        out: list[tuple[int, int, int]] = []
-        left = -1 if max_records is None else max_records  # records still to take; -1: all
-        for run in self._runs:
-            if left == 0:
-                break
-            if run.state is not _ARCHIVING or run.txn is not None:
-                continue
-            count = run.count
-            marks = run.marks
-            if marks is None:
-                first, last = run.first, run.last
-                if left > 0:
-                    last = min(last, first + left - 1)
-                    left -= last - first + 1
-                spans = [(first, last, count)]
-            else:  # the ARCHIVING records among others, found in C; stretches of marks never touch
-                base = run.first
-                if _TWO_ARCHIVING in marks:
-                    found = ARCHIVING_MARKS.finditer(marks)
-                    spans = [(base + m.start(), base + m.end() - 1, count) for m in found]
-                else:  # each alone (a REJECT among ACCEPTs): offsets from the pieces between them
-                    gaps = map(_PLUS_ONE, map(len, marks.split(ARCHIVING_BYTE)[:-1]))
-                    offsets = list(itertools.accumulate(gaps, initial=base - 1))
-                    del offsets[0]
-                    spans = list(zip(offsets, offsets, itertools.repeat(count)))
-                if left > 0:
-                    left = _cut_spans(spans, left)
-            if out and spans and out[-1][1] + 1 == spans[0][0] and out[-1][2] == count:
-                out[-1] = (out[-1][0], spans[0][1], count)  # runs that touch, of one count: one span
-                out += spans[1:]
-            else:
-                out += spans
-        return out
+        return _dlq.archiving_spans(self._state.runs, max_records)
 
     def dead_lettered(self, first: int, last: int) -> PendingWrite | None:
         """The DLQ writer produced ``first..last``: their ARCHIVING records become ARCHIVED."""
@@ -599,176 +490,14 @@ class SharePartition:
 
     def dead_lettered_spans(self, spans: Sequence[tuple[int, int]]) -> PendingWrite | None:
         """The DLQ writer produced the records of ascending ``spans`` (what ``archiving_runs``
-        named): their ARCHIVING records become ARCHIVED. The cost follows the spans: a REJECT
-        every tenth record leaves acknowledged runs between them, which are not visited, or
-        marks states per record in one run, which is changed once."""
-        txn = StateTransition(next(self._handles), TransitionKind.DEAD_LETTER)
-        runs = self._runs
-        pieces = txn.pieces
-        marked: dict[int, MarkedTarget] = {}
-        held: InFlightBatch | None = None  # the last run with marks a span fell in
-        held_first = held_last = -1
-        held_marks = target = bytearray()
-        changed: list[tuple[int, int]] = []
-        for first, last in spans:
-            if held_first <= first and last <= held_last:
-                if first == last:  # one record: the usual dead letter among accepted records
-                    at = first - held_first
-                    if held_marks[at] == _ARCHIVING_MARK:
-                        changed.append((first, first))
-                        target[at] = _ARCHIVED_MARK
-                else:
-                    assert held is not None
-                    self._dead_lettered_marks(held, marked[held_first], first, last)
-                continue
-            run = runs.get(first)
-            if run is not None and run.last == last and run.marks is None:  # the span is one whole run
-                if run.state is RecordState.ARCHIVING and run.txn is None:
-                    run.txn = txn
-                    pieces.append((run, RecordState.ARCHIVED))
-                continue
-            plain = False
-            for run in runs.overlapping(first, last):
-                if run.state is not RecordState.ARCHIVING:
-                    continue
-                if run.marks is None:
-                    if run.txn is None:
-                        runs.isolate(max(first, run.first), min(last, run.last))
-                        plain = True
-                    continue
-                entry = marked.get(run.first)
-                if entry is None:
-                    if run.txn is not None:
-                        continue
-                    entry = marked[run.first] = MarkedTarget(bytearray(run.marks), [])
-                    run.txn = txn
-                    pieces.append((run, RecordState.ARCHIVING))  # its summary: set below
-                self._dead_lettered_marks(run, entry, max(first, run.first), min(last, run.last))
-                held, held_first, held_last, held_marks = run, run.first, run.last, run.marks
-                target = entry.marks
-                assert entry.changed is not None
-                changed = entry.changed
-            if plain:
-                for run in runs.overlapping(first, last):
-                    if run.marks is None and run.state is RecordState.ARCHIVING and run.txn is None:
-                        run.txn = txn
-                        pieces.append((run, RecordState.ARCHIVED))
-        if marked:
-            txn.marks = marked
-            pieces[:] = [
-                (run, marks_summary(marked[run.first].marks) if run.first in marked else target)
-                for run, target in pieces
-            ]
-        return self._start_write(txn) if pieces else None
-
-    @staticmethod
-    def _dead_lettered_marks(run: InFlightBatch, entry: MarkedTarget, first: int, last: int) -> None:
-        """In ``entry`` (what ``run`` will hold), the ARCHIVING records of ``first..last`` become
-        ARCHIVED; each stretch of them that changes is noted for the write."""
-        marks = run.marks
-        assert marks is not None and entry.changed is not None
-        base = run.first
-        lo, hi = first - base, last - base + 1
-        changed = entry.changed
-        for m in ARCHIVING_MARKS.finditer(marks, lo, hi):
-            changed.append((base + m.start(), base + m.end() - 1))
-        target = entry.marks
-        target[lo:hi] = target[lo:hi].replace(ARCHIVING_BYTE, _ARCHIVED_BYTE)
+        named): their ARCHIVING records become ARCHIVED once the returned write commits."""
+        return _dlq.start_dead_lettered(self._state, spans)
 
     def archiving_count(self) -> int:
         """Records ARCHIVING (waiting for, or being written to, the dead-letter queue)."""
-        return sum(
-            run.last - run.first + 1 if run.marks is None else run.marks.count(ARCHIVING_BYTE)
-            for run in self._runs
-            if run.state is _ARCHIVING
-        )
+        return _dlq.archiving_count(self._state.runs)
 
     # ------------------------------------------------------------------ persist, then commit
-    def _start_write(self, txn: StateTransition) -> PendingWrite:
-        targets: dict[int, RecordState] = {}
-        newly_terminal = 0
-        durable: list[tuple[InFlightBatch, RecordState]] = []
-        marked = txn.marks
-        for piece in txn.pieces:
-            run, target = piece
-            if target is _ACQUIRED or target is _TX_PENDING:
-                continue
-            targets[run.first] = target
-            entry = marked.get(run.first) if marked is not None else None
-            if entry is not None:
-                newly_terminal += marked_terminal(entry.marks) - run.terminal_size()
-            elif target is _ACKNOWLEDGED or target is _ARCHIVED:  # TERMINAL, by identity
-                newly_terminal += run.last - run.first + 1
-            durable.append(piece)
-        spso, dropped, _ = self._terminal_prefix(txn, targets)
-        self._pending[txn.handle] = txn
-        # Never move it back: writes take effect in the order they are made, so one made while
-        # another in flight moves the start offset further (a dead-letter round archiving a
-        # prefix, or a log-start move) leaves it alone.
-        moved = spso > self._written_spso()
-        txn.start_offset = spso if moved else NO_START_OFFSET
-        # Deltas below the start offset the write moves to are pruned by the very record that
-        # carries them (the state below the start offset is gone): they are left out. With
-        # interleaved ACCEPTs and REJECTs acknowledged at the start offset, or a dead-letter round,
-        # that is every delta of the write: hundreds of state batches fewer to build, encode,
-        # fsync and replay.
-        floor = spso if moved else -1
-        deltas: list[StateBatch] = []
-        cur_first = cur_last = -2
-        cur_state = cur_count = 0
-        for run, target in durable:
-            first, last, count = run.first, run.last, run.count
-            if last < floor:
-                continue
-            entry = marked.get(first) if marked is not None else None
-            if entry is None:
-                spans: Iterable[tuple[int, int, int]] = ((first, last, target),)
-            elif entry.changed is None:  # a run acknowledged in parts
-                # each equal-state stretch of its marks from the floor on (hundreds of them), as
-                # the acknowledgement built them
-                assert entry.deltas is not None
-                found = _from_floor(entry.deltas, floor)
-                head = found[0]
-                if cur_last + 1 == head[0] and cur_state == head[2] and cur_count == count:
-                    found[0] = state_batch(cur_first, head[1], cur_state, count)
-                elif cur_last >= 0:
-                    deltas.append(state_batch(cur_first, cur_last, cur_state, cur_count))
-                cur_first, cur_last, cur_state, cur_count = found.pop()
-                deltas += found
-                continue
-            else:
-                spans = [(a, b, _ARCHIVED) for a, b in entry.changed]
-            for first, last, state in spans:
-                if last < floor:
-                    continue
-                if first < floor:
-                    first = floor
-                if cur_last + 1 == first and cur_state == state and cur_count == count:
-                    cur_last = last  # adjacent and equal: one delta
-                    continue
-                if cur_last >= 0:
-                    deltas.append(state_batch(cur_first, cur_last, cur_state, cur_count))
-                cur_first, cur_last, cur_state, cur_count = first, last, int(state), count
-        if cur_last >= 0:
-            deltas.append(state_batch(cur_first, cur_last, cur_state, cur_count))
-        params = WriteStateParams(
-            key=self.key,
-            state_epoch=self._state_epoch,
-            leader_epoch=self._leader_epoch,
-            start_offset=txn.start_offset,
-            delivery_complete_count=self._dcc + newly_terminal - dropped,
-            state_batches=tuple(deltas),
-        )
-        return PendingWrite(handle=txn.handle, params=params)
-
-    def _written_spso(self) -> int:
-        """The start offset the writes made so far leave durable once they all commit."""
-        written = self._durable_spso
-        for txn in self._pending.values():
-            if txn.start_offset > written:
-                written = txn.start_offset
-        return written
-
     def complete(self, handle: int, ok: bool, now: int) -> CompleteResult:
         """Finish a pending write: commit it (``ok``) or roll it back.
 
@@ -776,52 +505,55 @@ class SharePartition:
         (returned as a follow-up write); a failed expiry or member release is retried after
         ``persist_retry_backoff_ms`` through the lock index.
         """
-        txn = self._pending.pop(handle, None)
+        txn = self._state.pending.get(handle)
         if txn is None:
             raise ShareEngineBug(f"no pending write with handle {handle}")
+        if ok and txn.pieces:
+            txn.check_legal()  # before anything changes: a refused commit leaves the write pending
+        del self._state.pending[handle]
         if ok:
             if txn.kind is TransitionKind.INITIALIZE:
-                self._durable_spso = self._spso
-                return CompleteResult(committed=True, spso=self._spso, records_released=False)
+                self._state.durable_spso = self._state.spso
+                return CompleteResult(committed=True, spso=self._state.spso, records_released=False)
             if txn.kind is TransitionKind.LOG_START:
-                _log_start.commit_move(self, txn)
+                _log_start.commit_move(self._state, txn)
                 # the move wrote the new log start; the SPSO may have advanced past terminal
                 # records above it, and is written like any catch-up once nothing is in flight
                 catch_up = self.start_offset_write()
                 return CompleteResult(
                     committed=True,
-                    spso=self._spso,
+                    spso=self._state.spso,
                     records_released=False,
                     writes=() if catch_up is None else (catch_up,),
                 )
             archiving = any(target is _ARCHIVING for _, target in txn.pieces)
             released = self._commit(txn, now)
             if txn.start_offset != NO_START_OFFSET:
-                self._durable_spso = max(self._durable_spso, txn.start_offset)
+                self._state.durable_spso = max(self._state.durable_spso, txn.start_offset)
             # Writes in flight together each carried the SPSO they could see alone (a prefix
             # still in transition stops it), so the last to commit may leave the SPSO ahead of
             # the durable one, with nothing left to write it: write it now.
             catch_up = self.start_offset_write()
             return CompleteResult(
                 committed=True,
-                spso=self._spso,
+                spso=self._state.spso,
                 records_released=released,
                 archiving=archiving,
                 writes=() if catch_up is None else (catch_up,),
             )
         if txn.kind is TransitionKind.LOG_START:
-            self._log_start_floor = -1
+            self._state.log_start_floor = -1
         follow_ups = self._rollback(txn, now)
-        return CompleteResult(committed=False, spso=self._spso, records_released=False, writes=follow_ups)
+        return CompleteResult(
+            committed=False, spso=self._state.spso, records_released=False, writes=follow_ups
+        )
 
     def _commit(self, txn: StateTransition, now: int) -> bool:
-        runs = self._runs
+        runs = self._state.runs
         released = False
-        forced = txn.kind is TransitionKind.ARCHIVE
         renew_lock: AcquisitionLock | None = None
         touched: list[tuple[int, int]] = []
         committed: dict[RecordState, int] = {}  # records per target, for the counters
-        transitions = TRANSITIONS
         marked = txn.marks
         for run, target in txn.pieces:
             run.txn = None
@@ -831,28 +563,22 @@ class SharePartition:
                 self._commit_marked(run, marked[run.first], target, committed)
                 continue
             if target is _TX_PENDING:
-                _txn.commit_stage(self, run)
+                _txn.commit_stage(self._state, run)
                 continue
             if target is _ACQUIRED:  # a renewal: same state, a fresh lock from the commit on
                 if renew_lock is None:
-                    deadline = now + self._config.record_lock_duration_ms
-                    renew_lock = self._new_lock(deadline, run.first, run.last, run.member or "")
+                    deadline = now + self._state.config.record_lock_duration_ms
+                    renew_lock = self._state.new_lock(deadline, run.first, run.last, run.member or "")
                 renew_lock.last = run.last
-                self._move_to_lock(run, renew_lock)
+                self._state.move_to_lock(run, renew_lock)
                 continue
             state = run.state
-            if target not in transitions[state]:
-                validate_transition(state, target, forced_archive=forced)  # raises unless forced
             if state is _ACQUIRED:
-                lock = run.lock
-                if lock is not None:
-                    lock.held -= size
-                run.lock = None
-                run.member = None
+                run.unlock()
             run.state = target
             committed[target] = committed.get(target, 0) + size
             if target is _ACKNOWLEDGED or target is _ARCHIVED:  # TERMINAL, by identity
-                self._dcc += size
+                self._state.dcc += size
             elif target is _AVAILABLE:
                 released = True
             if state is _AVAILABLE or target is _AVAILABLE:  # only these are or become acquirable
@@ -861,8 +587,8 @@ class SharePartition:
             self.stats.on_committed(txn.kind, target, size)
         # the SPSO first: runs it passes are dropped, so only the touched spans still in flight
         # are coalesced (REJECTs among ACCEPTs leave thousands of spans, mostly passed at once)
-        self._advance_spso()
-        spso = self._spso
+        self._state.advance_spso()
+        spso = self._state.spso
         runs.coalesce_spans([span for span in touched if span[1] >= spso])
         return released
 
@@ -873,12 +599,8 @@ class SharePartition:
         dead-letter round over a run that has them already)."""
         marks = entry.marks
         if run.state is _ACQUIRED:
-            lock = run.lock
-            if lock is not None:
-                lock.held -= run.last - run.first + 1
-            run.lock = None
-            run.member = None
-        self._dcc += marked_terminal(marks) - run.terminal_size()
+            run.unlock()
+        self._state.dcc += marked_terminal(marks) - run.terminal_size()
         if entry.changed is None:
             for state in (_ACKNOWLEDGED, _ARCHIVING, _ARCHIVED):
                 n = marks.count(bytes((state,)))
@@ -892,7 +614,7 @@ class SharePartition:
         run.state = target
 
     def _rollback(self, txn: StateTransition, now: int) -> tuple[PendingWrite, ...]:
-        runs = self._runs
+        runs = self._state.runs
         touched = [(run.first, run.last) for run, _ in txn.pieces]
         for run, _ in txn.pieces:
             run.txn = None
@@ -907,167 +629,37 @@ class SharePartition:
                 if run.state is _ACQUIRED and run.lock is not None and run.lock.deadline <= now
             ]
             if lapsed:
-                expiry = StateTransition(next(self._handles), TransitionKind.EXPIRE)
+                expiry = StateTransition(self._state.next_handle(), TransitionKind.EXPIRE)
                 for run in lapsed:
                     run.txn = expiry
-                    expiry.pieces.append((run, self._release_target(run)))
-                follow_ups = (self._start_write(expiry),)
+                    expiry.pieces.append((run, self._state.release_target(run)))
+                follow_ups = (start_write(self._state, expiry),)
         elif txn.kind in (TransitionKind.EXPIRE, TransitionKind.RELEASE_MEMBER):
             retry: dict[int, AcquisitionLock] = {}
-            deadline = now + self._config.persist_retry_backoff_ms
+            deadline = now + self._state.config.persist_retry_backoff_ms
             for run, _ in txn.pieces:
                 old = run.lock
                 key = id(old)
                 lock = retry.get(key)
                 if lock is None:
-                    lock = retry[key] = self._new_lock(deadline, run.first, run.last, run.member or "")
+                    lock = retry[key] = self._state.new_lock(deadline, run.first, run.last, run.member or "")
                 lock.first = min(lock.first, run.first)
                 lock.last = max(lock.last, run.last)
-                self._move_to_lock(run, lock)
+                self._state.move_to_lock(run, lock)
         runs.coalesce_spans(touched)
         # A dead-letter round holds its whole run, acknowledged records before its ARCHIVING ones
         # included: once it lets go, the SPSO passes those (the next commit makes that durable).
-        self._advance_spso()
+        self._state.advance_spso()
         return follow_ups
-
-    # ------------------------------------------------------------------ lock bookkeeping
-    def _new_lock(self, deadline: int, first: int, last: int, member: str) -> AcquisitionLock:
-        lock = self._locks.new_lock(deadline=deadline, first=first, last=last)
-        owned = self._member_locks.get(member)
-        if owned is None:
-            self._member_locks[member] = [lock]
-        else:
-            n = len(owned)
-            if n >= 64 and n & (n - 1) == 0:  # amortized compaction of released locks
-                owned[:] = [lk for lk in owned if lk.held > 0]
-            owned.append(lock)
-        return lock
-
-    def _move_to_lock(self, run: InFlightBatch, lock: AcquisitionLock) -> None:
-        size = run.last - run.first + 1
-        self._unhold(run.lock, size)
-        run.lock = lock
-        lock.held += size
-
-    def _unhold(self, lock: AcquisitionLock | None, size: int) -> None:
-        """``size`` records left ``lock`` (a lock holding nothing is dropped lazily)."""
-        if lock is not None:
-            lock.held -= size
-
-    # ------------------------------------------------------------------ SPSO
-    def _first_gap_hole(self) -> int | None:
-        """The first offset of the persisted-state read gap not yet filled or known absent."""
-        cursor = max(self._gap_cursor, self._spso)
-        gap_end = self._gap_end
-        if cursor >= gap_end:
-            self._gap_cursor = cursor
-            return None
-        runs = self._runs
-        while cursor < gap_end:
-            run = runs.run_at(cursor)
-            if run is None:
-                break
-            cursor = run.last + 1
-        self._gap_cursor = cursor
-        return cursor if cursor < gap_end else None
-
-    def _terminal_prefix(
-        self, txn: StateTransition | None, targets: dict[int, RecordState]
-    ) -> tuple[int, int, int]:
-        """(new SPSO, terminal records it passes, whole runs it passes) if ``txn`` committed now.
-
-        The SPSO may stop inside a run with a state per record, at its first ARCHIVING one."""
-        hole = self._first_gap_hole()
-        spso = self._spso
-        dropped = 0
-        nruns = 0
-        marked = txn.marks if txn is not None else None
-        for run in self._runs:
-            if run.first > spso:
-                if hole is not None and hole < run.first:
-                    return hole, dropped, nruns
-                spso = run.first
-            marks = run.marks
-            if run.txn is None:
-                state = run.state
-            elif run.txn is txn and run.first in targets:
-                state = targets[run.first]
-                if marked is not None and run.first in marked:
-                    marks = marked[run.first].marks
-            else:
-                return spso, dropped, nruns
-            if state is _ARCHIVING and marks is not None:  # terminal up to its first ARCHIVING record
-                done = marks.find(ARCHIVING_BYTE)
-                return run.first + done, dropped + done, nruns
-            if state not in TERMINAL:
-                return spso, dropped, nruns
-            dropped += run.last - run.first + 1
-            nruns += 1
-            spso = run.last + 1
-        if hole is not None:
-            return max(hole, spso), dropped, nruns
-        return max(spso, self._end), dropped, nruns
-
-    def _advance_spso(self) -> None:
-        spso, dropped, nruns = self._terminal_prefix(None, {})
-        runs = self._runs
-        runs.drop_first(nruns)
-        first = runs.first_run()
-        if first is not None and first.first < spso and first.marks is not None:  # stops inside it
-            runs.trim_front(first, spso)
-        self._dcc -= dropped
-        self._spso = spso
-        if self._end < spso:
-            self._end = spso
-        if self._gap_cursor < spso:
-            self._gap_cursor = spso
 
     def _require_initialized(self) -> None:
         if not self._initialized:
             raise ShareEngineBug("share-partition used before initialize()")
 
-    # ------------------------------------------------------------------ used by acquisition
     def start_offset_write(self) -> PendingWrite | None:
         """A write of the SPSO alone, when it moved past the durable one and no write is in flight.
 
         Writes in flight together each persist the start offset they can see; ``complete`` asks
         for this after the last of them commits, and the shell after a transaction marker.
         """
-        if self._pending or self._spso <= self._durable_spso:
-            return None
-        lo, hi = self._absent_span
-        if lo <= self._durable_spso and self._spso <= hi:
-            return None  # only share state lies between them (pass_absent)
-        return self._start_write(StateTransition(next(self._handles), TransitionKind.ARCHIVE))
-
-    def _register_archive(self, pieces: Iterable[InFlightBatch]) -> PendingWrite | None:
-        txn = StateTransition(next(self._handles), TransitionKind.ARCHIVE)
-        for run in pieces:
-            run.txn = txn
-            self._runs.reindex(run)
-            txn.pieces.append((run, RecordState.ARCHIVED))
-        return self._start_write(txn) if txn.pieces else None
-
-
-def _cut_spans(spans: list[tuple[int, int, int]], budget: int) -> int:
-    """Cut ascending ``spans`` in place to their first ``budget`` records; the budget left."""
-    for i, (first, last, count) in enumerate(spans):
-        size = last - first + 1
-        if size >= budget:
-            spans[i] = (first, first + budget - 1, count)
-            del spans[i + 1 :]
-            return 0
-        budget -= size
-    return budget
-
-
-def _from_floor(deltas: list[StateBatch], floor: int) -> list[StateBatch]:
-    """A copy of ascending, disjoint ``deltas`` without their offsets below ``floor``."""
-    if deltas[0].first_offset >= floor:
-        return deltas[:]
-    at = bisect.bisect_left(deltas, floor, key=_LAST)  # the first reaching the floor
-    out = deltas[at:]
-    if out and out[0].first_offset < floor:
-        head = out[0]
-        out[0] = _tuple_new(StateBatch, (floor, head[1], head[2], head[3]))
-    return out
+        return start_offset_write(self._state)

@@ -12,7 +12,9 @@ import enum
 
 from shareq.share.in_flight import InFlightBatch
 from shareq.share.persister import StateBatch
-from shareq.share.record_state import RecordState
+from shareq.share.record_state import TRANSITIONS, RecordState, validate_transition
+
+_ACQUIRED = RecordState.ACQUIRED
 
 
 class TransitionKind(enum.Enum):
@@ -59,6 +61,24 @@ class StateTransition:
         self.marks: dict[int, MarkedTarget] | None = None
         """Per piece whose records take states of their own (keyed by the run's first offset):
         its target ``marks`` (the piece's target state is their summary)."""
+
+    def check_legal(self) -> None:
+        """Raise ``IllegalStateTransition`` unless every piece may go from the state it holds to its
+        target; a commit asks before it applies anything, so a refused transition changes nothing.
+
+        A renewal keeps ACQUIRED (a fresh lock, not a move); a piece taking marks moves record by
+        record, as its marks were built (from ACQUIRED, or ARCHIVING to ARCHIVED). A log-start move
+        archives whatever lies below the new start, outside the table."""
+        if self.kind is TransitionKind.LOG_START:
+            return
+        forced = self.kind is TransitionKind.ARCHIVE
+        marked = self.marks
+        transitions = TRANSITIONS
+        for run, target in self.pieces:
+            if target is _ACQUIRED or (marked is not None and run.first in marked):
+                continue
+            if target not in transitions[run.state]:
+                validate_transition(run.state, target, forced_archive=forced)  # raises unless forced
 
     def __repr__(self) -> str:
         return f"StateTransition(#{self.handle}, {self.kind.value}, {len(self.pieces)} runs)"

@@ -1,4 +1,4 @@
-"""Transactional acknowledgements (KIP-1289): the TX_PENDING row (a helper module of ``share_partition``).
+"""Transactional acknowledgements (KIP-1289): the TX_PENDING row (a helper of ``SharePartition``).
 
 A transaction *stages* acknowledgements of records its member holds ACQUIRED. Staging is persisted
 first (a transactional update of the state log, carrying the producer id) and applied on
@@ -18,19 +18,16 @@ one open transaction; a fenced producer's marker carries a newer epoch).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from shareq.protocol.acknowledge_type import AcknowledgeType
 from shareq.share.acknowledgement import segments
 from shareq.share.errors import InvalidRecordState, InvalidRequest
 from shareq.share.in_flight import InFlightBatch, StagedAck
+from shareq.share.partition_state import PartitionState
 from shareq.share.persister import NO_START_OFFSET, PendingTxnBatch, WriteStateParams
-from shareq.share.record_state import TERMINAL, TXN_ACK_TYPES, RecordState, commit_target, validate_transition
+from shareq.share.record_state import TERMINAL, TXN_ACK_TYPES, RecordState, ack_target, validate_transition
 from shareq.share.transition import StateTransition, TransitionKind
-from shareq.share.types import AcknowledgementBatch, MarkerResult, PendingWrite
-
-if TYPE_CHECKING:
-    from shareq.share.share_partition import SharePartition
+from shareq.share.types import AcknowledgementBatch, PendingWrite
 
 _ACQUIRED = RecordState.ACQUIRED
 _TX_PENDING = RecordState.TX_PENDING
@@ -38,7 +35,7 @@ _ARCHIVING = RecordState.ARCHIVING
 
 
 def _validate(
-    sp: SharePartition,
+    partition: PartitionState,
     member: str,
     batches: Sequence[AcknowledgementBatch],
     producer_id: int,
@@ -60,16 +57,16 @@ def _validate(
         for t in batch.types:
             if t not in TXN_ACK_TYPES:  # the KIP's code for it
                 raise InvalidRecordState(f"acknowledge type {t.name} cannot be staged by a transaction")
-        if last >= sp._end:
-            raise InvalidRequest(f"offset {last} is past the acquired records (end {sp._end})")
-        if first < sp._spso:
+        if last >= partition.end:
+            raise InvalidRequest(f"offset {last} is past the acquired records (end {partition.end})")
+        if first < partition.spso:
             # Stricter than a plain acknowledgement (which skips offsets below the SPSO, as Kafka):
             # a transaction's claim must hold every record it names, so a replayed claim of
             # records already acknowledged is refused rather than committed as if it held them.
-            raise InvalidRecordState(f"offset {first} is below the start offset {sp._spso}")
+            raise InvalidRecordState(f"offset {first} is below the start offset {partition.spso}")
         for seg_first, seg_last, ack in segments(batch):
             pos = seg_first
-            for run in sp._runs.overlapping(seg_first, seg_last):
+            for run in partition.runs.overlapping(seg_first, seg_last):
                 if run.first > pos:
                     raise InvalidRecordState(f"offset {pos} is not in flight")
                 lo, hi = max(run.first, seg_first), min(run.last, seg_last)
@@ -94,7 +91,7 @@ def _validate(
 
 
 def validate_stage(
-    sp: SharePartition,
+    partition: PartitionState,
     member: str,
     batches: Sequence[AcknowledgementBatch],
     producer_id: int,
@@ -102,11 +99,11 @@ def validate_stage(
 ) -> None:
     """Raise as ``start_stage`` would, changing nothing (a multi-partition request checks every
     partition before it stages any)."""
-    _validate(sp, member, batches, producer_id, producer_epoch)
+    _validate(partition, member, batches, producer_id, producer_epoch)
 
 
 def start_stage(
-    sp: SharePartition,
+    partition: PartitionState,
     handle: int,
     member: str,
     batches: Sequence[AcknowledgementBatch],
@@ -114,16 +111,16 @@ def start_stage(
     producer_epoch: int,
 ) -> PendingWrite | None:
     """Start staging; None when every offset was already staged by this transaction (a retry)."""
-    todo = _validate(sp, member, batches, producer_id, producer_epoch)
+    todo = _validate(partition, member, batches, producer_id, producer_epoch)
     if not todo:
         return None
-    runs = sp._runs
+    runs = partition.runs
     txn = StateTransition(handle, TransitionKind.STAGE)
     staged: list[PendingTxnBatch] = []
-    dlq = sp._config.dlq_enabled
+    dlq = partition.config.dlq_enabled
     for first, last, ack in todo:
         runs.isolate(first, last)
-        target = commit_target(ack, dlq_enabled=dlq)
+        target = ack_target(ack, dlq_enabled=dlq)
         for run in list(runs.overlapping(first, last)):
             run.txn = txn
             run.staged = StagedAck(producer_id, producer_epoch, ack, target, None)
@@ -139,40 +136,42 @@ def start_stage(
                     ack_type=int(ack),
                 )
             )
-    sp._pending[handle] = txn
+    partition.pending[handle] = txn
     params = WriteStateParams(
-        key=sp.key,
-        state_epoch=sp._state_epoch,
-        leader_epoch=sp._leader_epoch,
+        key=partition.key,
+        state_epoch=partition.state_epoch,
+        leader_epoch=partition.leader_epoch,
         start_offset=NO_START_OFFSET,
-        delivery_complete_count=sp._dcc,
+        delivery_complete_count=partition.dcc,
         state_batches=(),
         staged=tuple(staged),
     )
     return PendingWrite(handle=handle, params=params)
 
 
-def commit_stage(sp: SharePartition, run: InFlightBatch) -> None:
-    """The staging of ``run`` is durable: ACQUIRED -> TX_PENDING, lock suspended."""
-    validate_transition(run.state, _TX_PENDING)
+def commit_stage(partition: PartitionState, run: InFlightBatch) -> None:
+    """The staging of ``run`` is durable: ACQUIRED -> TX_PENDING, lock suspended (the commit
+    checked the move before it applied anything)."""
     staged = run.staged
     assert staged is not None
     lock = run.lock
     staged.deadline = lock.deadline if lock is not None else None
-    sp._unhold(lock, run.size)
+    partition.unhold(lock, run.size)
     run.lock = None
     run.state = _TX_PENDING
-    sp._tx_pending += run.size
-    sp._runs.reindex(run)
+    partition.tx_pending += run.size
+    partition.runs.reindex(run)
 
 
 def apply_marker(
-    sp: SharePartition, producer_id: int, producer_epoch: int, commit: bool, now: int
-) -> MarkerResult:
-    """A COMMIT or ABORT marker of ``producer_id`` reached this share-partition's state log."""
-    if sp._tx_pending == 0:
-        return MarkerResult(resolved=0, spso=sp._spso)
-    runs = sp._runs
+    partition: PartitionState, producer_id: int, producer_epoch: int, commit: bool, now: int
+) -> tuple[int, bool, bool]:
+    """A COMMIT or ABORT marker of ``producer_id`` reached this share-partition's state log:
+    ``(records resolved, whether some went ARCHIVING, whether aborted ones must be released as a
+    lapsed lock would)``; the caller starts that release (an expiry at ``now``)."""
+    if partition.tx_pending == 0:
+        return 0, False, False
+    runs = partition.runs
     hit = [
         run
         for run in runs
@@ -182,7 +181,11 @@ def apply_marker(
         and producer_epoch >= run.staged.producer_epoch
     ]
     if not hit:
-        return MarkerResult(resolved=0, spso=sp._spso)
+        return 0, False, False
+    for run in hit:  # every move is checked before any applies: a refused marker changes nothing
+        staged = run.staged
+        assert staged is not None
+        validate_transition(_TX_PENDING, staged.target if commit else _ACQUIRED)
     archiving = False
     resolved = 0
     expire = False
@@ -191,18 +194,16 @@ def apply_marker(
         assert staged is not None
         size = run.size
         resolved += size
-        sp._tx_pending -= size
+        partition.tx_pending -= size
         run.staged = None
         if commit:
             target = staged.target
-            validate_transition(_TX_PENDING, target)
             run.state = target
             run.member = None
             archiving = archiving or target is _ARCHIVING
             if target in TERMINAL:
-                sp._dcc += size
+                partition.dcc += size
         else:
-            validate_transition(_TX_PENDING, _ACQUIRED)
             run.state = _ACQUIRED
             deadline = staged.deadline
             if run.member is None or deadline is None or deadline <= now:
@@ -210,51 +211,50 @@ def apply_marker(
                 run.member = None
                 deadline = now
                 expire = True
-            lock = sp._new_lock(deadline, run.first, run.last, run.member or "")
-            sp._move_to_lock(run, lock)
+            lock = partition.new_lock(deadline, run.first, run.last, run.member or "")
+            partition.move_to_lock(run, lock)
         runs.reindex(run)
     for run in hit:
         runs.coalesce(run.first, run.last)
-    sp._advance_spso()
-    write = sp.expire(now) if expire else None
-    return MarkerResult(resolved=resolved, spso=sp._spso, write=write, archiving=archiving)
+    partition.advance_spso()
+    return resolved, archiving, expire
 
 
-def forget_owner(sp: SharePartition, member: str) -> None:
+def forget_owner(partition: PartitionState, member: str) -> None:
     """``member`` left: its TX_PENDING records stay staged, owned by nobody (an abort releases them)."""
-    if sp._tx_pending == 0:
+    if partition.tx_pending == 0:
         return
-    for run in sp._runs:
+    for run in partition.runs:
         if run.state is _TX_PENDING and run.member == member:
             run.member = None
             if run.staged is not None:
                 run.staged.deadline = None
 
 
-def pending_by_producer(sp: SharePartition) -> dict[int, int]:
+def pending_by_producer(partition: PartitionState) -> dict[int, int]:
     """TX_PENDING record counts per producer id."""
     out: dict[int, int] = {}
-    if sp._tx_pending == 0:
+    if partition.tx_pending == 0:
         return out
-    for run in sp._runs:
+    for run in partition.runs:
         if run.state is _TX_PENDING and run.staged is not None:
             pid = run.staged.producer_id
             out[pid] = out.get(pid, 0) + run.size
     return out
 
 
-def load_pending(sp: SharePartition, pending: Sequence[PendingTxnBatch]) -> None:
+def load_pending(partition: PartitionState, pending: Sequence[PendingTxnBatch]) -> None:
     """Restore staged acknowledgements read back from durable state as TX_PENDING, ownerless."""
-    runs = sp._runs
+    runs = partition.runs
     for batch in sorted(pending, key=lambda b: b.first_offset):
-        first = max(batch.first_offset, sp._spso)
+        first = max(batch.first_offset, partition.spso)
         last = batch.last_offset
         if last < first:
             continue
         runs.isolate(first, last)
         for run in list(runs.overlapping(first, last)):
             if run.state in TERMINAL:
-                sp._dcc -= run.size
+                partition.dcc -= run.size
             runs.remove(run)
         run = InFlightBatch(first, last, _TX_PENDING, batch.delivery_count)
         run.staged = StagedAck(
@@ -265,6 +265,6 @@ def load_pending(sp: SharePartition, pending: Sequence[PendingTxnBatch]) -> None
             None,
         )
         runs.insert(run)
-        sp._tx_pending += run.size
-        if last + 1 > sp._end:
-            sp._end = sp._gap_end = last + 1
+        partition.tx_pending += run.size
+        if last + 1 > partition.end:
+            partition.end = partition.gap_end = last + 1
