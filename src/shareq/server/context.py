@@ -1,21 +1,83 @@
-"""What a handler gets besides its decoded request, and the shape of a handler."""
+"""What a handler gets besides its decoded request, and the shape of a handler.
+
+A handler sees the broker through :class:`BrokerView`: the topics and partition logs, the services
+it calls (share groups, consumer groups, transactions, security, quotas) and the topic and config
+operations, never the broker's listeners, tasks or start-up. The ``Broker`` satisfies the view; no
+handler imports it (``tests/unit/test_layering.py``).
+"""
 
 from __future__ import annotations
 
 import datetime
 import ipaddress
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
 
 from shareq.protocol import Codec, RequestHeader
 
 if TYPE_CHECKING:
-    from .broker import Broker
-    from .security import ConnectionSession
+    from shareq.config import BrokerConfig
+    from shareq.quota import QuotaUsage
+    from shareq.security.listeners import Listener
+
+    from .consumer_groups import ConsumerGroupServices
+    from .handlers import HandlerTable
+    from .io_stats import IoStats
+    from .partitions import Partition
+    from .security import ConnectionSession, SecurityServices
+    from .share import ShareServices
+    from .topics import TopicInfo, TopicRegistry
+    from .transactions import TransactionServices
 
 NO_THROTTLE = datetime.timedelta(0)
 """The throttle time of a response no quota delayed."""
+
+
+class BrokerView(Protocol):
+    """What request handlers use of the broker."""
+
+    node_id: int
+    host: str
+    port: int
+    data_dir: Path
+    stopping: bool
+    config: BrokerConfig
+    static_config: BrokerConfig
+    handlers: HandlerTable
+    listeners: list[Listener]
+    advertised_listeners: dict[str, Listener]
+    partitions: dict[tuple[str, int], Partition]
+    io: IoStats
+    quotas: QuotaUsage
+    security: SecurityServices | None
+    share: ShareServices | None
+    consumer_groups: ConsumerGroupServices | None
+    transactions: TransactionServices | None
+
+    @property
+    def topics(self) -> TopicRegistry: ...
+
+    def partition(self, topic: str, index: int) -> Partition | None: ...
+
+    def auto_create(self, name: str) -> TopicInfo | None: ...
+
+    def create_topic(
+        self, name: str, partitions: int | None = None, configs: Mapping[str, str | None] | None = None
+    ) -> TopicInfo: ...
+
+    def delete_topic(self, name: str) -> TopicInfo: ...
+
+    def create_partitions(self, name: str, count: int) -> TopicInfo: ...
+
+    def delete_records(self, name: str, index: int, offset: int) -> int: ...
+
+    def alter_topic_configs(self, name: str, configs: Mapping[str, str]) -> None: ...
+
+    def alter_broker_configs(
+        self, overrides: Mapping[str, str], *, cluster_default: bool = False
+    ) -> None: ...
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -26,7 +88,7 @@ class RequestContext:
     request's version, dropping fields that version does not have.
     """
 
-    broker: Broker
+    broker: BrokerView
     header: RequestHeader
     codec: Codec
     peer: str

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kio.schema.errors import ErrorCode
 
@@ -43,7 +43,7 @@ from ..config_synonyms import (
     describe_group_config,
     describe_topic_config,
 )
-from ..context import NO_THROTTLE, RequestContext
+from ..context import NO_THROTTLE, BrokerView, RequestContext
 from .group_support import (
     AdminFailure,
     coordinator,
@@ -51,9 +51,6 @@ from .group_support import (
     group_config_changed,
     persist_records,
 )
-
-if TYPE_CHECKING:
-    from ..broker import Broker
 
 TOPIC = 2
 BROKER = 4
@@ -91,7 +88,7 @@ DYNAMIC_BROKER_KEYS = KAFKA_DYNAMIC_BROKER_KEYS | {
 }
 
 
-def config_layers(broker: Broker) -> ConfigLayers:
+def config_layers(broker: BrokerView) -> ConfigLayers:
     """The broker's config layers as DescribeConfigs names them (see ``config_synonyms``)."""
     static = broker.static_config
     return ConfigLayers(

@@ -19,8 +19,8 @@ import asyncio
 import dataclasses
 import logging
 import uuid
-from collections.abc import Coroutine, Iterable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Coroutine, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Protocol
 
 from shareq.coordinators.group import (
     CoordinatorRecord,
@@ -53,17 +53,45 @@ from .manager import SharePartitionManager, share_config
 from .persister_choice import PersisterSwitchError, check_persister
 
 if TYPE_CHECKING:
-    from ..broker import Broker
+    from pathlib import Path
+
+    from shareq.config import BrokerConfig
+
+    from ..deadline_timer import DeadlineTimer
+    from ..monitor import BrokerCounters
+    from ..topics import TopicRegistry
 
 log = logging.getLogger("shareq.share")
 
 GROUP_METADATA_TOPIC = "__consumer_offsets"
 
 
+class ShareHost(Protocol):
+    """What the share services use of the broker: its configs, topics and partition logs, the
+    counters they report into and the one timer (the ``Broker`` satisfies it)."""
+
+    config: BrokerConfig
+    data_dir: Path
+    partitions: dict[tuple[str, int], Partition]
+    counters: BrokerCounters
+    timer: DeadlineTimer
+
+    @property
+    def topics(self) -> TopicRegistry: ...
+
+    def partition(self, topic: str, index: int) -> Partition | None: ...
+
+    def create_topic(
+        self, name: str, partitions: int | None = None, configs: Mapping[str, str | None] | None = None
+    ) -> TopicInfo: ...
+
+    def internal_topic(self, name: str, partitions: int, configs: Mapping[str, str]) -> TopicInfo: ...
+
+
 class ShareServices:
     """Share groups on this broker; ``await start()`` after the logs are open, ``await stop()``."""
 
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: ShareHost) -> None:
         self.broker = broker
         config = broker.config
         props = {
