@@ -47,19 +47,27 @@ def _detach_and_die_with_parent() -> None:
         ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
-# Linux delivers the parent-death signal when the *thread* that forked the child exits, so every broker
-# is forked by this one thread, which lives as long as the test process (a broker started from a
-# short-lived thread would otherwise die with it).
+# Linux delivers the parent-death signal when the *thread* that forked the child exits, so a broker
+# started from any thread but the main one is forked by this one thread, which lives as long as the
+# test process (a broker started from a short-lived thread would otherwise die with it).
 _SPAWNER = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="broker-spawner")
 
 
 def spawn(command: list[str], **kwargs: Any) -> subprocess.Popen[str]:
     """``subprocess.Popen`` (text mode) of a process in its own group that dies with the test process."""
+    if threading.current_thread() is threading.main_thread():
+        # The main thread lives as long as the test process. (Forking every broker from the
+        # spawner thread instead, Spark sessions created later in the process could not find the
+        # Python data sources registered on them.)
+        process: subprocess.Popen[str] = subprocess.Popen(
+            command, text=True, preexec_fn=_detach_and_die_with_parent, **kwargs
+        )
+        return process
     future = _SPAWNER.submit(
         subprocess.Popen, command, text=True, preexec_fn=_detach_and_die_with_parent, **kwargs
     )
-    process: subprocess.Popen[str] = future.result()
-    return process
+    spawned: subprocess.Popen[str] = future.result()
+    return spawned
 
 
 def kill_group(process: subprocess.Popen[Any]) -> None:
