@@ -265,7 +265,7 @@ class ConsumerGroupServices:
         code = self.coordinator.heartbeat(
             group_id, member_id, generation, group_instance_id=group_instance_id, now_ms=now_ms()
         )
-        self._arm(self.coordinator.next_deadline())
+        self.timer.arm(self.coordinator.next_deadline())
         return code
 
     def leave(self, group_id: str, members: tuple[LeavingMember, ...]) -> tuple[ClassicErrorCode, ...]:
@@ -465,9 +465,6 @@ class ConsumerGroupServices:
             self._register(group_id)
 
     # -- the timer -----------------------------------------------------------------------------
-
-    def _arm(self, deadline_ms: int | None) -> None:
-        self.timer.arm(deadline_ms)
 
     def _reschedule(self) -> None:
         self.timer.arm(self.next_deadline())

@@ -367,14 +367,18 @@ class Committer:
             self._producer = producer
         return self._producer
 
+    def cluster(self) -> Cluster:
+        """The side topic's connections (reading decisions, writing announcements)."""
+        if self._cluster is None:
+            self._cluster = Cluster(self.options.connect)
+        return self._cluster
+
     def decisions(self, group: str) -> DecisionLog | None:
         log_ = self._decisions.get(group)
         if log_ is None:
             try:
-                if self._cluster is None:
-                    self._cluster = Cluster(self.options.connect)
                 log_ = DecisionLog(
-                    self._cluster, topic=self.options.ack_topic, group_id=group, from_earliest=True
+                    self.cluster(), topic=self.options.ack_topic, group_id=group, from_earliest=True
                 )
             except ClientError as exc:
                 log.info(
@@ -394,9 +398,8 @@ class Committer:
         for manifest in manifests:
             key = (manifest.group, manifest.session)
             if key in self._announced or self.decisions(manifest.group) is None:
-                continue
-            assert self._cluster is not None  # made by decisions()
-            self._cluster.produce(
+                continue  # (without the side topic there is nowhere to announce)
+            self.cluster().produce(
                 [encode_sink_announcement(manifest.group, manifest.session, topic=self.options.ack_topic)]
             )
             self._announced.add(key)

@@ -11,7 +11,7 @@ named micro-batch acts:
 Points: the exactly-once sink's commit (``sink.commit.start``, ``sink.after_claim``,
 ``sink.after_produce``, ``sink.after_endtxn``, ``sink.after_return``); the at-least-once topic
 sink's tasks (``sink.before_write``, in a task before it produces) and commit
-(``sink.commit.start``, the tasks' output written, and ``sink.after_return``); the at-least-once
+(``sink.after_return``: the tasks' output written, Spark not yet told); the at-least-once
 source (``source.before_ack``: Spark committed the batch, the source has not acknowledged it).
 ``sink.write@N`` makes the first attempt of task 0 of batch N exit, as an executor failure.
 """

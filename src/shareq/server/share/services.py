@@ -315,7 +315,7 @@ class ShareServices:
             heartbeat_interval_ms=result.heartbeat_interval_ms,
             assignment=assignment,
         )
-        self.schedule_member_deadline()
+        self.timer.arm(self.coordinator.next_deadline())
         return result
 
     async def _initialize_for_group(self, init: InitializeShareState) -> bool:
@@ -398,9 +398,6 @@ class ShareServices:
 
     def schedule_from(self, sp: SharePartition) -> None:
         self.timer.arm(sp.next_deadline())
-
-    def schedule_member_deadline(self) -> None:
-        self.timer.arm(self.coordinator.next_deadline())
 
     def reschedule(self) -> None:
         """Recompute the earliest deadline over everything and arm the timer for it."""
