@@ -57,6 +57,14 @@ def _share_stream(spark: Any, broker: Any, topic: str, group: str, **options: st
     return reader.load()
 
 
+def _holders(broker: Any, group: str) -> int:
+    """How many members of the share group hold at least one partition."""
+    from shareq.client import Admin
+
+    with Admin(broker.bootstrap) as admin:
+        return sum(1 for m in admin.describe_share_group(group).members if any(m.assignment.values()))
+
+
 def _drained(broker: Any, topic: str, group: str) -> dict[int, tuple[int, int]]:
     """Partitions whose share-partition start offset is still behind the log end: (SPSO, end).
 
@@ -259,6 +267,9 @@ def test_two_queries_in_one_share_group_split_the_work(spark: Any, broker: Any, 
         )
     try:
         _wait_for(lambda: all(q.lastProgress is not None for q in queries), 120, "both queries to run")
+        # A member that joins second is assigned at its first heartbeat after the group's assignment
+        # interval: produce once both hold the partition, or the first may drain it alone.
+        _wait_for(lambda: _holders(broker, "g-split") == 2, 60, "both members to hold the partition")
         _produce(broker, "split", values, batch=50)
 
         def union() -> set[tuple[int, int]]:
