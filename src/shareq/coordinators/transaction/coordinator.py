@@ -394,14 +394,18 @@ class TransactionCoordinator:
         self, producer_id: int, producer_epoch: int, partition: TopicPartition
     ) -> TxnErrorCode:
         """May this transactional batch be appended? The partition must be in the producer's
-        open transaction (so no late retry can open a transaction nobody ends)."""
+        open transaction (so no late retry can open a transaction nobody ends): otherwise
+        TRANSACTION_ABORTABLE, which the server edge answers as INVALID_TXN_STATE to request
+        versions that predate it."""
         meta = self.by_producer(producer_id)
         if meta is None:
             return TxnErrorCode.INVALID_PRODUCER_ID_MAPPING
         if producer_epoch != meta.producer_epoch:
             return TxnErrorCode.INVALID_PRODUCER_EPOCH
+        if meta.state.preparing:
+            return TxnErrorCode.CONCURRENT_TRANSACTIONS
         if meta.state is not TxnState.ONGOING or partition not in meta.partitions:
-            return TxnErrorCode.INVALID_TXN_STATE
+            return TxnErrorCode.TRANSACTION_ABORTABLE
         return TxnErrorCode.NONE
 
     # -- timers ----------------------------------------------------------------------------------

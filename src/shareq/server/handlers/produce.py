@@ -138,6 +138,8 @@ def _transaction_check(
         return None
     if code is TxnErrorCode.PRODUCER_FENCED:  # a Produce answers a fenced producer this way
         code = TxnErrorCode.INVALID_PRODUCER_EPOCH
+    elif code is TxnErrorCode.TRANSACTION_ABORTABLE and ctx.version < 11:
+        code = TxnErrorCode.INVALID_TXN_STATE
     return ErrorCode(
         code.value
     ), f"producer {h[9]} epoch {h[10]} has no open transaction with {topic}-{index}"

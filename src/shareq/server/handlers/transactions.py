@@ -10,7 +10,8 @@ its partition, ``produce.py``).
 
 PRODUCER_FENCED (90) exists only from InitProducerId v4 and AddPartitionsToTxn, AddOffsetsToTxn
 and EndTxn v2; older versions (librdkafka sends v0, v0 and v1) get INVALID_PRODUCER_EPOCH (47).
-TRANSACTION_ABORTABLE (120) is answered as INVALID_TXN_STATE before AddPartitionsToTxn v5.
+TRANSACTION_ABORTABLE (120) is answered as INVALID_TXN_STATE before AddPartitionsToTxn v5 and
+TxnOffsetCommit v4 (and Produce v11).
 """
 
 from __future__ import annotations
@@ -245,6 +246,8 @@ def handle_txn_offset_commit(request: Any, ctx: RequestContext) -> Any:
             implicit=ctx.version >= 5 and bool(commits),
         )
     )
+    if check is TxnErrorCode.TRANSACTION_ABORTABLE and ctx.version < 4:
+        check = TxnErrorCode.INVALID_TXN_STATE
     if check is not TxnErrorCode.NONE:
         for c in commits:
             codes[(c.topic, c.partition)] = wire_code(check, fenced_supported=False)
