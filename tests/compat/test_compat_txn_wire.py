@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from compat_support import Server, create_topic
+from kio.schema.add_partitions_to_txn.v3 import request as ADD_V3
 from kio.schema.add_partitions_to_txn.v5 import request as ADD
 from kio.schema.end_txn.v3 import request as END_V3
 from kio.schema.end_txn.v5 import request as END
@@ -146,6 +147,20 @@ def _end_v3(conn: KioConnection, txn_id: str, pid: int, epoch: int, commit: bool
     return str(_until_settled(lambda: conn.send(request), lambda r: r.error_code).error_code.name)
 
 
+def _add_v3(conn: KioConnection, txn_id: str, pid: int, epoch: int, topic: str) -> str:
+    request = ADD_V3.AddPartitionsToTxnRequest(
+        v3_and_below_transactional_id=txn_id,
+        v3_and_below_producer_id=ProducerId(pid),
+        v3_and_below_producer_epoch=i16(epoch),
+        v3_and_below_topics=(ADD_V3.AddPartitionsToTxnTopic(name=TopicName(topic), partitions=(i32(0),)),),
+    )
+    response = _until_settled(
+        lambda: conn.send(request),
+        lambda r: r.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code,
+    )
+    return str(response.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code.name)
+
+
 def _commit_offset(conn: KioConnection, txn_id: str, pid: int, epoch: int, group: str, topic: str) -> str:
     find = FIND.FindCoordinatorRequest(key_type=i8(0), coordinator_keys=(group,))
     found = _until_settled(lambda: conn.send(find), lambda r: r.coordinators[0].error_code)
@@ -227,4 +242,8 @@ def test_tv1_client_on_a_tv2_broker(conn: KioConnection, server: Server, names: 
     seen: list[object] = [_produce(conn, PRODUCE_V11, txn_id, pid, epoch, 0, topic, b"unadded")]
     seen.append(_end_v3(conn, txn_id, pid, epoch, True))
     seen.append(_end_v3(conn, txn_id, pid, epoch, False))
-    assert seen == ["transaction_abortable", "invalid_txn_state", "invalid_txn_state"], seen
+    for seq, commit in ((0, True), (1, False)):  # two transactions at the one epoch
+        seen.append(_add_v3(conn, txn_id, pid, epoch, topic))
+        seen.append(_produce(conn, PRODUCE_V11, txn_id, pid, epoch, seq, topic, b"added"))
+        seen.append(_end_v3(conn, txn_id, pid, epoch, commit))
+    assert seen == ["transaction_abortable", "invalid_txn_state", "invalid_txn_state"] + ["none"] * 6, seen
