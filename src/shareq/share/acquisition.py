@@ -51,7 +51,7 @@ def acquire(
     cfg = partition.config
     runs = partition.runs
     fetch = partition.next_fetch_offset()
-    window_end = partition.spso + cfg.max_record_locks  # first-time acquisitions stay below this
+    window_end = partition.window_end()  # first-time acquisitions stay below this
     dc_limit = cfg.delivery_count_limit
     threshold = poison_threshold(dc_limit)
     deadline = now + cfg.record_lock_duration_ms
@@ -104,8 +104,8 @@ def acquire(
             a = run.first if run.first > pos else pos
             e = run.last if run.last < bl else bl
             pos = e + 1
-            if run.state is not _AVAILABLE or run.txn is not None:
-                continue
+            if run.state is not _AVAILABLE or run.txn is not None or run.due:
+                continue  # not acquirable (a delayed run waits for its due time)
             d = run.count
             if d + 1 >= dc_limit or d >= threshold:
                 cap = 1 if d + 1 >= dc_limit else max(1, max_records >> (d - threshold + 1))

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 
+from shareq.share import window as _window
 from shareq.share.acquisition_lock import AcquisitionLock, DeadlineIndex
 from shareq.share.in_flight import ARCHIVING_BYTE, InFlightBatch, InFlightMap
 from shareq.share.persister import NO_START_OFFSET, SharePartitionKey
@@ -92,6 +93,15 @@ class PartitionState:
         if hole is not None and hole < best:
             best = hole
         return best if best >= self.log_start_floor else self.log_start_floor
+
+    def window_end(self) -> int:
+        """The first offset a first-time acquisition may not reach: SPSO + the cap (Kafka's span
+        rule), or in ``count`` mode the end offset plus the cap's room left by the non-terminal
+        records, never past the span guard (``WINDOW_SPAN_GUARD`` caps from the SPSO)."""
+        cfg = self.config
+        if not cfg.window_count:
+            return self.spso + cfg.max_record_locks
+        return _window.count_window_end(self.runs, self.spso, self.end, cfg.max_record_locks)
 
     def release_target(self, run: InFlightBatch) -> RecordState:
         """Where a released run goes: AVAILABLE, or archived once out of deliveries."""

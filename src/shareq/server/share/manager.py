@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode
 
 from shareq.coordinators.group import ShareGroupConfig
+from shareq.coordinators.group.retry_config import RetryConfig
 from shareq.log.batch import LOG_OVERHEAD
 from shareq.log.errors import LogError, OffsetOutOfRangeError
 from shareq.log.share_control import visible_batches
@@ -35,6 +36,7 @@ from shareq.share import (
     SharePartition,
     ShareRequestError,
 )
+from shareq.share.backoff import RedeliveryBackoff, Trigger
 from shareq.share.persister import PersisterError, SharePartitionKey, refused
 
 from ..errors import persister_error_code
@@ -56,6 +58,23 @@ def share_config(group: ShareGroupConfig) -> ShareConfig:
         max_record_locks=group.partition_max_record_locks,
         dlq_enabled=bool(group.dlq_topic_name),
         renew_enabled=group.renew_acknowledge_enable,
+        backoff=redelivery_backoff(group.retry),
+        window_count=group.retry.window_count,
+        durable_counts=group.retry.durable_counts,
+    )
+
+
+def redelivery_backoff(retry: RetryConfig) -> RedeliveryBackoff | None:
+    """The engine's backoff for a group's shareq retry configs (None: Kafka's behaviour)."""
+    if retry.backoff_ms <= 0:
+        return None
+    return RedeliveryBackoff(
+        base_ms=retry.backoff_ms,
+        multiplier=retry.multiplier,
+        max_ms=retry.max_ms,
+        jitter=retry.jitter,
+        on=frozenset(Trigger(t) for t in retry.on),
+        ceiling_ms=retry.ceiling_ms,
     )
 
 
@@ -175,6 +194,7 @@ class SharePartitionManager:
         if partition is None or max_records <= 0:
             return NOTHING
         plog = partition.log
+        sp.mature(now)
         offset = sp.next_fetch_offset()
         if offset < plog.log_start_offset:  # retention or DeleteRecords passed the SPSO
             self.update_log_start(sp, plog.log_start_offset)
@@ -420,6 +440,8 @@ class SharePartitionManager:
         for sp in list(self._partitions.values()):
             deadline = sp.next_deadline()
             if deadline is not None and deadline <= now:
+                if sp.mature(now):  # delayed records are due: parked fetches may take them
+                    self.wake(sp.key)
                 pending = sp.expire(now)
                 if pending is not None:
                     self.spawn_write(sp, pending)

@@ -1,0 +1,92 @@
+"""Redelivery backoff: when a record made AVAILABLE again may be acquired (sans-I/O).
+
+A record going ACQUIRED -> AVAILABLE by a trigger the group names (a RELEASE, a lock expiry, its
+member leaving) becomes acquirable at ``now + min(max, base * multiplier ** (count - 1))``,
+varied by ``± jitter``. The variation is fixed by the record's identity (group, topic, partition,
+first offset of its run, delivery count), so a replay computes the same instant. A run keeps its
+due time (``InFlightBatch.due``, epoch ms, 0: due) until it matures; runs with equal state, count
+and due time stay one run, so releasing a whole batch delays it as one.
+
+With no backoff configured (the default) nothing here runs and records come back at once, as
+Kafka's do.
+"""
+
+from __future__ import annotations
+
+import enum
+import zlib
+from dataclasses import dataclass
+
+from shareq.share.persister import SharePartitionKey
+from shareq.share.record_state import RecordState
+from shareq.share.transition import StateTransition
+
+_AVAILABLE = RecordState.AVAILABLE
+
+
+class Trigger(enum.Enum):
+    """What made a record AVAILABLE again."""
+
+    RELEASE = "release"
+    TIMEOUT = "timeout"
+    LEAVE = "leave"
+
+
+ALL_TRIGGERS = frozenset(Trigger)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RedeliveryBackoff:
+    """A group's backoff: ``base_ms`` > 0 turns it on; ``ceiling_ms`` bounds every delay, a
+    client's own included."""
+
+    base_ms: int
+    multiplier: float = 2.0
+    max_ms: int = 60_000
+    jitter: float = 0.2
+    on: frozenset[Trigger] = ALL_TRIGGERS
+    ceiling_ms: int = 900_000
+
+    def delay(self, key: SharePartitionKey, first_offset: int, count: int) -> int:
+        """The delay (ms) before a record of delivery count ``count`` may be delivered again."""
+        exponent = max(count - 1, 0)
+        raw = float(self.base_ms) * self.multiplier**exponent if exponent < 1024 else float("inf")
+        base = min(float(self.max_ms), raw)
+        if self.jitter > 0.0:
+            seed = f"{key.group_id}/{key.topic_id}/{key.partition}/{first_offset}/{count}".encode()
+            u = zlib.crc32(seed) / 0xFFFFFFFF * 2.0 - 1.0  # in [-1, 1]
+            base *= 1.0 + self.jitter * u
+        return max(0, min(int(base), self.ceiling_ms))
+
+
+def schedule(
+    backoff: RedeliveryBackoff | None,
+    key: SharePartitionKey,
+    txn: StateTransition,
+    trigger: Trigger,
+    now: int,
+    requested: dict[int, int] | None = None,
+) -> None:
+    """Give the pieces of ``txn`` going AVAILABLE their due time, when ``trigger`` delays.
+
+    ``requested``: per-run delays a client asked for on its RELEASE (keyed by the run's first
+    offset), used instead of the formula and capped by the ceiling, whether or not the group
+    delays."""
+    if requested:
+        ceiling = backoff.ceiling_ms if backoff is not None else 0
+        for run, target in txn.pieces:
+            if target is _AVAILABLE:
+                wanted = requested.get(run.first)
+                if wanted is not None and wanted > 0 and ceiling > 0:
+                    _set(txn, run.first, now + min(wanted, ceiling))
+    if backoff is None or backoff.base_ms <= 0 or trigger not in backoff.on:
+        return
+    for run, target in txn.pieces:
+        if target is _AVAILABLE and (txn.dues is None or run.first not in txn.dues):
+            _set(txn, run.first, now + backoff.delay(key, run.first, run.count))
+
+
+def _set(txn: StateTransition, first: int, due: int) -> None:
+    if txn.dues is None:
+        txn.dues = {}
+    txn.dues[first] = due
