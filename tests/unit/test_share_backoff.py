@@ -133,3 +133,23 @@ def test_count_window_counts_records_in_play() -> None:
     assert h.acquire([(150, 199)], now=0) == []  # 150 in play: no room
     h.ack(0, 99, A.ACCEPT, now=0)
     assert h.acquire([(150, 199)], now=0) == [(150, 199, 1)]
+
+
+def test_due_times_are_written_and_a_rebuilt_engine_honours_them() -> None:
+    h = Harness(ShareConfig(backoff=NO_JITTER))
+    assert h.acquire([(0, 9)], now=0) == [(0, 9, 1)]
+    h.ack(0, 4, A.RELEASE, now=10)
+    state = h.persister.state(KEY)
+    assert state is not None and [tuple(d) for d in state.delays] == [(0, 4, 1_010)]
+    rebuilt = SharePartition(KEY, h.sp.config)
+    rebuilt.initialize(state)
+    assert rebuilt.next_deadline() == 1_010
+    fresh = rebuilt.acquire("c", [(0, 9)], max_records=500, now=1_009).records  # 5..9: a lease lost
+    assert [(r.first_offset, r.last_offset, r.delivery_count) for r in fresh] == [(5, 9, 1)]
+    got = rebuilt.acquire("c", [(0, 9)], max_records=500, now=1_010).records
+    assert [(r.first_offset, r.last_offset, r.delivery_count) for r in got] == [(0, 4, 2)]
+    h.ack(5, 9, A.ACCEPT, now=20)
+    h.acquire([(0, 9)], now=2_000)
+    h.ack(0, 4, A.ACCEPT, now=2_000)  # acknowledged: the due time is gone with the records
+    state = h.persister.state(KEY)
+    assert state is not None and state.delays == () and state.start_offset == 10

@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import enum
 import zlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from shareq.share.persister import SharePartitionKey
+from shareq.share.in_flight import InFlightMap
+from shareq.share.persister import RedeliveryDelay, SharePartitionKey
 from shareq.share.record_state import RecordState
 from shareq.share.transition import StateTransition
 
@@ -84,6 +86,20 @@ def schedule(
     for run, target in txn.pieces:
         if target is _AVAILABLE and (txn.dues is None or run.first not in txn.dues):
             _set(txn, run.first, now + backoff.delay(key, run.first, run.count))
+
+
+def load_delays(runs: InFlightMap, delays: Sequence[RedeliveryDelay], spso: int) -> None:
+    """Give the AVAILABLE runs persisted state loaded their due times (a restart honours the rest of
+    each delay, never less)."""
+    for d in delays:
+        if d.last_offset < spso:
+            continue
+        first = max(d.first_offset, spso)
+        runs.isolate(first, d.last_offset)
+        for run in runs.overlapping(first, d.last_offset):
+            if run.state is _AVAILABLE and run.txn is None:
+                run.due = d.due_ms
+                runs.reindex(run)
 
 
 def _set(txn: StateTransition, first: int, due: int) -> None:

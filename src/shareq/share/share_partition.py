@@ -133,6 +133,8 @@ class SharePartition:
         self._state.end = self._state.gap_end = end
         if state.pending_txn_batches:
             _txn.load_pending(self._state, state.pending_txn_batches)
+        if state.delays:
+            _backoff.load_delays(runs, state.delays, spso)
         runs.coalesce(spso, self._state.end)
         self._state.advance_spso()
 
