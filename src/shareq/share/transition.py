@@ -26,6 +26,8 @@ class TransitionKind(enum.Enum):
     INITIALIZE = "initialize"
     LOG_START = "log_start"
     STAGE = "stage"
+    ACQUISITION = "acquisition"
+    """An acquisition's delivery counts written (crash-durable counts): no state changes."""
 
 
 class MarkedTarget:

@@ -79,6 +79,9 @@ class AcquireResult:
     acquired_count: int
     lock_deadline: int | None
     write: PendingWrite | None = None
+    counts: PendingWrite | None = None
+    """With crash-durable counts: the write of the acquired records' delivery counts, which must
+    be durable before they are handed out (completed like any write; it changes no state)."""
 
 
 class AcknowledgementBatch(NamedTuple):

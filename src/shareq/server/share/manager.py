@@ -81,15 +81,23 @@ def redelivery_backoff(retry: RetryConfig) -> RedeliveryBackoff | None:
 class Acquired:
     """What one share-partition contributes to a ShareFetch response, and what the log read cost."""
 
-    __slots__ = ("bytes_read", "count", "ranges", "records")
+    __slots__ = ("bytes_read", "count", "counted", "ranges", "records")
 
     def __init__(
-        self, ranges: tuple[AcquiredRecords, ...], records: bytes | memoryview, count: int, bytes_read: int
+        self,
+        ranges: tuple[AcquiredRecords, ...],
+        records: bytes | memoryview,
+        count: int,
+        bytes_read: int,
+        counted: asyncio.Future[ErrorCode] | None = None,
     ) -> None:
         self.ranges = ranges
         self.records = records
         self.count = count
         self.bytes_read = bytes_read
+        self.counted = counted
+        """With crash-durable counts: the write of the delivery counts, awaited before the
+        records are handed out (not handed out if it fails)."""
 
 
 NOTHING = Acquired((), b"", 0, 0)
@@ -253,9 +261,11 @@ class SharePartitionManager:
             ranges, count = self._archive_aborted(sp, member, ranges, aborted, count, now)
         if result.lock_deadline is not None:
             self._services.schedule(result.lock_deadline)
+        # queued now, beside the request's acknowledgements: they share the persister's group commit
+        counted = asyncio.ensure_future(self.write(sp, result.counts)) if result.counts is not None else None
         if not ranges:
-            return Acquired((), b"", 0, read)
-        return Acquired(ranges, slice_batches(data.records, data.batches, ranges), count, read)
+            return Acquired((), b"", 0, read, counted)
+        return Acquired(ranges, slice_batches(data.records, data.batches, ranges), count, read, counted)
 
     def _archive_aborted(
         self,
