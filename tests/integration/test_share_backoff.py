@@ -10,12 +10,14 @@ seconds."""
 from __future__ import annotations
 
 import itertools
+import json
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 from confluent_kafka import AcknowledgeType, Consumer
 from confluent_kafka.admin import (
     AdminClient,
@@ -24,8 +26,10 @@ from confluent_kafka.admin import (
     ConfigResource,
     ResourceType,
 )
+from monitor_support import get, scrape, value
 from share_consumers import FAST, SHARE_BROKER, produce, share_consumer
 
+from shareq.cli.main import main
 from shareq.client import Admin, ShareConsumer
 from shareq.client import ConfigResource as GroupResource
 from shareq.client import ResourceType as GroupResourceType
@@ -264,3 +268,55 @@ def test_configs_are_described_and_bad_values_refused_naming_the_key(tmp_path: P
             described = ours.describe_configs([GroupResource(GroupResourceType.GROUP, "g")])
         values = {n: e.value for n, e in next(iter(described.values())).items()}
         assert values["shareq.redelivery.backoff.ms"] == "250"  # refused changes changed nothing
+
+
+def test_delayed_records_are_visible_in_describe_the_cli_metrics_and_the_web_view(tmp_path: Path) -> None:
+    """A record released for a minute: the admin client's offsets, ``shareq groups describe`` (with
+    the span window's stall warning), ``/metrics`` and the web view's snapshot all show it."""
+    with EmbeddedBroker(tmp_path / "d", config={**SHARE_BROKER, "http.port": 0}) as broker:
+        with Admin(broker.bootstrap) as admin:
+            admin.create_topic("src", 1)
+        produce(broker.bootstrap, "src", [b"x"], 1)
+        _alter_group(
+            broker.bootstrap,
+            "g",
+            {"shareq.redelivery.backoff.ms": "60000", "shareq.redelivery.backoff.jitter": "0"},
+        )
+        consumer = share_consumer(
+            broker.bootstrap, "g", ["src"], **{"share.acknowledgement.mode": "explicit"}
+        )
+        try:
+            deadline = time.monotonic() + 20
+            released = 0.0
+            while not released:
+                assert time.monotonic() < deadline
+                for message in consumer.poll(0.1):
+                    consumer.acknowledge(message, AcknowledgeType.RELEASE)
+                    released = time.time()
+                    consumer.commit_sync()
+            with Admin(broker.bootstrap) as ours:
+                offsets = ours.describe_share_group_offsets("g")
+            o = offsets[("src", 0)]
+            assert o.delayed_records == 1 and o.next_redelivery_ms is not None
+            assert abs(o.next_redelivery_ms / 1000 - (released + 60)) < 5
+            result = CliRunner().invoke(
+                main, ["groups", "describe", "g", "--json", "--bootstrap", broker.bootstrap]
+            )
+            assert result.exit_code == 0, result.output
+            described = json.loads(result.output)
+            assert described["window_mode"] == "span" and described["redelivery_backoff_ms"] == 60000
+            assert described["delayed"] == [
+                {"topic": "src", "partition": 0, "records": 1, "next_redelivery_ms": o.next_redelivery_ms}
+            ]
+            assert described["warnings"] and "stall" in described["warnings"][0]
+            samples = scrape(broker.http_url)
+            part = {"group": "g", "topic": "src", "partition": "0"}
+            assert value(samples, "shareq_share_partition_delayed_records", **part) == 1
+            due = value(samples, "shareq_share_partition_next_redelivery_timestamp_seconds", **part)
+            assert abs(due - o.next_redelivery_ms / 1000) < 0.01
+            status, text = get(broker.http_url + "/api/state")
+            assert status == 200, text
+            group = next(g for g in json.loads(text)["share_groups"] if g["group_id"] == "g")
+            assert group["window_mode"] == "span" and group["delayed"] == 1 and group["stall_warning"]
+        finally:
+            consumer.close()

@@ -383,7 +383,11 @@ class ShareServices:
 
     def group_config_changed(self, group_id: str) -> None:
         """A group's configs were altered: later acquisitions use the new values."""
-        config = share_config(self.coordinator.group_config(group_id))
+        group = self.coordinator.group_config(group_id)
+        warning = group.retry.stall_warning
+        if warning:
+            log.warning("share group %s: %s", group_id, warning)
+        config = share_config(group)
         for key in self.partitions.keys_of_group(group_id):
             sp = self.partitions.cached(key)
             if sp is not None:
