@@ -96,6 +96,7 @@ def acquire(
                 piece = InFlightBatch(pos, e, _ACQUIRED, 1, member, lock)
                 runs.insert(piece)
                 n = e - pos + 1
+                partition.covered += n
                 lock.held += n
                 acquired += n
                 new_end = e

@@ -31,6 +31,7 @@ class PartitionState:
     __slots__ = (
         "absent_span",
         "config",
+        "covered",
         "dcc",
         "durable_spso",
         "end",
@@ -71,6 +72,8 @@ class PartitionState:
         """[gap_cursor, gap_end): the read-gap window persisted state left, not yet filled."""
         self.dcc = 0
         """Delivery-complete count: terminal records at or after the SPSO."""
+        self.covered = 0
+        """Records the in-flight runs cover (at or after the SPSO): ``covered - dcc`` are in play."""
         self.absent_span = (0, 0)
         """[from, to): offsets up to the end offset that hold share state alone (pass_absent)."""
         self.log_start_floor = -1
@@ -101,7 +104,7 @@ class PartitionState:
         cfg = self.config
         if not cfg.window_count:
             return self.spso + cfg.max_record_locks
-        return _window.count_window_end(self.runs, self.spso, self.end, cfg.max_record_locks)
+        return _window.count_window_end(self.covered - self.dcc, self.spso, self.end, cfg.max_record_locks)
 
     def release_target(self, run: InFlightBatch) -> RecordState:
         """Where a released run goes: AVAILABLE, or archived once out of deliveries."""
@@ -197,6 +200,7 @@ class PartitionState:
         if first is not None and first.first < spso and first.marks is not None:  # stops inside it
             runs.trim_front(first, spso)
         self.dcc -= dropped
+        self.covered -= dropped  # every record the SPSO passes is terminal
         self.spso = spso
         if self.end < spso:
             self.end = spso

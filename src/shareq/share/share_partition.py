@@ -136,6 +136,7 @@ class SharePartition:
         if state.delays:
             _backoff.load_delays(runs, state.delays, spso)
         runs.coalesce(spso, self._state.end)
+        self._state.covered = sum(run.last - run.first + 1 for run in runs)
         self._state.advance_spso()
 
     # ------------------------------------------------------------------ introspection

@@ -16,11 +16,12 @@ WINDOW_SPAN_GUARD = 100
 
 
 def in_play(runs: InFlightMap) -> int:
-    """Records of ``runs`` not terminal (a walk of the runs: what count mode costs per acquisition)."""
+    """Records of ``runs`` not terminal, by a walk of the runs (what the kept count must equal)."""
     return sum(run.last - run.first + 1 - run.terminal_size() for run in runs)
 
 
-def count_window_end(runs: InFlightMap, spso: int, end: int, cap: int) -> int:
-    """The first offset a first-time acquisition may not reach in ``count`` mode."""
-    room = cap - in_play(runs)
+def count_window_end(playing: int, spso: int, end: int, cap: int) -> int:
+    """The first offset a first-time acquisition may not reach in ``count`` mode, with ``playing``
+    records in play (kept as a count: covered records less terminal ones, so no walk)."""
+    room = cap - playing
     return min(end + (room if room > 0 else 0), spso + WINDOW_SPAN_GUARD * cap)
