@@ -320,3 +320,34 @@ def test_delayed_records_are_visible_in_describe_the_cli_metrics_and_the_web_vie
             assert group["window_mode"] == "span" and group["delayed"] == 1 and group["stall_warning"]
         finally:
             consumer.close()
+
+
+def test_our_client_asks_for_a_delay_per_release_capped_by_the_ceiling(tmp_path: Path) -> None:
+    """shareq's consumer RELEASEs with a delay of its own (no group backoff): the record waits that
+    long; a delay beyond the broker's ceiling is capped, not refused; accepted records stay accepted."""
+    config = {**SHARE_BROKER, "shareq.redelivery.backoff.ceiling.ms": "1500"}
+    with EmbeddedBroker(tmp_path / "d", config=config) as broker:
+        with Admin(broker.bootstrap) as admin:
+            admin.create_topic("src", 1)
+        produce(broker.bootstrap, "src", [b"a", b"b", b"c"], 1)
+        with ShareConsumer(broker.bootstrap, "g", topics=["src"]) as consumer:
+            records: list[Any] = []
+            deadline = time.monotonic() + 20
+            while len(records) < 3:
+                assert time.monotonic() < deadline, records
+                records += consumer.poll(0.1)
+            consumer.acknowledge(records[2])  # ACCEPT
+            assert set(consumer.commit().values()) == {0}
+            released = time.monotonic()
+            assert set(consumer.release([records[0]], delay_ms=1000).values()) == {0}
+            assert set(consumer.release([records[1]], delay_ms=3_600_000).values()) == {0}  # capped
+            back: dict[int, float] = {}
+            while len(back) < 2:
+                assert time.monotonic() - released < 10, back
+                for record in consumer.poll(0.1):
+                    assert record.offset in (0, 1) and record.delivery_count == 2  # never offset 2 again
+                    back[record.offset] = time.monotonic() - released
+                    consumer.acknowledge(record)
+            consumer.commit()
+        assert 1.0 <= back[0] < 1.0 + SLACK + 0.5
+        assert 1.5 <= back[1] < 1.5 + SLACK + 0.5

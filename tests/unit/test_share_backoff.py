@@ -153,3 +153,19 @@ def test_due_times_are_written_and_a_rebuilt_engine_honours_them() -> None:
     h.ack(0, 4, A.ACCEPT, now=2_000)  # acknowledged: the due time is gone with the records
     state = h.persister.state(KEY)
     assert state is not None and state.delays == () and state.start_offset == 10
+
+
+def test_a_delay_the_client_asks_for_is_used_and_capped() -> None:
+    h = Harness(ShareConfig(delay_ceiling_ms=5_000))  # no group backoff
+    assert h.acquire([(0, 9)], now=0) == [(0, 9, 1)]
+    batches = [
+        AcknowledgementBatch(first_offset=0, last_offset=1, types=(A.RELEASE,)),
+        AcknowledgementBatch(first_offset=2, last_offset=3, types=(A.RELEASE,)),
+        AcknowledgementBatch(first_offset=4, last_offset=9, types=(A.ACCEPT,)),
+    ]
+    write = h.sp.acknowledge("c", batches, now=100, release_delays=[(0, 1, 700), (2, 3, 10**9)]).write
+    h.persist(write, 100)
+    assert h.acquire([(0, 9)], now=799) == []
+    assert h.acquire([(0, 9)], now=800) == [(0, 1, 2)]
+    assert h.acquire([(0, 9)], now=5_099) == []
+    assert h.acquire([(0, 9)], now=5_100) == [(2, 3, 2)]  # capped at the ceiling

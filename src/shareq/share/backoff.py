@@ -13,10 +13,12 @@ Kafka's do.
 
 from __future__ import annotations
 
+import bisect
 import enum
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from shareq.share.in_flight import InFlightMap
 from shareq.share.persister import RedeliveryDelay, SharePartitionKey
@@ -24,6 +26,7 @@ from shareq.share.record_state import RecordState
 from shareq.share.transition import StateTransition
 
 _AVAILABLE = RecordState.AVAILABLE
+_T = TypeVar("_T")
 
 
 class Trigger(enum.Enum):
@@ -62,30 +65,31 @@ class RedeliveryBackoff:
 
 
 def schedule(
-    backoff: RedeliveryBackoff | None,
-    key: SharePartitionKey,
-    txn: StateTransition,
-    trigger: Trigger,
-    now: int,
-    requested: dict[int, int] | None = None,
+    backoff: RedeliveryBackoff, key: SharePartitionKey, txn: StateTransition, trigger: Trigger, now: int
 ) -> None:
-    """Give the pieces of ``txn`` going AVAILABLE their due time, when ``trigger`` delays.
-
-    ``requested``: per-run delays a client asked for on its RELEASE (keyed by the run's first
-    offset), used instead of the formula and capped by the ceiling, whether or not the group
-    delays."""
-    if requested:
-        ceiling = backoff.ceiling_ms if backoff is not None else 0
-        for run, target in txn.pieces:
-            if target is _AVAILABLE:
-                wanted = requested.get(run.first)
-                if wanted is not None and wanted > 0 and ceiling > 0:
-                    _set(txn, run.first, now + min(wanted, ceiling))
-    if backoff is None or backoff.base_ms <= 0 or trigger not in backoff.on:
+    """Give the pieces of ``txn`` going AVAILABLE their due time, when ``trigger`` delays (pieces
+    with a delay their client asked for keep it)."""
+    if backoff.base_ms <= 0 or trigger not in backoff.on:
         return
     for run, target in txn.pieces:
         if target is _AVAILABLE and (txn.dues is None or run.first not in txn.dues):
             _set(txn, run.first, now + backoff.delay(key, run.first, run.count))
+
+
+def requested(
+    txn: StateTransition, delays: Sequence[tuple[int, int, int]], ceiling_ms: int, now: int
+) -> None:
+    """The delays a client asked for on its RELEASEs (``(first, last, ms)`` of its batches): the
+    pieces of ``txn`` going AVAILABLE under one get it, capped by ``ceiling_ms``, whether or not the
+    group delays."""
+    spans = sorted(delays)
+    firsts = [first for first, _, _ in spans]
+    for run, target in txn.pieces:
+        if target is not _AVAILABLE:
+            continue
+        i = bisect.bisect_right(firsts, run.first) - 1
+        if i >= 0 and spans[i][1] >= run.first and spans[i][2] > 0 and ceiling_ms > 0:
+            _set(txn, run.first, now + min(spans[i][2], ceiling_ms))
 
 
 def load_delays(runs: InFlightMap, delays: Sequence[RedeliveryDelay], spso: int) -> None:
@@ -100,6 +104,23 @@ def load_delays(runs: InFlightMap, delays: Sequence[RedeliveryDelay], spso: int)
             if run.state is _AVAILABLE and run.txn is None:
                 run.due = d.due_ms
                 runs.reindex(run)
+
+
+def cut_at(
+    stretch: list[tuple[int, int, _T]], delays: Sequence[tuple[int, int, int]]
+) -> list[tuple[int, int, _T]]:
+    """``stretch``'s segments cut where a requested delay starts or ends, so that each piece the
+    acknowledgement carves lies under one delay at most."""
+    cuts = sorted({first for first, _, _ in delays} | {last + 1 for _, last, _ in delays})
+    out: list[tuple[int, int, _T]] = []
+    for first, last, tag in stretch:
+        i = bisect.bisect_right(cuts, first)
+        while i < len(cuts) and cuts[i] <= last:
+            out.append((first, cuts[i] - 1, tag))
+            first = cuts[i]
+            i += 1
+        out.append((first, last, tag))
+    return out
 
 
 def _set(txn: StateTransition, first: int, due: int) -> None:

@@ -295,7 +295,12 @@ class SharePartition:
 
     # ------------------------------------------------------------------ acknowledge
     def acknowledge(
-        self, member: str, batches: Sequence[AcknowledgementBatch], *, now: int
+        self,
+        member: str,
+        batches: Sequence[AcknowledgementBatch],
+        *,
+        now: int,
+        release_delays: Sequence[tuple[int, int, int]] = (),
     ) -> AcknowledgeResult:
         """Start the transitions a client asked for; all or nothing.
 
@@ -303,7 +308,8 @@ class SharePartition:
         (not in flight, not acquired by ``member``, transition already in progress, one offset
         acknowledged twice, a RENEW the group turned off); then nothing changed. Offsets below
         the SPSO are skipped. Returns the write to persist (None when only renewals were asked;
-        they applied).
+        they applied). ``release_delays``: ``(first, last, ms)`` a client asked the RELEASEs there
+        to wait before redelivery (capped by ``delay_ceiling_ms``, used instead of the backoff).
         """
         self._require_initialized()
         grouped = validate_acknowledgements(
@@ -321,6 +327,8 @@ class SharePartition:
         pieces = txn.pieces
         durable = False
         targets = ACK_TARGETS[self._state.config.dlq_enabled]
+        if release_delays:  # RELEASEs asking for different delays become runs of their own
+            grouped = [_backoff.cut_at(stretch, release_delays) for stretch in grouped]
         for stretch in grouped:
             if len(stretch) >= _MARK_MIN_SEGMENTS and {seg[2] for seg in stretch} <= _DONE_ACKS:
                 self._acknowledge_marked(txn, stretch, targets, now)
@@ -337,6 +345,8 @@ class SharePartition:
         if not durable:
             self._commit(txn, now)
             return AcknowledgeResult(write=None)
+        if release_delays:
+            _backoff.requested(txn, release_delays, self._state.config.delay_ceiling_ms, now)
         self._delay(txn, _backoff.Trigger.RELEASE, now)
         return AcknowledgeResult(write=start_write(self._state, txn))
 

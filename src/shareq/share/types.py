@@ -43,6 +43,8 @@ class ShareConfig:
     """Delay before a lock expiry or member release whose write failed is tried again."""
     backoff: RedeliveryBackoff | None = None
     """Redelivery backoff (None: records come back at once, as Kafka's)."""
+    delay_ceiling_ms: int = 900_000
+    """The longest delay a client may ask for on a RELEASE (longer ones are capped)."""
     window_count: bool = False
     """``count`` window mode: only AVAILABLE, ACQUIRED and ARCHIVING records count against
     ``max_record_locks`` (bounded by a span guard); off, Kafka's span rule."""

@@ -7,6 +7,8 @@ say). Offsets below the start offset are dropped. Pure; costs nothing while no d
 
 from __future__ import annotations
 
+import bisect
+import operator
 from collections.abc import Iterable, Sequence
 
 from shareq.share.persister import NO_START_OFFSET, RedeliveryDelay, StateBatch
@@ -46,18 +48,21 @@ def _subtract(delays: Sequence[RedeliveryDelay], spans: list[tuple[int, int]]) -
     return out
 
 
+_LAST = operator.itemgetter(1)
+_FIRST = operator.itemgetter(0)
+
+
 def prune_delays(delays: Sequence[RedeliveryDelay], start_offset: int) -> tuple[RedeliveryDelay, ...]:
-    """``delays`` without offsets below ``start_offset`` (``NO_START_OFFSET``: all kept)."""
+    """``delays`` without offsets below ``start_offset`` (``NO_START_OFFSET``: all kept); the cost
+    follows what is pruned (a search, then a slice)."""
     if start_offset == NO_START_OFFSET or not delays or delays[0].first_offset >= start_offset:
         return tuple(delays)
-    out = []
-    for d in delays:
-        if d.last_offset < start_offset:
-            continue
-        out.append(
-            d if d.first_offset >= start_offset else RedeliveryDelay(start_offset, d.last_offset, d.due_ms)
-        )
-    return tuple(out)
+    i = bisect.bisect_left(delays, start_offset, key=_LAST)  # the first reaching the start offset
+    out = tuple(delays[i:])
+    if out and out[0].first_offset < start_offset:
+        head = out[0]
+        out = (RedeliveryDelay(start_offset, head.last_offset, head.due_ms), *out[1:])
+    return out
 
 
 def combine_delays(
@@ -66,14 +71,20 @@ def combine_delays(
     new: Sequence[RedeliveryDelay],
     start_offset: int,
 ) -> tuple[RedeliveryDelay, ...]:
-    """``current`` after a write of ``written`` state batches carrying ``new`` due times, pruned
-    below ``start_offset``."""
+    """``current`` (ascending, disjoint) after a write of ``written`` state batches carrying ``new``
+    due times, pruned below ``start_offset``. Only the stretch of ``current`` the write spans is
+    walked: with thousands of records waiting out a delay, a write costs what it touches."""
     if not current and not new:
         return ()
-    kept: list[RedeliveryDelay] = list(current)
-    if kept and (written or new):
-        spans = _spans([(b[0], b[1]) for b in written] + [(d[0], d[1]) for d in new])
-        kept = _subtract(kept, spans)
+    if not written and not new:
+        return prune_delays(current, start_offset)
+    spans = _spans([(b[0], b[1]) for b in written] + [(d[0], d[1]) for d in new])
+    lo, hi = spans[0][0], spans[-1][1]
+    i = bisect.bisect_left(current, lo, key=_LAST)  # the first that may overlap the write
+    j = bisect.bisect_right(current, hi, key=_FIRST)  # past the last that may
+    middle = _subtract(current[i:j], spans)
     if new:
-        kept = sorted([*kept, *new])
-    return prune_delays(kept, start_offset)
+        middle = sorted([*middle, *new])
+    if i == 0 and j == len(current):
+        return prune_delays(middle, start_offset)
+    return prune_delays([*current[:i], *middle, *current[j:]], start_offset)

@@ -59,6 +59,7 @@ def share_config(group: ShareGroupConfig) -> ShareConfig:
         dlq_enabled=bool(group.dlq_topic_name),
         renew_enabled=group.renew_acknowledge_enable,
         backoff=redelivery_backoff(group.retry),
+        delay_ceiling_ms=group.retry.ceiling_ms,
         window_count=group.retry.window_count,
         durable_counts=group.retry.durable_counts,
     )
@@ -321,12 +322,17 @@ class SharePartitionManager:
     # -- acknowledge / writes ------------------------------------------------------------------
 
     async def acknowledge(
-        self, sp: SharePartition, member: str, batches: Sequence[AcknowledgementBatch]
+        self,
+        sp: SharePartition,
+        member: str,
+        batches: Sequence[AcknowledgementBatch],
+        release_delays: Sequence[tuple[int, int, int]] = (),
     ) -> ErrorCode:
-        """Validate, persist, then commit; answers only after the durable write."""
+        """Validate, persist, then commit; answers only after the durable write. ``release_delays``:
+        ``(first, last, ms)`` a client asked its RELEASEs there to wait (capped by the ceiling)."""
         now = self._services.now_ms()
         try:
-            result = sp.acknowledge(member, batches, now=now)
+            result = sp.acknowledge(member, batches, now=now, release_delays=release_delays)
         except ShareRequestError as exc:
             return exc.error_code
         if result.write is None:
