@@ -12,9 +12,11 @@ processes each (the clock runs from the first records received to the last ackno
 answered):
 
 * ``explicit, no releases``: every record ACCEPTed, one ShareAcknowledge per poll;
-* ``backoff, 10% released once``: the group has ``shareq.redelivery.backoff.ms=1000`` and the count
-  window; every tenth record is RELEASEd on its first delivery; the rate is that of the other 90%
-  (target >= 0.9x of the phase above);
+* ``backoff, 10% released once``: the group has ``shareq.redelivery.backoff.ms=1000``, the count
+  window and a window of 50,000 (the records waiting out their delay are AVAILABLE and count
+  against it: a second's worth of them must fit); every tenth record is RELEASEd on its first
+  delivery; the rate is that of the other 90% (target >= 0.9x of the phase above); then the same
+  releases without a delay (Kafka's behaviour), to tell the delay's cost from the releases' own;
 * ``implicit, durable counts off`` / ``on`` at each linger: acknowledgements ride on the next
   ShareFetch; with ``shareq.delivery.count.durable=true`` each acquisition is written before the
   fetch answers (target >= 0.85x of off); broker CPU per record for each.
@@ -111,7 +113,8 @@ def engine_section() -> None:
 @contextmanager
 def shareq_broker(data_dir: Path) -> Iterator[tuple[str, int]]:
     port = free_port()
-    broker = broker_process.start_broker(data_dir, port, configs=[])
+    profile = os.environ.get("RETRIES_PROFILE") or None  # the broker under cProfile, written there
+    broker = broker_process.start_broker(data_dir, port, configs=[], profile=profile)
     try:
         yield f"127.0.0.1:{port}", broker.pid
     finally:
@@ -265,7 +268,7 @@ def phase(
     return elapsed, others, cpu
 
 
-def broker_section(n: int, consumers: int) -> None:
+def broker_section(n: int, consumers: int, only: str | None = None) -> None:
     from shareq.client import Admin
 
     data = Path(tempfile.mkdtemp(prefix="retries-bench-"))
@@ -286,9 +289,18 @@ def broker_section(n: int, consumers: int) -> None:
             def line(name: str, rate: float, cpu: float, ratio: str = "") -> None:
                 print(f"  {name:44s}{rate:9.0f} rec/s {ratio:22s} broker CPU {cpu / n * 1e6:5.2f} us/rec")
 
-            base, _, cpu = phase(bootstrap, proc, "explicit", "bench-l5", n, consumers, explicit=True)
-            line("explicit, no releases", n / base, cpu)
-            backoff = {"shareq.redelivery.backoff.ms": "1000", "shareq.share.window.mode": "count"}
+            if only != "backoff":
+                base, _, cpu = phase(bootstrap, proc, "explicit", "bench-l5", n, consumers, explicit=True)
+                line("explicit, no releases", n / base, cpu)
+            # Records waiting out their delay count against the window (AVAILABLE): 10% of a second's
+            # records per partition must fit in it, beside those in flight.
+            backoff = {
+                "shareq.redelivery.backoff.ms": "1000",
+                "shareq.share.window.mode": "count",
+                "share.partition.max.record.locks": "50000",
+            }
+            if only == "backoff":
+                base = 0.9 * n / 1e9
             _, others, cpu = phase(
                 bootstrap,
                 proc,
@@ -304,7 +316,29 @@ def broker_section(n: int, consumers: int) -> None:
             line(
                 "backoff, 10% released once (the other 90%)", rate, cpu, f"({rate / (n / base):.2f}x, >= 0.9)"
             )
+            # the same releases without a delay (Kafka's behaviour): what releasing itself costs
+            window = {"share.partition.max.record.locks": "50000"}
+            _, others, cpu = phase(
+                bootstrap,
+                proc,
+                "release",
+                "bench-l5",
+                n,
+                consumers,
+                explicit=True,
+                release_every=10,
+                configs=window,
+            )
+            rate_kafka = 0.9 * n / others
+            line(
+                "no backoff, 10% released once (the other 90%)",
+                rate_kafka,
+                cpu,
+                f"(backoff {rate / rate_kafka:.2f}x of this)",
+            )
             for topic, linger in (("bench-l5", "default linger"), ("bench-l50", "linger 50")):
+                if only == "backoff":
+                    break
                 off, _, cpu_off = phase(bootstrap, proc, f"off-{topic}", topic, n, consumers, explicit=False)
                 line(f"implicit, {linger}, durable counts off", n / off, cpu_off)
                 on, _, cpu_on = phase(
@@ -327,10 +361,12 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--consumers", type=int, default=4)
     parser.add_argument("--engine-only", action="store_true")
+    parser.add_argument("--only", choices=["backoff"], help="run only this broker phase")
     args = parser.parse_args()
-    engine_section()
+    if not args.only:
+        engine_section()
     if not args.engine_only:
-        broker_section(args.records - args.records % (PARTITIONS * 10), args.consumers)
+        broker_section(args.records - args.records % (PARTITIONS * 10), args.consumers, args.only)
 
 
 if __name__ == "__main__":
