@@ -42,8 +42,8 @@ ALL_TRIGGERS = frozenset(Trigger)
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RedeliveryBackoff:
-    """A group's backoff: ``base_ms`` > 0 turns it on; ``ceiling_ms`` bounds every delay, a
-    client's own included."""
+    """A group's backoff: ``base_ms`` > 0 turns it on; ``ceiling_ms`` (the broker's) bounds every
+    delay it gives."""
 
     base_ms: int
     multiplier: float = 2.0
@@ -55,7 +55,7 @@ class RedeliveryBackoff:
     def delay(self, key: SharePartitionKey, first_offset: int, count: int) -> int:
         """The delay (ms) before a record of delivery count ``count`` may be delivered again."""
         exponent = max(count - 1, 0)
-        raw = float(self.base_ms) * self.multiplier**exponent if exponent < 1024 else float("inf")
+        raw = float(self.base_ms) * self.multiplier ** min(exponent, 64)  # no float overflow
         base = min(float(self.max_ms), raw)
         if self.jitter > 0.0:
             seed = f"{key.group_id}/{key.topic_id}/{key.partition}/{first_offset}/{count}".encode()
