@@ -1,22 +1,41 @@
-"""Crash-durable delivery counts with a real client: a record whose delivery takes the broker down
-(SIGKILL, as a co-located consumer running out of memory would) reaches the delivery limit and is
-dead-lettered after exactly ``limit`` deliveries; with the config off every restart forgets the
-delivery, as Kafka does, and the record comes back with count 1 each time."""
+"""Crash-durable delivery counts with real clients: a poison record whose delivery takes down either
+its consumer process (SIGKILL) or the broker (SIGKILL, as a co-located consumer running out of memory
+would), three times each way, alternating. With ``shareq.delivery.count.durable`` it is dead-lettered
+after exactly ``limit`` deliveries seen by the consumers; with the config off (Kafka's behaviour) every
+broker crash forgets the delivery in flight, so the consumers see it ``limit`` + 3 times."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
-from broker_harness import BrokerProcess
+from broker_harness import BrokerProcess, kill_group, spawn
 from confluent_kafka import Consumer
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
-from share_consumers import FAST, SHARE_BROKER, as_pairs, create_topic, produce, share_consumer
+from share_consumers import FAST, SHARE_BROKER, as_pairs, create_topic, produce
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(90)]
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(150)]
 
-LIMIT = 3
+LIMIT = 5
+NOTHING_FOR_S = 4.0
+"""A round in which no consumer gets the record this long: it is gone (archived)."""
+
+_CONSUMER = """
+import sys, time
+from confluent_kafka import ShareConsumer
+c = ShareConsumer({"bootstrap.servers": sys.argv[1], "group.id": "g",
+                   "share.acknowledgement.mode": "explicit",
+                   "reconnect.backoff.ms": 20, "reconnect.backoff.max.ms": 200})
+c.subscribe(["q"])
+while True:
+    for m in c.poll(0.2):
+        print(m.delivery_count(), flush=True)
+        time.sleep(3600)  # holds the record until killed
+"""
 
 
 def _alter_group(bootstrap: str, changes: dict[str, str]) -> None:
@@ -26,26 +45,19 @@ def _alter_group(bootstrap: str, changes: dict[str, str]) -> None:
     admin.incremental_alter_configs([resource], request_timeout=15)[resource].result()
 
 
-def _deliveries_until_the_broker_dies(broker: BrokerProcess, rounds: int) -> list[int]:
-    """Each round: a consumer gets the poison record and the broker is killed right then."""
-    counts: list[int] = []
-    for _ in range(rounds):
-        consumer = share_consumer(broker.bootstrap, "g", ["q"], **{"share.acknowledgement.mode": "explicit"})
-        try:
-            deadline = time.monotonic() + 6
-            got = None
-            while got is None and time.monotonic() < deadline:
-                for message in consumer.poll(0.1):
-                    assert message.error() is None, message.error()
-                    got = message.delivery_count()
-            if got is None:
-                break  # not delivered any more
-            counts.append(got)
-            broker.kill()  # the record took the broker down with its consumer
-        finally:
-            consumer.close()
-        broker.start()
-    return counts
+def _deliver(bootstrap: str) -> tuple[subprocess.Popen[str], int | None]:
+    """A consumer process that prints the poison record's delivery count when it gets it (None if it
+    gets nothing for ``NOTHING_FOR_S`` after joining) and then holds it."""
+    proc = spawn([sys.executable, "-c", _CONSUMER, bootstrap], stdout=subprocess.PIPE, env=os.environ.copy())
+    assert proc.stdout is not None
+    os.set_blocking(proc.stdout.fileno(), False)
+    deadline = time.monotonic() + NOTHING_FOR_S + 3  # joining the group takes a heartbeat or two
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if line:
+            return proc, int(line)
+        time.sleep(0.05)
+    return proc, None
 
 
 def _dead_letter_count(bootstrap: str) -> bytes:
@@ -65,12 +77,11 @@ def _dead_letter_count(bootstrap: str) -> bytes:
 
 
 @pytest.mark.parametrize("durable", [True, False])
-def test_a_record_that_kills_the_broker_reaches_the_limit_only_with_durable_counts(
-    tmp_path: Path, durable: bool
-) -> None:
+def test_a_poison_record_reaches_the_limit_only_with_durable_counts(tmp_path: Path, durable: bool) -> None:
     config = {**SHARE_BROKER, "errors.deadletterqueue.auto.create.topics.enable": "true"}
     broker = BrokerProcess(tmp_path / "data", *as_pairs(config))
     broker.start()
+    counts: list[int] = []
     try:
         create_topic(broker.bootstrap, "q", 1)
         produce(broker.bootstrap, "q", [b"poison"], 1)
@@ -78,12 +89,26 @@ def test_a_record_that_kills_the_broker_reaches_the_limit_only_with_durable_coun
         if durable:
             changes["shareq.delivery.count.durable"] = "true"
         _alter_group(broker.bootstrap, changes)
-        counts = _deliveries_until_the_broker_dies(broker, LIMIT + 1)
-        if durable:
-            # after the third restart the record is not delivered a fourth time: it is dead-lettered
-            assert counts == [1, 2, 3]
-            assert _dead_letter_count(broker.bootstrap) == b"3"
-        else:
-            assert counts == [1] * (LIMIT + 1)  # Kafka's: each crash forgets the delivery
+        broker_kills = 0
+        for _ in range(LIMIT + 5):
+            proc, count = _deliver(broker.bootstrap)
+            try:
+                if count is None:
+                    break  # not delivered any more
+                counts.append(count)
+                if broker_kills < 3 and len(counts) % 2 == 1:
+                    broker.kill()  # the record took the broker down
+                    broker_kills += 1
+                    kill_group(proc)
+                    broker.start()
+            finally:
+                kill_group(proc)  # the record took its consumer down: the broker releases it
+        assert broker_kills == 3
+        dead = _dead_letter_count(broker.bootstrap)
     finally:
         broker.kill()
+    if durable:
+        assert counts == [1, 2, 3, 4, 5]  # exactly the limit's deliveries, three broker crashes included
+    else:
+        assert counts == [1, 1, 2, 2, 3, 3, 4, 5]  # Kafka's: each broker crash forgets one delivery
+    assert dead == str(LIMIT).encode()
