@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import bisect
 import enum
+import functools
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -58,10 +59,16 @@ class RedeliveryBackoff:
         raw = float(self.base_ms) * self.multiplier ** min(exponent, 64)  # no float overflow
         base = min(float(self.max_ms), raw)
         if self.jitter > 0.0:
-            seed = f"{key.group_id}/{key.topic_id}/{key.partition}/{first_offset}/{count}".encode()
-            u = zlib.crc32(seed) / 0xFFFFFFFF * 2.0 - 1.0  # in [-1, 1]
+            seed = zlib.crc32(b"%d/%d" % (first_offset, count), _key_crc(key))
+            u = seed / 0xFFFFFFFF * 2.0 - 1.0  # in [-1, 1]
             base *= 1.0 + self.jitter * u
         return max(0, min(int(base), self.ceiling_ms))
+
+
+@functools.lru_cache(maxsize=4096)
+def _key_crc(key: SharePartitionKey) -> int:
+    """The CRC of the share-partition's identity, the start of each of its records' seeds."""
+    return zlib.crc32(f"{key.group_id}/{key.topic_id}/{key.partition}/".encode())
 
 
 def schedule(
