@@ -18,6 +18,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 
 from shareq.coordinators.group.errors import GroupErrorCode, GroupRequestError
+from shareq.coordinators.group.retry_config import (
+    BACKOFF_CEILING_PROPERTY,
+    DEFAULT_BACKOFF_CEILING_MS,
+    RETRY_CONFIG_DEFAULTS,
+    RETRY_CONFIG_NAMES,
+    RetryConfig,
+    resolve_retry_config,
+)
 
 RECORD_LOCK_DURATION_MS = "share.record.lock.duration.ms"
 DELIVERY_COUNT_LIMIT = "share.delivery.count.limit"
@@ -47,6 +55,7 @@ GROUP_CONFIG_NAMES: tuple[str, ...] = (
     DLQ_COPY_RECORD_ENABLE,
     CONSUMER_SESSION_TIMEOUT_MS,
     CONSUMER_HEARTBEAT_INTERVAL_MS,
+    *RETRY_CONFIG_NAMES,
 )
 
 ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
@@ -94,6 +103,8 @@ class ShareBrokerConfig:
     consumer_heartbeat_interval_ms: int = 5_000
     consumer_min_heartbeat_interval_ms: int = 5_000
     consumer_max_heartbeat_interval_ms: int = 15_000
+    redelivery_backoff_ceiling_ms: int = DEFAULT_BACKOFF_CEILING_MS
+    """``shareq.redelivery.backoff.ceiling.ms``: no redelivery delay is longer."""
     explicit: frozenset[str] = field(default=frozenset())
     """Broker property names set by the operator (described with source STATIC_BROKER_CONFIG)."""
 
@@ -112,6 +123,8 @@ class ShareBrokerConfig:
 
 def _broker_prop(attr: str) -> str:
     """``min_record_lock_duration_ms`` -> ``group.share.min.record.lock.duration.ms``."""
+    if attr == "redelivery_backoff_ceiling_ms":
+        return BACKOFF_CEILING_PROPERTY
     if attr == "auto_offset_reset":
         return "group.share.auto.offset.reset"
     if attr == "isolation_level":
@@ -151,6 +164,8 @@ class ShareGroupConfig:
     renew_acknowledge_enable: bool = True
     consumer_session_timeout_ms: int = 45_000
     consumer_heartbeat_interval_ms: int = 5_000
+    retry: RetryConfig = field(default_factory=RetryConfig)
+    """shareq's retry configs (redelivery backoff, window mode, durable counts)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -293,6 +308,7 @@ def resolve_group_config(overrides: Mapping[str, str], broker: ShareBrokerConfig
             f"{CONSUMER_HEARTBEAT_INTERVAL_MS} ({consumer_heartbeat}) must be less than "
             f"{CONSUMER_SESSION_TIMEOUT_MS} ({consumer_session})"
         )
+    retry = resolve_retry_config(overrides, b.redelivery_backoff_ceiling_ms)
     return ShareGroupConfig(
         record_lock_duration_ms=lock,
         delivery_count_limit=count,
@@ -307,6 +323,7 @@ def resolve_group_config(overrides: Mapping[str, str], broker: ShareBrokerConfig
         renew_acknowledge_enable=renew,
         consumer_session_timeout_ms=consumer_session,
         consumer_heartbeat_interval_ms=consumer_heartbeat,
+        retry=retry,
     )
 
 
@@ -324,7 +341,12 @@ _BROKER_DEFAULT_ATTR = {
 }
 
 
-_GROUP_ONLY_DEFAULTS = {DLQ_TOPIC_NAME: "", DLQ_COPY_RECORD_ENABLE: "false", RENEW_ACKNOWLEDGE_ENABLE: "true"}
+_GROUP_ONLY_DEFAULTS = {
+    DLQ_TOPIC_NAME: "",
+    DLQ_COPY_RECORD_ENABLE: "false",
+    RENEW_ACKNOWLEDGE_ENABLE: "true",
+    **RETRY_CONFIG_DEFAULTS,
+}
 
 
 def describe_group_config(overrides: Mapping[str, str], broker: ShareBrokerConfig) -> tuple[ConfigEntry, ...]:

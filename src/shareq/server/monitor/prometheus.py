@@ -243,6 +243,17 @@ class BrokerCollector(Collector):
             "shareq_share_partition_lag_seconds", "Age of the record at the SPSO while it is not done."
         )
         states = gauge("shareq_share_partition_records", "In-flight records by state.", ["state"])
+        delayed = gauge(
+            "shareq_share_partition_delayed_records", "AVAILABLE records waiting out a redelivery backoff."
+        )
+        next_due = gauge(
+            "shareq_share_partition_next_redelivery_timestamp_seconds",
+            "When the first delayed record becomes deliverable again (0: none).",
+        )
+        window = gauge(
+            "shareq_share_partition_window_count_mode",
+            "1 when the in-flight window counts records (count mode).",
+        )
         acquired = counter("shareq_share_partition_records_acquired", "Records acquired (every delivery).")
         redelivered = counter(
             "shareq_share_partition_records_redelivered", "Records acquired again (delivery count above 1)."
@@ -266,6 +277,9 @@ class BrokerCollector(Collector):
             speo.add_metric(values, f.speo)
             lag.add_metric(values, f.lag)
             lag_s.add_metric(values, f.lag_seconds or 0.0)
+            delayed.add_metric(values, f.delayed)
+            next_due.add_metric(values, (f.next_redelivery_ms or 0) / 1000.0)
+            window.add_metric(values, 1 if f.window_mode == "count" else 0)
             for state in (
                 RecordState.AVAILABLE,
                 RecordState.ACQUIRED,
@@ -289,7 +303,7 @@ class BrokerCollector(Collector):
                 group_latency.buckets[i] += n
             group_latency.count += stats.ack_latency_count
             group_latency.total += stats.ack_latency_sum_ms
-        yield from (in_flight, batches, timeouts, spso, speo, lag, lag_s, states)
+        yield from (in_flight, batches, timeouts, spso, speo, lag, lag_s, states, delayed, next_due, window)
         yield from (acquired, redelivered, archived, dead, released)
         acks = CounterMetricFamily(
             "kafka_server_sharegroupmetrics_recordacknowledgementspersec",
