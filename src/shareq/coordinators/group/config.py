@@ -198,19 +198,20 @@ def _invalid(message: str) -> GroupRequestError:
 
 
 def _bounded_int(name: str, raw: str, low: int, high: int) -> int:
-    try:
-        value = int(raw.strip())
-    except ValueError:
-        raise _invalid(f"{name} must be an integer, got {raw!r}") from None
+    value = int(raw.strip()) if re.fullmatch(r"[+-]?[0-9]+", raw.strip()) else None
+    if value is None or not -(2**31) <= value < 2**31:  # Kafka's words for a group config's INT
+        raise _invalid(f"Invalid value {raw} for configuration {name}: Not a number of type INT")
     if not low <= value <= high:
-        raise _invalid(f"{name} must be between {low} and {high} (broker bounds), got {value}")
+        raise _invalid(f"{name} must be in the range {low} to {high} inclusive.")
     return value
 
 
 def _boolean(name: str, raw: str) -> bool:
     value = raw.strip().lower()
     if value not in ("true", "false"):
-        raise _invalid(f"{name} must be true or false, got {value!r}")
+        raise _invalid(
+            f"Invalid value {raw} for configuration {name}: Expected value to be either true or false"
+        )
     return value == "true"
 
 
@@ -221,7 +222,7 @@ def resolve_group_config(overrides: Mapping[str, str], broker: ShareBrokerConfig
     """
     unknown = sorted(set(overrides) - set(GROUP_CONFIG_NAMES))
     if unknown:
-        raise _invalid(f"unknown group config name(s): {', '.join(unknown)}")
+        raise _invalid(f"Unknown group config name: {unknown[0]}")
     b = broker
 
     def num(name: str, default: int, low: int, high: int) -> int:

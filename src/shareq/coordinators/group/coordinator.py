@@ -461,6 +461,10 @@ class ShareGroupCoordinator(ShareGroupAdmin):
     def describe_configs(self, group_id: str) -> tuple[ConfigEntry, ...]:
         return describe_group_config(self._configs.get(group_id, {}), self.broker)
 
+    def group_overrides(self, group_id: str) -> Mapping[str, str]:
+        """The configs set on a group (not its defaults)."""
+        return self._configs.get(group_id, _NO_OVERRIDES)
+
     def configured_groups(self) -> tuple[str, ...]:
         """The groups with at least one config override (whether or not they have members yet)."""
         return tuple(group_id for group_id, configs in self._configs.items() if configs)
