@@ -37,7 +37,10 @@ def test_sigterm_is_clean_and_metadata_survives_restart(tmp_path: Path) -> None:
 
 
 @pytest.mark.timeout(30)
-@pytest.mark.parametrize("pair", ["no.such.key=1", "num.partitions=zero", "num.partitions=0", "novalue"])
+@pytest.mark.parametrize(
+    "pair",
+    ["num.partitions=zero", "num.partitions=0", "novalue", "num.io.threads=0", "log.cleanup.policy=bogus"],
+)
 def test_bad_config_is_a_clear_error(tmp_path: Path, pair: str) -> None:
     result = subprocess.run(
         [
@@ -59,6 +62,48 @@ def test_bad_config_is_a_clear_error(tmp_path: Path, pair: str) -> None:
     assert result.returncode != 0
     assert "--config" in result.stderr
     assert pair.split("=")[0] in result.stderr
+
+
+# Lines of a Kafka server.properties for one combined node: configs shareq has, configs that mean
+# nothing on one node, and one this Kafka does not know (an older Kafka's group.share.max.groups).
+SERVER_PROPERTIES = (
+    "process.roles=broker,controller",
+    "node.id=0",
+    "controller.quorum.bootstrap.servers=127.0.0.1:9093",
+    "controller.listener.names=CONTROLLER",
+    "num.network.threads=3",
+    "num.io.threads=8",
+    "socket.send.buffer.bytes=102400",
+    "log.dirs=/tmp/kraft-combined-logs",
+    "offsets.topic.replication.factor=1",
+    "transaction.state.log.replication.factor=1",
+    "share.coordinator.state.topic.replication.factor=1",
+    "log.retention.check.interval.ms=300000",
+    "group.share.max.groups=50",
+)
+
+
+@pytest.mark.timeout(60)
+def test_a_kafka_server_properties_is_accepted(tmp_path: Path) -> None:
+    """Kafka's broker configs are taken at start, those of one node's meaningless ones too; a name Kafka
+    4.4 does not know is kept and logged as supplied but not used, as Kafka logs it; the value given is
+    described."""
+    from shareq.client import Admin, ConfigResource, ResourceType
+
+    broker = BrokerProcess(tmp_path / "data", *SERVER_PROPERTIES)
+    broker.start()
+    try:
+        with Admin(broker.bootstrap) as admin:
+            resource = ConfigResource(ResourceType.BROKER, "0")
+            described = admin.describe_configs([resource])[resource]
+        assert described["num.io.threads"].value == "8"
+        assert described["socket.send.buffer.bytes"].value == "102400"
+        assert any(
+            "These configurations 'group.share.max.groups' were supplied but are not used yet." in line
+            for line in broker.stderr_lines
+        )
+    finally:
+        broker.kill()
 
 
 def _serve(data_dir: Path, port: int) -> subprocess.CompletedProcess[str]:

@@ -17,8 +17,27 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 
+from shareq.config import ConfigError, parse_kafka_value
 from shareq.coordinators.group.errors import GroupErrorCode, GroupRequestError
+from shareq.kafka_configs import GROUP_CONFIGS
 
+_ACTED_ON = frozenset(
+    {
+        "share.record.lock.duration.ms",
+        "share.delivery.count.limit",
+        "share.partition.max.record.locks",
+        "share.auto.offset.reset",
+        "share.isolation.level",
+        "share.heartbeat.interval.ms",
+        "share.session.timeout.ms",
+        "share.assignment.interval.ms",
+        "share.renew.acknowledge.enable",
+        "errors.deadletterqueue.topic.name",
+        "errors.deadletterqueue.copy.record.enable",
+        "consumer.session.timeout.ms",
+        "consumer.heartbeat.interval.ms",
+    }
+)
 RECORD_LOCK_DURATION_MS = "share.record.lock.duration.ms"
 DELIVERY_COUNT_LIMIT = "share.delivery.count.limit"
 PARTITION_MAX_RECORD_LOCKS = "share.partition.max.record.locks"
@@ -32,6 +51,9 @@ DLQ_TOPIC_NAME = "errors.deadletterqueue.topic.name"
 DLQ_COPY_RECORD_ENABLE = "errors.deadletterqueue.copy.record.enable"
 CONSUMER_SESSION_TIMEOUT_MS = "consumer.session.timeout.ms"
 CONSUMER_HEARTBEAT_INTERVAL_MS = "consumer.heartbeat.interval.ms"
+STORED_ONLY_GROUP_CONFIGS: tuple[str, ...] = tuple(name for name in GROUP_CONFIGS if name not in _ACTED_ON)
+"""Kafka's other group configs (streams groups' and the consumer assignment interval): a group
+takes them, validated as Kafka validates them, and describes them; nothing in shareq reads them."""
 
 GROUP_CONFIG_NAMES: tuple[str, ...] = (
     RECORD_LOCK_DURATION_MS,
@@ -47,6 +69,7 @@ GROUP_CONFIG_NAMES: tuple[str, ...] = (
     DLQ_COPY_RECORD_ENABLE,
     CONSUMER_SESSION_TIMEOUT_MS,
     CONSUMER_HEARTBEAT_INTERVAL_MS,
+    *STORED_ONLY_GROUP_CONFIGS,
 )
 
 ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
@@ -223,6 +246,12 @@ def resolve_group_config(overrides: Mapping[str, str], broker: ShareBrokerConfig
     unknown = sorted(set(overrides) - set(GROUP_CONFIG_NAMES))
     if unknown:
         raise _invalid(f"Unknown group config name: {unknown[0]}")
+    for name in STORED_ONLY_GROUP_CONFIGS:
+        if name in overrides:
+            try:
+                parse_kafka_value(GROUP_CONFIGS[name], overrides[name])
+            except ConfigError as error:
+                raise _invalid(str(error)) from None
     b = broker
 
     def num(name: str, default: int, low: int, high: int) -> int:

@@ -15,8 +15,10 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from shareq.config import SETTINGS, ConfigError, config_text
+from shareq.config import LISTENER_PREFIX, SETTINGS, ConfigError, config_text
 from shareq.coordinators.group import GroupRequestError
+from shareq.coordinators.group.config import STORED_ONLY_GROUP_CONFIGS
+from shareq.kafka_configs import BROKER_CONFIGS, GROUP_CONFIGS
 from shareq.protocol import VersionRange
 from shareq.protocol.api_keys import (
     ALTER_CONFIGS,
@@ -74,16 +76,10 @@ _GROUP_BOOLEAN_CONFIGS = frozenset(
 
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
-# Broker configs Kafka changes per broker at runtime (described read_only=false): the ones topic
-# configs fall back to, and a few more.
+# Broker configs Kafka changes at runtime (described read_only=false): those its table gives an
+# update mode, and the ones topic configs fall back to.
 KAFKA_DYNAMIC_BROKER_KEYS = BROKER_SYNONYMS | {
-    "log.segment.bytes",
-    "log.retention.ms",
-    "log.retention.bytes",
-    "log.flush.interval.messages",
-    "message.max.bytes",
-    "log.cleaner.backoff.ms",
-    "log.cleaner.dedupe.buffer.size",
+    name for name, config in BROKER_CONFIGS.items() if config.mode != "read-only"
 }
 # What shareq lets IncrementalAlterConfigs change on BROKER "0" and "": Kafka's dynamic ones, plus
 # two that Kafka fixes at start-up and shareq lets an operator change (described read-only, as Kafka).
@@ -156,18 +152,25 @@ def handle_describe_configs(request: Any, ctx: RequestContext) -> Any:
         elif resource.resource_type == GROUP:
             try:
                 for entry in coordinator(ctx).describe_configs(resource.resource_name):
+                    kafka = GROUP_CONFIGS.get(entry.name)
                     kind = (
-                        _TYPES[str]
+                        _TYPE_IDS[kafka.type]
+                        if kafka is not None
+                        else _TYPES[str]
                         if entry.name in _GROUP_STRING_CONFIGS
                         else _TYPES[bool]
                         if entry.name in _GROUP_BOOLEAN_CONFIGS
                         else _INT
                     )
                     broker_key = GROUP_CONFIG_SYNONYMS.get(entry.name)
-                    default = "" if broker_key is None else ctx.broker.config.text(broker_key)
+                    own_default = "" if kafka is None else kafka.default or ""
+                    default = own_default if broker_key is None else ctx.broker.config.text(broker_key)
                     overridden = entry.source == _GROUP_SOURCE
                     where = describe_group_config(entry.name, entry.value, default, overridden, layers)
-                    described.append((entry.name, entry.value, where, kind, False))
+                    shown: str | None = entry.value
+                    if not overridden and entry.name in STORED_ONLY_GROUP_CONFIGS and where.synonyms:
+                        shown = where.synonyms[0].value  # the broker config it falls back to
+                    described.append((entry.name, shown, where, kind, False))
             except AdminFailure as failure:
                 code, message = failure.code, str(failure)
         else:
@@ -212,7 +215,7 @@ SHAREQ_ONLY_BROKER_KEYS = frozenset(
 )
 
 
-_DERIVED = frozenset({"listeners", "advertised.listeners"})
+_DERIVED = frozenset({"listeners", "advertised.listeners", "log.dirs", "process.roles"})
 SENSITIVE = frozenset(
     {"ssl.keystore.key", "ssl.keystore.password", "ssl.key.password", "ssl.truststore.password"}
 )
@@ -222,19 +225,29 @@ SENSITIVE = frozenset(
 def _broker_entries(
     ctx: RequestContext, layers: ConfigLayers
 ) -> list[tuple[str, str | None, Described, int, bool]]:
-    """Broker configs under Kafka's names: the settings shareq has, then what Kafka describes that
-    shareq derives (listeners, log dirs, roles, retention in hours)."""
+    """Broker configs under Kafka's names: every config Kafka 4.4 describes (shareq's value where it
+    has the setting, else the value given or Kafka's default), shareq's own settings an operator
+    set, names neither knows that were set at runtime (Kafka keeps those), and what Kafka describes
+    that shareq derives (listeners, log dirs, roles)."""
     broker = ctx.broker
     out: list[tuple[str, str | None, Described, int, bool]] = []
     set_somewhere = set(layers.static) | set(layers.dynamic_broker) | set(layers.dynamic_default)
     for key, setting in SETTINGS.items():
-        if (key in SHAREQ_ONLY_BROKER_KEYS and key not in set_somewhere) or key in _DERIVED:
+        kafka = BROKER_CONFIGS.get(key)
+        hidden = key in SHAREQ_ONLY_BROKER_KEYS or (kafka is None and key not in KAFKA_DYNAMIC_BROKER_KEYS)
+        if (hidden or (kafka is not None and not kafka.described)) and key not in set_somewhere:
+            continue
+        if key in _DERIVED:
             continue
         where = describe_broker_config(key, layers)
         value = broker.config.text(key)
         if key == "log.retention.ms" and not where.synonyms:
             value = None  # Kafka's default lives on log.retention.hours
-        out.append((key, value, where, _TYPES.get(setting.type, 0), key not in KAFKA_DYNAMIC_BROKER_KEYS))
+        read_only = kafka.mode == "read-only" if kafka is not None else key not in KAFKA_DYNAMIC_BROKER_KEYS
+        out.append((key, value, where, _TYPE_IDS[setting.kafka_type], read_only))
+    for key, value in {**layers.dynamic_default, **layers.dynamic_broker}.items():
+        if key not in SETTINGS and not key.startswith(LISTENER_PREFIX):  # unknown names set at runtime
+            out.append((key, value, describe_broker_config(key, layers), _TYPE_IDS["STRING"], False))
     listener = ",".join(lst.url() for lst in broker.listeners) or f"PLAINTEXT://{broker.host}:{broker.port}"
     advertised = ",".join(adv.url() for adv in broker.advertised_listeners.values()) or listener
     derived: tuple[tuple[str, str | None, Source, int, bool], ...] = (
@@ -242,13 +255,25 @@ def _broker_entries(
         ("advertised.listeners", advertised, Source.STATIC_BROKER_CONFIG, _LIST, True),
         ("log.dirs", str(broker.data_dir.resolve()), Source.STATIC_BROKER_CONFIG, _LIST, True),
         ("process.roles", "broker,controller", Source.STATIC_BROKER_CONFIG, _LIST, True),
-        ("log.retention.hours", "168", Source.DEFAULT_CONFIG, _INT, True),
-        ("log.retention.minutes", None, Source.DEFAULT_CONFIG, _INT, True),
     )
     for key, value, source, kind, read_only in derived:
         synonyms = () if value is None else (Synonym(key, value, source),)
         out.append((key, value, Described(source, synonyms), kind, read_only))
     return sorted(out, key=lambda entry: entry[0])
+
+
+# DescribeConfigs' ConfigType ids, by Kafka's type names.
+_TYPE_IDS = {
+    "BOOLEAN": 1,
+    "STRING": 2,
+    "INT": 3,
+    "SHORT": 4,
+    "LONG": 5,
+    "DOUBLE": 6,
+    "LIST": 7,
+    "CLASS": 8,
+    "PASSWORD": 9,
+}
 
 
 def _entry(
@@ -268,7 +293,8 @@ def _entry(
         if with_synonyms
         else ()
     )
-    sensitive = name in SENSITIVE
+    kafka = BROKER_CONFIGS.get(name)
+    sensitive = name in SENSITIVE or (kafka is not None and kafka.type == "PASSWORD")
     if sensitive:
         value = None
         synonyms = tuple(dataclasses.replace(s, value=None) for s in synonyms)
