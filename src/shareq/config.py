@@ -45,7 +45,7 @@ class Setting:
     @property
     def stored_only(self) -> bool:
         """Accepted, stored and described, but nothing in a one-node shareq acts on it."""
-        return self.kafka is not None
+        return self.kafka is not None and self.name not in KAFKA_CONFIGS_ACTED_ON
 
     def parse(self, raw: str | Any) -> Any:
         if self.kafka is not None and isinstance(raw, str):
@@ -425,9 +425,22 @@ register(
     *(
         Setting(name=name, type=kind, default=default, validator=validator)
         for name, kind, default, validator in broker_synonyms()
-        if name not in SETTINGS
+        if name not in SETTINGS and not (name in BROKER_CONFIGS and BROKER_CONFIGS[name].default is None)
     )
 )
+
+KAFKA_CONFIGS_ACTED_ON: dict[str, str] = {
+    "broker.id": "this broker's id when node.id is not set",
+    "controller.listener.names": "listeners of this name are not bound: one node serves no controller quorum",
+    "delete.topic.enable": "false: DeleteTopics answers TOPIC_DELETION_DISABLED",
+    "log.dir": "the data directory when neither --data-dir nor log.dirs is given",
+    "log.dirs": "the data directory (its first entry) when --data-dir is not given",
+    "log.retention.hours": "log.retention.ms in hours, when neither it nor log.retention.minutes is set",
+    "log.retention.minutes": "log.retention.ms in minutes, when it is not set",
+    "log.roll.hours": "log.roll.ms in hours, when it is not set",
+    "log.roll.ms": "default of the topic config `segment.ms`",
+}
+"""Kafka configs from Kafka's table that shareq reads, with what it does with them."""
 
 # Every other broker config Kafka 4.4 has: accepted at start and by IncrementalAlterConfigs where
 # Kafka changes it at runtime, stored and described with Kafka's default and type; nothing here
@@ -500,6 +513,7 @@ class BrokerConfig:
         values = {name: s.default for name, s in SETTINGS.items()}
         for key, raw in known.items():
             values[key] = _parse(key, raw)
+        _derive(values, set(known))
         return cls(values, known, unknown)
 
     def __getitem__(self, name: str) -> Any:
@@ -516,6 +530,7 @@ class BrokerConfig:
         values = dict(self._values)
         for key, raw in known.items():
             values[key] = _parse(key, raw)
+        _derive(values, self.explicit | set(known))
         return BrokerConfig(values, self.explicit | set(known), {**self.unknown, **unknown})
 
     def for_listener(self, listener: str, name: str) -> Any:
@@ -541,6 +556,27 @@ class BrokerConfig:
 LISTENER_PREFIX = "listener.name."
 """Keys under this prefix are per-listener overrides (``listener.name.sasl_ssl.ssl.client.auth``),
 kept as text and read through ``BrokerConfig.for_listener``."""
+
+
+# Kafka's coarser names for a setting shareq reads under the finest one: (setting, coarser name,
+# factor), the first one given wins, as in Kafka (log.retention.ms, else .minutes, else .hours).
+_COARSER = (
+    ("log.retention.ms", "log.retention.minutes", 60_000),
+    ("log.retention.ms", "log.retention.hours", 3_600_000),
+    ("log.roll.ms", "log.roll.hours", 3_600_000),
+    ("node.id", "broker.id", 1),
+)
+
+
+def _derive(values: dict[str, Any], explicit: set[str] | frozenset[str]) -> None:
+    """Give a setting the value of a coarser Kafka name when only that one was set."""
+    done: set[str] = set()
+    for name, coarser, factor in _COARSER:
+        if name in explicit or name in done or coarser not in explicit or values.get(coarser) is None:
+            continue
+        if not (name == "node.id" and values[coarser] < 0):
+            values[name] = values[coarser] * factor
+            done.add(name)
 
 
 def _split_known(overrides: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:

@@ -231,7 +231,7 @@ _TABLE = (
         "segment.index.bytes", _T.INT, "10485760", "log.index.size.max.bytes", at_least(4), honoured=False
     ),
     TopicSetting("segment.jitter.ms", _T.LONG, "0", None, at_least(0), honoured=False),
-    TopicSetting("segment.ms", _T.LONG, "604800000", None, at_least(1)),
+    TopicSetting("segment.ms", _T.LONG, "604800000", "log.roll.ms", at_least(1)),
     TopicSetting(
         "unclean.leader.election.enable",
         _T.BOOLEAN,

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from broker_harness import FAST_FAILURE, BrokerProcess
+from broker_harness import FAST_FAILURE, READY_PREFIX, BrokerProcess, free_port, kill_group, spawn
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient
 
@@ -149,3 +149,42 @@ def test_a_malformed_jaas_line_stops_the_broker_with_the_listener_named(tmp_path
     result = subprocess.run(command, capture_output=True, text=True, timeout=20)
     assert result.returncode != 0
     assert "listener SASL_PLAINTEXT: sasl.jaas.config" in result.stderr
+
+
+@pytest.mark.timeout(60)
+def test_serve_a_kafka_server_properties_file(tmp_path: Path) -> None:
+    """``shareq serve server.properties`` as Kafka's quick start writes it: the data directory is log.dirs,
+    the CONTROLLER listener is not bound, the broker listener serves; delete.topic.enable=false refuses
+    DeleteTopics as Kafka does (TOPIC_DELETION_DISABLED)."""
+    from confluent_kafka.admin import NewTopic
+
+    port, controller = free_port(), free_port()
+    properties = tmp_path / "server.properties"
+    properties.write_text(
+        "# Kafka's KRaft quick start, one combined node\n"
+        "process.roles=broker,controller\nnode.id=1\n"
+        f"controller.quorum.bootstrap.servers=127.0.0.1:{controller}\n"
+        f"listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller}\n"
+        "inter.broker.listener.name=PLAINTEXT\n"
+        f"advertised.listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller}\n"
+        "controller.listener.names=CONTROLLER\n"
+        "listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL\n"
+        "num.network.threads=3\nnum.io.threads=8\n"
+        f"log.dirs={tmp_path / 'kraft-combined-logs'}\n"
+        "num.partitions=2\noffsets.topic.replication.factor=1\ndelete.topic.enable=false\n"
+    )
+    process = spawn([sys.executable, "-m", "shareq", "serve", str(properties)], stdout=subprocess.PIPE)
+    try:
+        assert process.stdout is not None
+        assert process.stdout.readline().startswith(READY_PREFIX)
+        admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{port}"})
+        admin.create_topics([NewTopic("orders")])["orders"].result(timeout=15)
+        assert len(admin.list_topics(timeout=10).topics["orders"].partitions) == 2
+        assert (tmp_path / "kraft-combined-logs" / "orders-0").is_dir()
+        with pytest.raises(Exception) as refused:
+            admin.delete_topics(["orders"])["orders"].result(timeout=15)
+        assert refused.value.args[0].code() == 73  # TOPIC_DELETION_DISABLED
+        with socket.socket() as probe:
+            assert probe.connect_ex(("127.0.0.1", controller)) != 0  # nothing listens there
+    finally:
+        kill_group(process)

@@ -12,7 +12,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from shareq.config import SETTINGS, Setting, _at_least_minus_one, _non_negative, _positive
+from shareq.config import (
+    KAFKA_CONFIGS_ACTED_ON,
+    SETTINGS,
+    Setting,
+    _at_least_minus_one,
+    _non_negative,
+    _positive,
+)
 from shareq.coordinators.group.config import STORED_ONLY_GROUP_CONFIGS
 from shareq.kafka_configs import GROUP_CONFIGS
 from shareq.topic_configs import _TABLE as TOPIC_TABLE
@@ -48,6 +55,8 @@ resources; a topic config falls back to the broker setting named in its row.
 def _bounds(setting: Setting) -> str:
     if setting.bounds:
         return setting.bounds
+    if setting.kafka is not None and setting.kafka.validator:
+        return setting.kafka.validator
     named = _NAMED_BOUNDS.get(setting.validator) if setting.validator is not None else None
     if named is not None:
         return named
@@ -72,6 +81,8 @@ def _default(value: Any) -> str:
 def _doc(setting: Setting) -> str:
     if setting.doc:
         return setting.doc
+    if setting.name in KAFKA_CONFIGS_ACTED_ON:
+        return KAFKA_CONFIGS_ACTED_ON[setting.name]
     topic = _TOPIC_OF.get(setting.name)
     return f"default of the topic config `{topic}`" if topic else ""
 
@@ -119,7 +130,7 @@ def _render_stored() -> str:
     rows = []
     for name in sorted(SETTINGS):
         setting = SETTINGS[name]
-        if setting.kafka is None:
+        if not setting.stored_only or setting.kafka is None:
             continue
         kafka = setting.kafka
         cells = [
@@ -153,7 +164,7 @@ def render() -> str:
     rows = []
     for name in sorted(SETTINGS):
         setting = SETTINGS[name]
-        if setting.kafka is not None:
+        if setting.stored_only:
             continue
         cells = [
             f"`{name}`",

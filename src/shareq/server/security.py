@@ -62,7 +62,10 @@ def resolve_listeners(
 ) -> tuple[list[Listener], dict[str, Listener]]:
     """The listeners to bind and what each advertises. Without ``listeners``, one PLAINTEXT
     listener on ``host:port`` advertising ``advertised.host``/``advertised.port`` if set."""
-    text: str | None = config["listeners"]
+    controllers = {
+        n.strip().upper() for n in (config["controller.listener.names"] or "").split(",") if n.strip()
+    }
+    text = _without(config["listeners"], controllers)
     try:
         protocol_map = parse_protocol_map(config["listener.security.protocol.map"])
         if not text:
@@ -70,7 +73,7 @@ def resolve_listeners(
             listeners = [plain]
         else:
             listeners = parse_listeners(text, protocol_map, default_host=host)
-        advertised_text: str | None = config["advertised.listeners"]
+        advertised_text = _without(config["advertised.listeners"], controllers)
         if advertised_text:
             advertised = parse_listeners(
                 advertised_text, protocol_map, default_host=host, setting="advertised.listeners"
@@ -90,6 +93,15 @@ def resolve_listeners(
         return listeners, advertised_for(listeners, advertised)
     except ListenerConfigError as error:
         raise SecurityConfigError(str(error)) from error
+
+
+def _without(text: str | None, names: set[str]) -> str | None:
+    """A listener list without the controller listeners a KRaft server.properties names
+    (``controller.listener.names``): one node serves no controller quorum, so those are not bound."""
+    if not text or not names:
+        return text
+    kept = [e for e in text.split(",") if e.strip() and e.strip().split("://")[0].upper() not in names]
+    return ",".join(kept)
 
 
 def enabled_mechanisms(config: BrokerConfig, listener: Listener) -> tuple[str, ...]:

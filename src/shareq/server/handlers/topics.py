@@ -111,6 +111,8 @@ def handle_delete_topics(request: Any, ctx: RequestContext) -> Any:
             topic = broker.topics.get(resolved)
             if topic is None:
                 code = ErrorCode.unknown_topic_or_partition
+            elif not broker.config["delete.topic.enable"]:  # Kafka's switch, off
+                code = ErrorCode.topic_deletion_disabled
             else:
                 topic_id = topic.topic_id
                 broker.delete_topic(resolved)
