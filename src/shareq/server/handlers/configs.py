@@ -371,14 +371,10 @@ def _preprocess(resource: Any, ctx: RequestContext, legacy: bool, occurrences: i
         _check_node_id(resource.resource_name, ctx)
     if kind == TOPIC and resource.resource_name == "":
         raise _Fail(ErrorCode.invalid_request, "Default topic resources are not allowed.")
-    if not legacy:
+    if not legacy and kind == BROKER:  # the broker checks these; the controller meets the others
         for config in resource.configs:
             if config.config_operation not in (SET, DELETE, APPEND, SUBTRACT):
-                if kind == BROKER:
-                    raise _Fail(
-                        ErrorCode.invalid_request, f"Unknown operations type {config.config_operation}"
-                    )
-                raise _Fail(ErrorCode.unknown_server_error, None)
+                raise _Fail(ErrorCode.invalid_request, f"Unknown operations type {config.config_operation}")
 
 
 def _check_node_id(name: str, ctx: RequestContext) -> None:
@@ -442,11 +438,42 @@ def _replace_broker(name: str, updated: dict[str, str], ctx: RequestContext, val
     try:
         for key, value in updated.items():
             check_broker_value(key, value)
-        ctx.broker.static_config.with_overrides(updated)  # validates
+        changed = ctx.broker.static_config.with_overrides(updated)  # validates
+        _check_thread_counts(ctx.broker.config, changed)
     except (InvalidConfigError, ConfigError) as error:
         raise _Fail(ErrorCode.invalid_request, str(error)) from None
     if not validate_only:
         ctx.broker.alter_broker_configs(updated, cluster_default=name == "")
+
+
+# Thread counts Kafka changes at runtime, by at most a factor of two either way (its
+# DynamicThreadPool, the socket server's and the log cleaner's reconfiguration checks); stored
+# only here, checked as Kafka checks them.
+_THREAD_POOLS = ("num.io.threads", "num.network.threads", "num.replica.fetchers", "background.threads")
+_THREAD_POOLS_ALSO = ("num.recovery.threads.per.data.dir",)
+
+
+def _check_thread_counts(current: Any, changed: Any) -> None:
+    for key in (*_THREAD_POOLS, *_THREAD_POOLS_ALSO):
+        old, new = current[key], changed[key]
+        if new == old:
+            continue
+        failed = f"Dynamic thread count update validation failed for {key}={new}"
+        if new <= 0:
+            raise ConfigError(f"{failed}, value should be at least 1")
+        if new < old // 2:
+            raise ConfigError(f"{failed}, value should be at least half the current value {old}")
+        if new > old * 2:
+            raise ConfigError(f"{failed}, value should not be greater than double the current value {old}")
+    old, new = current["log.cleaner.threads"], changed["log.cleaner.threads"]
+    if new < 1:
+        raise ConfigError("Log cleaner threads should be at least 1")
+    if new < old // 2:
+        raise ConfigError(f"Log cleaner threads cannot be reduced to less than half the current value {old}")
+    if new > old * 2:
+        raise ConfigError(
+            f"Log cleaner threads cannot be increased to more than double the current value {old}"
+        )
 
 
 def _apply(
@@ -460,8 +487,10 @@ def _apply(
     start from the current value, else the config's built-in default, split on commas (empty items
     dropped), and add or remove the given items as they are (not trimmed)."""
     updated = dict(current)
-    for config in configs:
+    for config in java_hash_order(configs):
         op = config.config_operation
+        if op not in (SET, DELETE, APPEND, SUBTRACT):  # Kafka's controller fails on it
+            raise _Fail(ErrorCode.unknown_server_error, None)
         if op == SET:
             updated[config.name] = config.value
         elif op == DELETE:
@@ -479,6 +508,24 @@ def _apply(
                     items.remove(item)
             updated[config.name] = ",".join(items)
     return updated
+
+
+def java_hash_order(configs: Any) -> list[Any]:
+    """The configs in the order Kafka's controller meets them: a Java ``HashMap`` by name (its
+    first failure is the one answered), buckets by the spread ``String.hashCode``, in insertion
+    order within a bucket."""
+    items = list(configs)
+    size = 16
+    while len(items) > size * 3 // 4:
+        size *= 2
+
+    def bucket(name: str) -> int:
+        h = 0
+        for unit in name.encode("utf-16-be").hex(" ", 2).split():
+            h = (31 * h + int(unit, 16)) & 0xFFFFFFFF
+        return (h ^ (h >> 16)) & (size - 1)
+
+    return sorted(items, key=lambda config: bucket(config.name))  # stable: insertion order kept
 
 
 def _not_a_list(name: str, op: int) -> str:
@@ -538,7 +585,9 @@ def _alter_broker(resource: Any, ctx: RequestContext, validate_only: bool) -> No
 
 def _alter_group(resource: Any, ctx: RequestContext, validate_only: bool) -> None:
     changes: dict[str, str | None] = {}
-    for config in resource.configs:
+    for config in java_hash_order(resource.configs):
+        if config.config_operation not in (SET, DELETE, APPEND, SUBTRACT):
+            raise _Fail(ErrorCode.unknown_server_error, None)
         if config.config_operation == SET:
             changes[config.name] = config.value
         elif config.config_operation == DELETE:
