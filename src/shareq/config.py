@@ -431,14 +431,18 @@ register(
 
 KAFKA_CONFIGS_ACTED_ON: dict[str, str] = {
     "broker.id": "this broker's id when node.id is not set",
+    "broker.rack": "the rack Metadata, DescribeCluster and ShareFetch give for this broker",
     "controller.listener.names": "listeners of this name are not bound: one node serves no controller quorum",
     "delete.topic.enable": "false: DeleteTopics answers TOPIC_DELETION_DISABLED",
+    "fetch.max.bytes": "the most a Fetch or ShareFetch response carries, whatever it asks for",
     "log.dir": "the data directory when neither --data-dir nor log.dirs is given",
     "log.dirs": "the data directory (its first entry) when --data-dir is not given",
     "log.retention.hours": "log.retention.ms in hours, when neither it nor log.retention.minutes is set",
     "log.retention.minutes": "log.retention.ms in minutes, when it is not set",
     "log.roll.hours": "log.roll.ms in hours, when it is not set",
     "log.roll.ms": "default of the topic config `segment.ms`",
+    "offset.metadata.max.bytes": "longest metadata of an offset commit (OFFSET_METADATA_TOO_LARGE)",
+    "ssl.enabled.protocols": "the TLS versions a client may negotiate (TLSv1.2, TLSv1.3)",
 }
 """Kafka configs from Kafka's table that shareq reads, with what it does with them."""
 

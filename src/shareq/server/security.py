@@ -129,6 +129,14 @@ def listener_plain_users(config: BrokerConfig, listener: Listener) -> PlainUsers
     return users if users.credentials else None
 
 
+_TLS_VERSIONS = {
+    "TLSv1": ssl.TLSVersion.TLSv1,
+    "TLSv1.1": ssl.TLSVersion.TLSv1_1,
+    "TLSv1.2": ssl.TLSVersion.TLSv1_2,
+    "TLSv1.3": ssl.TLSVersion.TLSv1_3,
+}
+
+
 def server_ssl_context(config: BrokerConfig, listener: Listener) -> ssl.SSLContext:
     """A TLS server context from Kafka's PEM settings (file or inline), with ``ssl.client.auth``."""
 
@@ -137,6 +145,14 @@ def server_ssl_context(config: BrokerConfig, listener: Listener) -> ssl.SSLConte
 
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
+    enabled = [p.strip() for p in str(get("ssl.enabled.protocols") or "").split(",") if p.strip()]
+    if enabled:  # Kafka's ssl.enabled.protocols: the versions a client may negotiate
+        versions = [_TLS_VERSIONS[p] for p in enabled if p in _TLS_VERSIONS]
+        if not versions:
+            raise SecurityConfigError(
+                f"ssl.enabled.protocols of {listener.name}: none of {', '.join(enabled)} is supported"
+            )
+        context.minimum_version, context.maximum_version = min(versions), max(versions)
     for kind in ("keystore", "truststore"):
         store_type = get(f"ssl.{kind}.type")
         if store_type is not None and str(store_type).upper() != "PEM":

@@ -50,7 +50,7 @@ def handle_describe_cluster(request: Any, ctx: RequestContext) -> Any:
         broker_id=broker.node_id,
         host=ctx.advertised_host,
         port=ctx.advertised_port,
-        rack=None,
+        rack=broker.config["broker.rack"],
         is_fenced=False,
     )
     return ctx.build(
