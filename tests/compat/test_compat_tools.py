@@ -363,3 +363,13 @@ def test_config_command_describe_all(server: Server, names: tuple[str, str]) -> 
         )
     )
     assert _described_names(group) == set(GROUP_CONFIGS)
+
+
+def test_metadata_quorum_command_describe_status(server: Server) -> None:
+    """``kafka-metadata-quorum.sh describe --status``: the node is the leader and the only voter, no
+    follower lags, there are no observers."""
+    output = ok(tool(server, "MetadataQuorumCommand", "describe", "--status"))
+    fields = dict(re.findall(r"^(\w+):\s+(.*)$", output, re.MULTILINE))
+    voters = json.loads(fields["CurrentVoters"])
+    assert (fields["LeaderId"], fields["MaxFollowerLag"], fields["CurrentObservers"]) == ("0", "0", "[]")
+    assert [v["id"] for v in voters] == [0] and int(fields["HighWatermark"]) >= 0
