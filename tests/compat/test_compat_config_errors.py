@@ -46,6 +46,9 @@ GROUP_NAMES = (
     "share.isolation.level",
     "share.renew.acknowledge.enable",
     "share.no.such.config",
+    "streams.num.standby.replicas",
+    "streams.session.timeout.ms",
+    "consumer.assignment.interval.ms",
 )
 BROKER_NAMES = (
     "log.cleanup.policy",
@@ -86,6 +89,8 @@ VALUES = (
     "read_committed",
     "99999999999",
     "3",
+    "50000",
+    "45000",
 )
 
 
@@ -179,7 +184,7 @@ def test_config_requests_get_the_same_error_code(sides: tuple[Side, Side]) -> No
     def same_outcome(request: tuple[str, int, list[tuple[str, int, str | None]], bool]) -> None:
         kind, resource_type, ops, validate = request
         if resource_type == GROUP:
-            ops = [(n, op, v) for n, op, v in ops if n.startswith("share.")] or [(GROUP_NAMES[0], SET, "3")]
+            ops = [(n, op, v) for n, op, v in ops if n in GROUP_NAMES] or [(GROUP_NAMES[0], SET, "3")]
         elif kind != "create" and resource_type == TOPIC:
             ops = [(n, op, v) for n, op, v in ops if not n.startswith("share.")] or [
                 (TOPIC_NAMES[1], SET, "5")

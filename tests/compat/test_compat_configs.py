@@ -401,6 +401,9 @@ def test_broker_config_alter_validate_only(server: Server, name: str, value: str
         ("streams.heartbeat.interval.ms", "0", INVALID_CONFIG),
         ("consumer.assignment.interval.ms", "2000", 0),
         ("consumer.assignment.interval.ms", "-1", INVALID_CONFIG),
+        ("consumer.assignment.interval.ms", "20000", INVALID_CONFIG),  # above group.consumer.max.*
+        ("streams.num.standby.replicas", "3", INVALID_CONFIG),  # above group.streams.max.standby.replicas
+        ("streams.assignor.name", "bogus", INVALID_CONFIG),
     ],
 )
 def test_stored_group_config(

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, fields
 
 from shareq.config import ConfigError, parse_kafka_value
 from shareq.coordinators.group.errors import GroupErrorCode, GroupRequestError
-from shareq.kafka_configs import GROUP_CONFIGS
+from shareq.kafka_configs import BROKER_CONFIGS, GROUP_CONFIGS
 
 _ACTED_ON = frozenset(
     {
@@ -119,18 +119,28 @@ class ShareBrokerConfig:
     consumer_max_heartbeat_interval_ms: int = 15_000
     explicit: frozenset[str] = field(default=frozenset())
     """Broker property names set by the operator (described with source STATIC_BROKER_CONFIG)."""
+    kafka_props: tuple[tuple[str, str], ...] = ()
+    """Other Kafka group-coordinator properties the operator set (``group.streams.*`` ...): the
+    bounds of the group configs shareq only stores."""
+
+    def kafka_value(self, name: str) -> str:
+        """A Kafka broker property as set, else Kafka's default."""
+        return dict(self.kafka_props).get(name) or BROKER_CONFIGS[name].default or ""
 
     @classmethod
     def from_properties(cls, props: Mapping[str, str]) -> ShareBrokerConfig:
         """Build from broker properties named as in Kafka (``group.share.max.size`` ...)."""
         by_prop = {_broker_prop(f.name): f.name for f in fields(cls) if f.name != "explicit"}
         values: dict[str, object] = {}
+        others: list[tuple[str, str]] = []
         for prop, raw in props.items():
             attr = by_prop.get(prop)
             if attr is None:
+                others.append((prop, str(raw)))
                 continue
             values[attr] = raw if attr in ("auto_offset_reset", "isolation_level") else int(raw)
-        return cls(**values, explicit=frozenset(p for p in props if p in by_prop))  # type: ignore[arg-type]
+        explicit = frozenset(p for p in props if p in by_prop)
+        return cls(**values, explicit=explicit, kafka_props=tuple(sorted(others)))  # type: ignore[arg-type]
 
 
 def _broker_prop(attr: str) -> str:
@@ -238,6 +248,36 @@ def _boolean(name: str, raw: str) -> bool:
     return value == "true"
 
 
+# Broker bounds of the group configs shareq only stores, as Kafka's GroupConfig checks them.
+_STORED_RANGES = {
+    "streams.session.timeout.ms": "group.streams.{}.session.timeout.ms",
+    "streams.heartbeat.interval.ms": "group.streams.{}.heartbeat.interval.ms",
+    "streams.assignment.interval.ms": "group.streams.{}.assignment.interval.ms",
+    "consumer.assignment.interval.ms": "group.consumer.{}.assignment.interval.ms",
+}
+
+
+def _check_stored_bounds(name: str, value: object, broker: ShareBrokerConfig) -> None:
+    bounds = _STORED_RANGES.get(name)
+    if bounds is not None and isinstance(value, int):
+        low, high = (int(broker.kafka_value(bounds.format(end))) for end in ("min", "max"))
+        if not low <= value <= high:
+            raise _invalid(f"{name} must be in the range {low} to {high} inclusive.")
+    elif name == "streams.num.standby.replicas" and isinstance(value, int):
+        most = int(broker.kafka_value("group.streams.max.standby.replicas"))
+        if value > most:
+            raise _invalid(f"{name} must be less than or equal to {most}")
+    elif name == "streams.assignor.name":
+        registered = [
+            a.strip() for a in broker.kafka_value("group.streams.assignors").split(",") if a.strip()
+        ]
+        if value not in registered:
+            raise _invalid(
+                f"{name} '{value}' is not a registered task assignor. "
+                f"Registered assignors are: [{', '.join(registered)}]."
+            )
+
+
 def resolve_group_config(overrides: Mapping[str, str], broker: ShareBrokerConfig) -> ShareGroupConfig:
     """Validate ``overrides`` against ``broker``'s bounds and resolve the effective config.
 
@@ -249,9 +289,10 @@ def resolve_group_config(overrides: Mapping[str, str], broker: ShareBrokerConfig
     for name in STORED_ONLY_GROUP_CONFIGS:
         if name in overrides:
             try:
-                parse_kafka_value(GROUP_CONFIGS[name], overrides[name])
+                value = parse_kafka_value(GROUP_CONFIGS[name], overrides[name])
             except ConfigError as error:
                 raise _invalid(str(error)) from None
+            _check_stored_bounds(name, value, broker)
     b = broker
 
     def num(name: str, default: int, low: int, high: int) -> int:

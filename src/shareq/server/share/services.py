@@ -97,7 +97,8 @@ class ShareServices:
         props = {
             name: str(value)
             for name, value in config.items()
-            if name.startswith(("group.share.", "group.consumer.")) and value != _default(name)
+            if name.startswith(("group.share.", "group.consumer.", "group.streams."))
+            and value != _default(name)
         }
         self.broker_config = ShareBrokerConfig.from_properties(props)
         self.coordinator = ShareGroupCoordinator(self.broker_config)
