@@ -6,11 +6,17 @@ example ``group.share.*``) with ``register`` so a typo is an error rather than s
 
 from __future__ import annotations
 
+import logging
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
-from shareq.topic_configs import broker_synonyms
+from shareq.kafka_configs import BROKER_CONFIGS, KafkaConfig
+from shareq.topic_configs import broker_synonyms, java_double
+
+logger = logging.getLogger(__name__)
 
 
 class ConfigError(ValueError):
@@ -26,8 +32,24 @@ class Setting:
     doc: str = ""
     bounds: str = ""
     """What the validator accepts, in words, for the configuration reference (when not obvious)."""
+    kafka: KafkaConfig | None = None
+    """Kafka's definition, for a setting taken from Kafka's table that shareq only stores: its
+    values are checked as Kafka checks them, with Kafka's messages."""
+
+    @property
+    def kafka_type(self) -> str:
+        """The type as Kafka names it (DescribeConfigs' ConfigType)."""
+        kafka = BROKER_CONFIGS.get(self.name)
+        return kafka.type if kafka is not None else _KAFKA_NAMES.get(self.type, "STRING")
+
+    @property
+    def stored_only(self) -> bool:
+        """Accepted, stored and described, but nothing in a one-node shareq acts on it."""
+        return self.kafka is not None and self.name not in KAFKA_CONFIGS_ACTED_ON
 
     def parse(self, raw: str | Any) -> Any:
+        if self.kafka is not None and isinstance(raw, str):
+            return parse_kafka_value(self.kafka, raw)
         try:
             if self.type is bool and isinstance(raw, str):
                 lowered = raw.strip().lower()
@@ -41,10 +63,74 @@ class Setting:
             else:
                 value = self.type(raw)
         except (TypeError, ValueError) as error:
-            raise ConfigError(f"{self.name}: {raw!r} is not a valid {self.type.__name__}") from error
+            reason = (
+                "Expected value to be either true or false"
+                if self.type is bool
+                else f"Not a number of type {self.kafka_type}"
+            )
+            raise ConfigError(f"Invalid value {raw} for configuration {self.name}: {reason}") from error
         if self.validator is not None and value is not None and not self.validator(value):
-            raise ConfigError(f"{self.name}: {value!r} is out of range")
+            kafka = BROKER_CONFIGS.get(self.name)
+            if kafka is not None:  # Kafka's words where Kafka refuses it too
+                parse_kafka_value(kafka, raw if isinstance(raw, str) else config_text(raw) or "")
+            accepted = f" (accepted: {self.bounds})" if self.bounds else ""
+            raise ConfigError(f"Invalid value {raw} for configuration {self.name}: out of range{accepted}")
         return value
+
+
+_KAFKA_NAMES = {int: "LONG", float: "DOUBLE", str: "STRING", bool: "BOOLEAN"}
+_RANGE = re.compile(r"\[(-?\d+),\.\.\.(?:,(-?\d+))?\]")
+_INTEGER = re.compile(r"[+-]?[0-9]+")
+_INTEGER_BOUNDS = {"SHORT": 2**15, "INT": 2**31, "LONG": 2**63}
+PYTHON_TYPES: dict[str, type[Any]] = {
+    "BOOLEAN": bool,
+    "INT": int,
+    "SHORT": int,
+    "LONG": int,
+    "DOUBLE": float,
+}
+
+
+def parse_kafka_value(config: KafkaConfig, raw: str) -> Any:
+    """``raw`` typed and validated as Kafka's ConfigDef does it; ``ConfigError`` with its message."""
+    name, kind, text = config.name, config.type, raw.strip()
+
+    def invalid(reason: str, shown: object = raw) -> ConfigError:
+        return ConfigError(f"Invalid value {shown} for configuration {name}: {reason}")
+
+    value: Any = text
+    if kind in _INTEGER_BOUNDS:
+        bound = _INTEGER_BOUNDS[kind]
+        if not _INTEGER.fullmatch(text) or not -bound <= int(text) < bound:
+            raise invalid(f"Not a number of type {kind}")
+        value = int(text)
+    elif kind == "DOUBLE":
+        value = java_double(text)
+        if value is None:
+            raise invalid("Not a number of type DOUBLE")
+    elif kind == "BOOLEAN":
+        if text.lower() not in ("true", "false"):
+            raise invalid("Expected value to be either true or false")
+        value = text.lower() == "true"
+    validator = config.validator or ""
+    bounds = _RANGE.fullmatch(validator)
+    if bounds is not None and isinstance(value, int | float) and not isinstance(value, bool):
+        low, high = int(bounds.group(1)), bounds.group(2)
+        if value < low:
+            raise invalid(f"Value must be at least {low}", value)
+        if high is not None and value > int(high):
+            raise invalid(f"Value must be no more than {high}", value)
+    elif validator.startswith(("[", "(case insensitive) [")) and "..." not in validator:
+        insensitive = validator.startswith("(")
+        choices = [c.strip() for c in validator[validator.index("[") + 1 : -1].split(",")]
+        items = [i.strip() for i in text.split(",")] if kind == "LIST" else [text]
+        for item in items:
+            if kind == "LIST" and not text:
+                break
+            found = item.lower() in (c.lower() for c in choices) if insensitive else item in choices
+            if not found and not (item.startswith("by_duration:") and "by_duration:PnDTnHnMn.nS" in choices):
+                raise invalid(f"String must be one of: {', '.join(choices)}", item)
+    return value
 
 
 def _positive(v: int) -> bool:
@@ -116,7 +202,11 @@ register(
     Setting(
         name="advertised.listeners", type=str, default=None, doc="endpoints given to clients, per listener"
     ),
-    Setting(name="listener.security.protocol.map", type=str, default=None),
+    Setting(
+        name="listener.security.protocol.map",
+        type=str,
+        default=BROKER_CONFIGS["listener.security.protocol.map"].default,
+    ),
     Setting(name="inter.broker.listener.name", type=str, default=None, doc="accepted; one node has no peers"),
     Setting(
         name="security.inter.broker.protocol", type=str, default=None, doc="accepted; one node has no peers"
@@ -342,7 +432,41 @@ register(
     *(
         Setting(name=name, type=kind, default=default, validator=validator)
         for name, kind, default, validator in broker_synonyms()
-        if name not in SETTINGS
+        if name not in SETTINGS and not (name in BROKER_CONFIGS and BROKER_CONFIGS[name].default is None)
+    )
+)
+
+KAFKA_CONFIGS_ACTED_ON: dict[str, str] = {
+    "broker.id": "this broker's id when node.id is not set",
+    "broker.rack": "the rack Metadata, DescribeCluster and ShareFetch give for this broker",
+    "controller.listener.names": "listeners of this name are not bound: one node serves no controller quorum",
+    "delete.topic.enable": "false: DeleteTopics answers TOPIC_DELETION_DISABLED",
+    "fetch.max.bytes": "the most a Fetch or ShareFetch response carries, whatever it asks for",
+    "log.dir": "the data directory when neither --data-dir nor log.dirs is given",
+    "log.dirs": "the data directory (its first entry) when --data-dir is not given",
+    "log.retention.hours": "log.retention.ms in hours, when neither it nor log.retention.minutes is set",
+    "log.retention.minutes": "log.retention.ms in minutes, when it is not set",
+    "log.roll.hours": "log.roll.ms in hours, when it is not set",
+    "log.roll.ms": "default of the topic config `segment.ms`",
+    "offset.metadata.max.bytes": "longest metadata of an offset commit (OFFSET_METADATA_TOO_LARGE)",
+    "ssl.enabled.protocols": "the TLS versions a client may negotiate (TLSv1.2, TLSv1.3)",
+}
+"""Kafka configs from Kafka's table that shareq reads, with what it does with them."""
+
+# Every other broker config Kafka 4.4 has: accepted at start and by IncrementalAlterConfigs where
+# Kafka changes it at runtime, stored and described with Kafka's default and type; nothing here
+# acts on it (replication, controllers, threads, tiered storage... mean nothing on one node).
+# Last again, so every shareq setting keeps its own definition.
+register(
+    *(
+        Setting(
+            name=config.name,
+            type=PYTHON_TYPES.get(config.type, str),
+            default=None if config.default is None else parse_kafka_value(config, config.default),
+            kafka=config,
+        )
+        for config in BROKER_CONFIGS.values()
+        if config.name not in SETTINGS
     )
 )
 
@@ -364,12 +488,20 @@ def consumer_assignors(value: str) -> tuple[str, ...]:
 class BrokerConfig:
     """Resolved broker settings; read with ``config["num.partitions"]``."""
 
-    __slots__ = ("_values", "explicit")
+    __slots__ = ("_values", "explicit", "unknown")
 
-    def __init__(self, values: Mapping[str, Any], explicit: Iterable[str] = ()) -> None:
+    def __init__(
+        self,
+        values: Mapping[str, Any],
+        explicit: Iterable[str] = (),
+        unknown: Mapping[str, str] | None = None,
+    ) -> None:
         self._values = dict(values)
         self.explicit: frozenset[str] = frozenset(explicit)
         """The names given explicitly (on the command line or as overrides), not defaulted."""
+        self.unknown: dict[str, str] = dict(unknown or {})
+        """Names neither Kafka nor shareq has (a plugin's, a later Kafka's, a typo): kept as given,
+        used by nothing, as Kafka keeps them (it logs them as supplied but not used)."""
 
     @classmethod
     def from_pairs(cls, pairs: Iterable[str]) -> BrokerConfig:
@@ -384,11 +516,16 @@ class BrokerConfig:
 
     @classmethod
     def from_mapping(cls, overrides: Mapping[str, Any]) -> BrokerConfig:
-        _check_known(overrides)
+        known, unknown = _split_known(overrides)
+        if unknown:
+            logger.warning(
+                "These configurations '%s' were supplied but are not used yet.", ", ".join(sorted(unknown))
+            )
         values = {name: s.default for name, s in SETTINGS.items()}
-        for key, raw in overrides.items():
+        for key, raw in known.items():
             values[key] = _parse(key, raw)
-        return cls(values, overrides)
+        _derive(values, set(known))
+        return cls(values, known, unknown)
 
     def __getitem__(self, name: str) -> Any:
         if name not in self._values:
@@ -399,12 +536,13 @@ class BrokerConfig:
         return self._values[name]
 
     def with_overrides(self, overrides: Mapping[str, Any]) -> BrokerConfig:
-        """A copy with some values replaced (validated)."""
-        _check_known(overrides)
+        """A copy with some values replaced (validated; unknown names kept as given)."""
+        known, unknown = _split_known(overrides)
         values = dict(self._values)
-        for key, raw in overrides.items():
+        for key, raw in known.items():
             values[key] = _parse(key, raw)
-        return BrokerConfig(values, self.explicit | set(overrides))
+        _derive(values, self.explicit | set(known))
+        return BrokerConfig(values, self.explicit | set(known), {**self.unknown, **unknown})
 
     def for_listener(self, listener: str, name: str) -> Any:
         """Kafka's per-listener override ``listener.name.<listener>.<name>``, else ``name``."""
@@ -431,10 +569,37 @@ LISTENER_PREFIX = "listener.name."
 kept as text and read through ``BrokerConfig.for_listener``."""
 
 
-def _check_known(overrides: Mapping[str, Any]) -> None:
-    unknown = sorted(k for k in overrides if k not in SETTINGS and not k.startswith(LISTENER_PREFIX))
-    if unknown:
-        raise ConfigError(f"unknown config key(s): {', '.join(unknown)}")
+# Kafka's coarser names for a setting shareq reads under the finest one: (setting, coarser name,
+# factor), the first one given wins, as in Kafka (log.retention.ms, else .minutes, else .hours).
+_COARSER = (
+    ("log.retention.ms", "log.retention.minutes", 60_000),
+    ("log.retention.ms", "log.retention.hours", 3_600_000),
+    ("log.roll.ms", "log.roll.hours", 3_600_000),
+    ("node.id", "broker.id", 1),
+)
+
+
+def _derive(values: dict[str, Any], explicit: set[str] | frozenset[str]) -> None:
+    """Give a setting the value of a coarser Kafka name when only that one was set."""
+    done: set[str] = set()
+    for name, coarser, factor in _COARSER:
+        if name in explicit or name in done or coarser not in explicit or values.get(coarser) is None:
+            continue
+        if not (name == "node.id" and values[coarser] < 0):
+            values[name] = values[coarser] * factor
+            done.add(name)
+
+
+def _split_known(overrides: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
+    """The overrides shareq or Kafka knows (per-listener ones included), and the others."""
+    known: dict[str, Any] = {}
+    unknown: dict[str, str] = {}
+    for key, raw in overrides.items():
+        if key in SETTINGS or key.startswith(LISTENER_PREFIX):
+            known[key] = raw
+        else:
+            unknown[key] = str(raw)
+    return known, unknown
 
 
 def _parse(key: str, raw: Any) -> Any:
@@ -448,4 +613,21 @@ def config_text(value: Any) -> str | None:
         return None
     if isinstance(value, bool):
         return str(value).lower()
+    if isinstance(value, float):
+        return java_double_text(value)
     return str(value)
+
+
+def java_double_text(value: float) -> str:
+    """A double as Java's ``Double.toString`` prints it (``0.5``, ``1.0E7``, ``1.7976931348623157E308``)."""
+    if value != value:
+        return "NaN"
+    if value in (float("inf"), float("-inf")):
+        return "Infinity" if value > 0 else "-Infinity"
+    if value == 0 or 1e-3 <= abs(value) < 1e7:
+        text = repr(value)
+        return text if "." in text or "e" in text else text + ".0"
+    sign, digits, exponent = Decimal(repr(value)).normalize().as_tuple()
+    shown = "".join(map(str, digits))
+    assert isinstance(exponent, int)
+    return f"{'-' if sign else ''}{shown[0]}.{shown[1:] or '0'}E{len(shown) + exponent - 1}"

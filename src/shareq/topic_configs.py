@@ -15,6 +15,7 @@ Kafka's names.
 from __future__ import annotations
 
 import enum
+import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -97,6 +98,26 @@ def _throttled_replicas(name: str) -> Check:
 def _replica_pair(item: object) -> bool:
     parts = str(item).split(":")
     return len(parts) == 2 and all(p.strip().isdigit() for p in parts)
+
+
+_JAVA_INTEGER = re.compile(r"[+-]?[0-9]+")
+_JAVA_DOUBLE = re.compile(
+    r"[+-]?(?:NaN|Infinity|(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?[fFdD]?"
+    r"|0[xX](?:[0-9a-fA-F]+\.?[0-9a-fA-F]*|\.[0-9a-fA-F]+)[pP][+-]?[0-9]+[fFdD]?)"
+)
+
+
+def java_double(text: str) -> float | None:
+    """``text`` read as Java's ``Double.valueOf`` reads it (Kafka's DOUBLE configs), or ``None``:
+    ``NaN``, ``Infinity``, a ``d``/``f`` suffix and hexadecimal floats are numbers, ``nan``,
+    ``inf`` and ``1_0`` are not."""
+    if not _JAVA_DOUBLE.fullmatch(text):
+        return None
+    body = text.rstrip("fFdD") if not text.lower().startswith(("0x", "+0x", "-0x")) else text
+    if body.lower().lstrip("+-").startswith("0x"):
+        sign = -1.0 if body.startswith("-") else 1.0
+        return sign * float.fromhex(body.lstrip("+-").rstrip("fFdD"))
+    return float(body.replace("Infinity", "inf").replace("NaN", "nan"))
 
 
 def _num(number: float) -> str:
@@ -210,7 +231,7 @@ _TABLE = (
         "segment.index.bytes", _T.INT, "10485760", "log.index.size.max.bytes", at_least(4), honoured=False
     ),
     TopicSetting("segment.jitter.ms", _T.LONG, "0", None, at_least(0), honoured=False),
-    TopicSetting("segment.ms", _T.LONG, "604800000", None, at_least(1)),
+    TopicSetting("segment.ms", _T.LONG, "604800000", "log.roll.ms", at_least(1)),
     TopicSetting(
         "unclean.leader.election.enable",
         _T.BOOLEAN,
@@ -233,22 +254,18 @@ def parse_value(setting: TopicSetting, text: str) -> object:
     stripped = text.strip()
     value: object
     if kind in (ConfigType.INT, ConfigType.LONG):
-        try:
-            value = int(stripped)
-        except ValueError:
-            value = None
+        value = int(stripped) if _JAVA_INTEGER.fullmatch(stripped) else None
         low, high = _BOUNDS[kind]
         if value is None or not low <= value <= high:
             raise InvalidConfigError(
                 f"Invalid value {text} for configuration {name}: Not a number of type {kind.name}"
             )
     elif kind is ConfigType.DOUBLE:
-        try:
-            value = float(stripped)
-        except ValueError:
+        value = java_double(stripped)
+        if value is None:
             raise InvalidConfigError(
                 f"Invalid value {text} for configuration {name}: Not a number of type DOUBLE"
-            ) from None
+            )
     elif kind is ConfigType.BOOLEAN:
         if stripped.lower() not in ("true", "false"):
             raise InvalidConfigError(
@@ -257,23 +274,24 @@ def parse_value(setting: TopicSetting, text: str) -> object:
         value = stripped.lower() == "true"
     elif kind is ConfigType.LIST:
         value = [item.strip() for item in stripped.split(",")] if stripped else []
+        if "" in value:
+            raise InvalidConfigError(f"Configuration '{name}' values must not be empty.")
     else:
         value = stripped
     if setting.check is not None:
         reason = setting.check(value)
         if reason is not None:
-            shown = _shown(value, name)
+            shown = _shown(value, setting)
             raise InvalidConfigError(f"Invalid value {shown} for configuration {name}: {reason}")
     return value
 
 
-def _shown(value: object, name: str) -> str:
+def _shown(value: object, setting: TopicSetting) -> str:
     """The value as Kafka's message prints it: a list validator names the first bad item, the
     throttled-replica validator the whole list."""
     if isinstance(value, list):
-        if name.endswith("throttled.replicas"):
+        if setting.name.endswith("throttled.replicas"):
             return "[" + ", ".join(value) + "]"
-        setting = TOPIC_SETTINGS[name]
         bad = [item for item in value if setting.check is not None and setting.check(item) is not None]
         return str(bad[0] if bad else value)
     return _text(value)

@@ -270,3 +270,153 @@ def test_group_config_alter_applies_to_fresh_groups_only(server: Server, names: 
     """Configs of one group do not leak into another group."""
     assert _alter_group(server, names[1], {"share.delivery.count.limit": "3"}) == 0
     assert _group_configs(server, names[1] + "-other")["share.delivery.count.limit"] == ("5", DEFAULT_CONFIG)
+
+
+# DescribeConfigs' ConfigType ids by Kafka's type names.
+CONFIG_TYPES = {
+    "BOOLEAN": 1, "STRING": 2, "INT": 3, "SHORT": 4, "LONG": 5,
+    "DOUBLE": 6, "LIST": 7, "CLASS": 8, "PASSWORD": 9,
+}  # fmt: skip
+
+
+def _raw_describe(server: Server, resource_type: int, name: str) -> dict[str, Any]:
+    """DescribeConfigs v4 with synonyms, by hand (the admin clients drop the config type)."""
+    import sys
+
+    import kio.index as ki
+    from kio_wire import KioConnection
+
+    schema = sys.modules[ki.load_request_schema(32, 4).__module__]
+    conn = KioConnection(server.bootstrap)
+    try:
+        resource = schema.DescribeConfigsResource(
+            resource_type=resource_type, resource_name=name, configuration_keys=None
+        )
+        response = conn.send(
+            schema.DescribeConfigsRequest(
+                resources=(resource,), include_synonyms=True, include_documentation=False
+            )
+        )
+    finally:
+        conn.close()
+    (result,) = response.results
+    assert int(result.error_code) == 0, result
+    return {entry.name: entry for entry in result.configs}
+
+
+def test_broker_describes_kafkas_whole_config_set(server: Server) -> None:
+    """Broker 0 describes every broker config of Kafka 4.4's definitions (shareq's generated table), with
+    its type and whether it can change at runtime; the replication throttles only once set."""
+    from shareq.kafka_configs import BROKER_CONFIGS
+
+    described = _raw_describe(server, 4, "0")
+    kafkas = {name for name in described if name in BROKER_CONFIGS}
+    assert kafkas == {name for name, config in BROKER_CONFIGS.items() if config.described}
+    assert {name: int(described[name].config_type) for name in kafkas} == {
+        name: CONFIG_TYPES[BROKER_CONFIGS[name].type] for name in kafkas
+    }
+    assert {name: described[name].read_only for name in kafkas} == {
+        name: BROKER_CONFIGS[name].mode == "read-only" for name in kafkas
+    }
+
+
+# Broker configs whose default shareq sets otherwise, on purpose.
+SHAREQ_DEFAULTS = {
+    "group.share.max.partition.max.record.locks",  # in-flight state is kept as runs: a larger bound
+    "node.id",  # 0 unless set; Kafka has no default (its server.properties always sets it)
+    "sasl.enabled.mechanisms",  # PLAIN and SCRAM on SASL listeners; shareq has no GSSAPI
+    "security.inter.broker.protocol",  # no peers
+    "share.coordinator.state.topic.segment.bytes",  # smaller segments for the state topic's cleaner
+    "ssl.keystore.type",  # PEM only
+    "ssl.truststore.type",  # PEM only
+}
+
+
+def test_broker_config_defaults_are_kafkas(server: Server) -> None:
+    """Every broker config nobody set is described with Kafka's default (its built-in synonym's value)."""
+    from shareq.kafka_configs import BROKER_CONFIGS
+
+    described = _raw_describe(server, 4, "0")
+    defaults: dict[str, str | None] = {}
+    for name, entry in described.items():
+        if (
+            name in BROKER_CONFIGS
+            and name not in SHAREQ_DEFAULTS
+            and int(entry.config_source) == DEFAULT_CONFIG
+        ):
+            defaults[name] = entry.value
+    assert len(defaults) > 250
+    assert defaults == {name: BROKER_CONFIGS[name].default for name in defaults}
+
+
+def test_group_describes_kafkas_group_configs(server: Server, names: tuple[str, str]) -> None:
+    """A fresh group describes Kafka 4.4's group configs, streams groups' included: names, types, and each
+    falls back to its broker config, whose built-in value is Kafka's default."""
+    from shareq.kafka_configs import GROUP_CONFIGS
+
+    described = _raw_describe(server, 32, names[1])
+    assert set(described) == set(GROUP_CONFIGS)
+    assert {n: int(e.config_type) for n, e in described.items()} == {
+        n: CONFIG_TYPES[c.type] for n, c in GROUP_CONFIGS.items()
+    }
+    fallback = {n: (e.synonyms[-1].name, int(e.synonyms[-1].source)) for n, e in described.items()}
+    assert fallback == {n: ((c.synonyms or (n,))[0], DEFAULT_CONFIG) for n, c in GROUP_CONFIGS.items()}
+    builtin = {n: e.synonyms[-1].value for n, e in described.items() if n != "streams.assignor.name"}
+    assert builtin == {n: c.default for n, c in GROUP_CONFIGS.items() if n != "streams.assignor.name"}
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "code"),
+    [
+        ("num.io.threads", "4", 0),  # cluster-wide dynamic in Kafka; one node: stored
+        ("log.cleaner.threads", "2", 0),
+        ("broker.rack", "r1", 42),  # read-only
+        ("default.replication.factor", "1", 42),
+        ("num.io.threads", "abc", 42),
+        ("num.io.threads", "0", 42),
+        ("no.such.broker.config", "1", 0),  # kept, as Kafka keeps it
+    ],
+)
+def test_broker_config_alter_validate_only(server: Server, name: str, value: str, code: int) -> None:
+    """IncrementalAlterConfigs (validate only) of Kafka's broker configs: what Kafka changes at runtime is
+    taken, what it fixes at start-up is INVALID_REQUEST, a bad value too."""
+    admin = _admin_client(server)
+    resource = ConfigResource(
+        ResourceType.BROKER, "0", incremental_configs=[ConfigEntry(name, value, incremental_operation=SET_OP)]
+    )
+    future = admin.incremental_alter_configs([resource], validate_only=True)[resource]
+    try:
+        future.result(timeout=15)
+        got = 0
+    except KafkaException as error:
+        got = error.args[0].code()
+    assert got == code
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "code"),
+    [
+        ("streams.num.standby.replicas", "1", 0),
+        ("streams.session.timeout.ms", "abc", INVALID_CONFIG),
+        ("streams.heartbeat.interval.ms", "0", INVALID_CONFIG),
+        ("consumer.assignment.interval.ms", "2000", 0),
+        ("consumer.assignment.interval.ms", "-1", INVALID_CONFIG),
+        ("consumer.assignment.interval.ms", "20000", INVALID_CONFIG),  # above group.consumer.max.*
+        ("streams.num.standby.replicas", "3", INVALID_CONFIG),  # above group.streams.max.standby.replicas
+        ("streams.assignor.name", "bogus", INVALID_CONFIG),
+    ],
+)
+def test_stored_group_config(
+    server: Server, names: tuple[str, str], name: str, value: str, code: int
+) -> None:
+    """Kafka's group configs shareq only stores are validated as Kafka validates them and described as set."""
+    assert _alter_group(server, names[1], {name: value}) == code
+    if code == 0:
+        assert _group_config_becomes(server, names[1], name, (value, GROUP_CONFIG)) == (value, GROUP_CONFIG)
+
+
+SET_OP = AlterConfigOpType.SET
+
+
+def _admin_client(server: Server) -> AdminClient:
+    return AdminClient({"bootstrap.servers": server.bootstrap})

@@ -325,3 +325,43 @@ def test_log_dirs_command(server: Server, names: tuple[str, str]) -> None:
     report = json.loads(out.strip().splitlines()[-1])
     partitions = [p["partition"] for b in report["brokers"] for d in b["logDirs"] for p in d["partitions"]]
     assert partitions == [f"{topic}-0"]
+
+
+def _described_names(output: str) -> set[str]:
+    """The config names ConfigCommand --describe lists (lines ``  name=value sensitive=... synonyms=...``)."""
+    return {m.group(1) for m in re.finditer(r"^\s+([a-z0-9._-]+)=", output, re.MULTILINE)}
+
+
+def test_config_command_describe_all(server: Server, names: tuple[str, str]) -> None:
+    """``kafka-configs.sh --describe --all`` lists Kafka 4.4's whole broker config set for broker 0 (350
+    configs; any runtime-set ones besides) and its 21 group configs for a group."""
+    from shareq.kafka_configs import BROKER_CONFIGS, GROUP_CONFIGS
+
+    broker = ok(
+        tool(server, "ConfigCommand", "--describe", "--all", "--entity-type", "brokers", "--entity-name", "0")
+    )
+    listed = _described_names(broker)
+    assert {n for n in listed if n in BROKER_CONFIGS} == {n for n, c in BROKER_CONFIGS.items() if c.described}
+    group = ok(
+        tool(
+            server,
+            "ConfigCommand",
+            "--describe",
+            "--all",
+            "--entity-type",
+            "groups",
+            "--entity-name",
+            names[1],
+        )
+    )
+    assert _described_names(group) == set(GROUP_CONFIGS)
+
+
+def test_metadata_quorum_command_describe_status(server: Server) -> None:
+    """``kafka-metadata-quorum.sh describe --status``: the node is the leader and the only voter, no
+    follower lags, there are no observers."""
+    output = ok(tool(server, "MetadataQuorumCommand", "describe", "--status"))
+    fields = dict(re.findall(r"^(\w+):\s+(.*)$", output, re.MULTILINE))
+    voters = json.loads(fields["CurrentVoters"])
+    assert (fields["LeaderId"], fields["MaxFollowerLag"], fields["CurrentObservers"]) == ("0", "0", "[]")
+    assert [v["id"] for v in voters] == [0] and int(fields["HighWatermark"]) >= 0

@@ -124,6 +124,18 @@ def test_append_and_subtract_cleanup_policy(server: Server, names: tuple[str, st
     assert (entry.value, int(entry.source)) == ("compact", DYNAMIC_TOPIC_CONFIG)
 
 
+def test_subtract_the_last_cleanup_policy(server: Server, names: tuple[str, str]) -> None:
+    """SUBTRACT delete from the default delete policy leaves an empty policy (Kafka 4.x: neither delete
+    nor compact), set on the topic; the admin client's connection serves the next request."""
+    create_topic(server, names[0])
+    _alter(server, names[0], ("cleanup.policy", "delete", AlterConfigOpType.SUBTRACT))
+    wait_for(lambda: _describe(server, names[0])["cleanup.policy"].value != "delete")
+    entry = _describe(server, names[0])["cleanup.policy"]
+    assert (entry.value, int(entry.source)) == ("", DYNAMIC_TOPIC_CONFIG)
+    _alter(server, names[0], ("cleanup.policy", "compact", AlterConfigOpType.APPEND))
+    wait_for(lambda: _describe(server, names[0])["cleanup.policy"].value == "compact")
+
+
 def test_append_to_a_config_that_is_not_a_list(server: Server, names: tuple[str, str]) -> None:
     create_topic(server, names[0])
     with pytest.raises(KafkaException) as raised:

@@ -195,9 +195,9 @@ def test_configs_verbs(cli: Cli) -> None:
     assert "DEFAULT_CONFIG:group.share.record.lock.duration.ms=30000" in shown
     assert described["share.delivery.count.limit"]["source"] == "DEFAULT_CONFIG"
     bad = cli("configs", "alter", "--group", "g", "--set", "share.delivery.count.limit=50", ok=False)
-    assert "between 2 and 10" in bad.output
+    assert "in the range 2 to 10 inclusive" in bad.output
     unknown = cli("configs", "alter", "--group", "g", "--set", "bogus=1", ok=False)
-    assert "unknown group config" in unknown.output
+    assert "Unknown group config name" in unknown.output
     checked = cli(
         "configs", "alter", "--group", "g", "--set", "share.delivery.count.limit=3", "--validate-only"
     )

@@ -253,9 +253,18 @@ def test_configs_are_described_and_bad_values_refused_naming_the_key(tmp_path: P
         entries = admin.describe_configs([resource], request_timeout=15)[resource].result()
         assert entries["shareq.redelivery.backoff.ms"].value == "250"
         assert entries["shareq.share.window.mode"].value == "count"
-        assert entries["shareq.redelivery.backoff.multiplier"].value == "2.0"
-        assert entries["shareq.redelivery.backoff.multiplier"].is_default
-        assert entries["shareq.delivery.count.durable"].value == "false"
+        # Unset, shareq's own keys are described when asked for by name: a group that sets none
+        # describes exactly Kafka's list.
+        assert "shareq.redelivery.backoff.multiplier" not in entries
+        with Admin(broker.bootstrap) as ours:
+            named = ours.describe_configs(
+                [GroupResource(GroupResourceType.GROUP, "g")],
+                keys=["shareq.redelivery.backoff.multiplier", "shareq.delivery.count.durable"],
+            )
+        defaults = next(iter(named.values()))
+        assert defaults["shareq.redelivery.backoff.multiplier"].value == "2.0"
+        assert defaults["shareq.redelivery.backoff.multiplier"].is_default
+        assert defaults["shareq.delivery.count.durable"].value == "false"
         bad = [
             ("shareq.redelivery.backoff.ms", "-1"),
             ("shareq.redelivery.backoff.ms", "soon"),

@@ -17,6 +17,7 @@ from shareq.coordinators.group import (
     TopicMetadata,
     TopicPartitions,
 )
+from shareq.coordinators.group.coordinator import FORMING_WINDOW_MS
 
 # Most tests are about membership, not pacing: the target is recomputed at every change
 # (share.assignment.interval.ms 0). The interval has tests of its own at the end.
@@ -383,3 +384,35 @@ def test_the_groups_own_interval_overrides_the_brokers() -> None:
     assert owned(hb(c, "m1", epoch, now=1)) == {("orders", 0), ("orders", 1), ("orders", 2)}
     joined = hb(c, "m2", 0, ("orders",), now=2)
     assert owned(joined)  # assigned at once
+
+
+def test_members_joining_a_new_group_together_share_its_first_target() -> None:
+    """A new group gathers members for its first 300 ms (FORMING_WINDOW_MS): m1 joins and its
+    share-partitions are initialized at once, m2 joins 30 ms later; neither gets anything before the
+    window ends (each is asked back when it does), and the first target splits the partitions."""
+    c = ShareGroupCoordinator()  # the default interval, 1,000 ms
+    first = hb(c, "m1", 0, ("orders",), now=0)
+    assert first.initialize is not None and first.heartbeat_interval_ms == FORMING_WINDOW_MS
+    c.initialize_complete("g", first.initialize.topics)
+    early = hb(c, "m1", first.member_epoch, now=10)
+    assert not early.assignment and early.heartbeat_interval_ms == FORMING_WINDOW_MS - 10
+    joined = hb(c, "m2", 0, ("orders",), now=30)
+    assert joined.assignment == () and joined.heartbeat_interval_ms == FORMING_WINDOW_MS - 30
+    m1 = hb(c, "m1", early.member_epoch, now=FORMING_WINDOW_MS)
+    m2 = hb(c, "m2", joined.member_epoch, now=FORMING_WINDOW_MS + 5)
+    assert owned(m1) and owned(m2) and not owned(m1) & owned(m2)
+    assert owned(m1) | owned(m2) == {("orders", 0), ("orders", 1), ("orders", 2)}
+    assert m1.heartbeat_interval_ms == m2.heartbeat_interval_ms == 5_000
+
+
+def test_a_member_joining_after_the_first_target_waits_the_interval_as_before() -> None:
+    """Joins one by one are paced as before: a lone member has everything once the window ends, and a
+    member joining later waits for the assignment interval, not for another window."""
+    c = ShareGroupCoordinator()
+    first = hb(c, "m1", 0, ("orders",), now=0)
+    assert first.initialize is not None
+    c.initialize_complete("g", first.initialize.topics)
+    alone = hb(c, "m1", first.member_epoch, now=FORMING_WINDOW_MS)
+    assert owned(alone) == {("orders", 0), ("orders", 1), ("orders", 2)}
+    later = hb(c, "m2", 0, ("orders",), now=2_000)  # past the interval: assigned at once
+    assert owned(later)

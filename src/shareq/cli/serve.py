@@ -6,6 +6,7 @@ import asyncio
 import gc
 import json
 import logging
+import re
 import signal
 import sys
 from pathlib import Path
@@ -21,7 +22,12 @@ if TYPE_CHECKING:
 
 
 @click.command()
-@click.option("--data-dir", required=True, type=click.Path(file_okay=False, path_type=Path))
+@click.argument("properties", required=False, type=click.Path(dir_okay=False, exists=True, path_type=Path))
+@click.option(
+    "--data-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="where the logs live (default: the first of log.dirs, else log.dir)",
+)
 @click.option("--port", default=9092, show_default=True, type=int)
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option(
@@ -35,20 +41,34 @@ if TYPE_CHECKING:
 )
 @click.option("--log-level", default="INFO", show_default=True)
 def serve(
-    data_dir: Path, port: int, host: str, pairs: tuple[str, ...], http_port: int | None, log_level: str
+    properties: Path | None,
+    data_dir: Path | None,
+    port: int,
+    host: str,
+    pairs: tuple[str, ...],
+    http_port: int | None,
+    log_level: str,
 ) -> None:
-    """Serve the Kafka protocol from DATA_DIR."""
+    """Serve the Kafka protocol from DATA_DIR. PROPERTIES is a Kafka server.properties file; its
+    settings come first, then each --config."""
     logging.basicConfig(
         level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr
     )
     import shareq.server.compaction  # noqa: F401  (registers the log.* and log.cleaner.* settings)
 
     try:
+        if properties is not None:
+            pairs = (*(f"{k}={v}" for k, v in read_properties(properties.read_text()).items()), *pairs)
         if http_port is not None:
             pairs = (*pairs, f"http.port={http_port}")
         config = BrokerConfig.from_pairs(pairs)
     except ConfigError as error:
         raise click.BadParameter(str(error), param_hint="--config") from error
+    if data_dir is None:
+        named = config.text("log.dirs") or config.text("log.dir")
+        if not named:
+            raise click.UsageError("give --data-dir, or log.dirs in the properties or --config")
+        data_dir = Path(named.split(",")[0].strip())
     from shareq.server.start_errors import BrokerStartError
 
     try:
@@ -58,6 +78,29 @@ def serve(
         # use.``), and a non-zero exit; the traceback helps no operator here.
         logging.getLogger("shareq.server").error("%s", error)
         sys.exit(1)
+
+
+def read_properties(text: str) -> dict[str, str]:
+    """A Java properties file as Kafka reads server.properties: ``#``/``!`` comment lines, ``=``,
+    ``:`` or blanks between key and value, an odd trailing backslash continuing the line."""
+    values: dict[str, str] = {}
+    pending: str | None = None
+    for raw in text.splitlines():
+        stripped = raw.lstrip()
+        if pending is None and (not stripped or stripped[0] in "#!"):
+            continue
+        line = stripped if pending is None else pending + stripped
+        if (len(line) - len(line.rstrip("\\"))) % 2 == 1:
+            pending = line[:-1]
+            continue
+        pending = None
+        match = _PROPERTY.match(line)
+        if match is not None:
+            values[match.group(1)] = match.group(2).strip()
+    return values
+
+
+_PROPERTY = re.compile(r"((?:[^\s=:\\]|\\.)+)\s*[=:\s]?\s*(.*)")
 
 
 def _io_line(broker: Broker) -> str:

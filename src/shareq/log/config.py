@@ -11,7 +11,8 @@ from .conversion import DEFAULT_POLICY, LONG_MAX, AppendPolicy
 GIB = 1 << 30
 WEEK_MS = 7 * 24 * 60 * 60 * 1000
 MAX_SEGMENT_BYTES = (1 << 31) - 1  # positions in the offset index are 32-bit, as in Kafka
-CLEANUP_POLICIES = frozenset({"delete", "compact", "compact,delete", "delete,compact"})
+CLEANUP_POLICIES = frozenset({"", "delete", "compact", "compact,delete", "delete,compact"})
+"""An empty policy (Kafka 4.x, KIP-1161) neither deletes nor compacts: the log is kept whole."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -161,7 +162,8 @@ def _flush_messages(text: str) -> int | None:
 
 
 def _policy(text: str) -> str:
-    policy = ",".join(p.strip() for p in text.split(","))
+    items = [p.strip() for p in text.split(",")] if text.strip() else []
+    policy = ",".join(dict.fromkeys(items))  # Kafka accepts a repeated item
     if policy not in CLEANUP_POLICIES:
         raise ValueError("must be delete, compact or both")
     return policy

@@ -22,7 +22,7 @@ from shareq.quota import ClientQuotas, QuotaUsage
 from shareq.security.jaas import PlainUsers
 from shareq.security.listeners import Listener
 from shareq.security.sasl import SaslState
-from shareq.topic_configs import effective_topic_configs, validate_topic_configs
+from shareq.topic_configs import InvalidConfigError, effective_topic_configs, validate_topic_configs
 
 from .clock import now_ms
 from .compaction import cleaner_loop, stop_cleaner
@@ -367,8 +367,16 @@ class Broker:
     # -- topics ----------------------------------------------------------------------------------
 
     def log_config(self, topic: TopicInfo) -> LogConfig:
-        effective = {k: v for k, (v, _) in effective_topic_configs(topic.configs, self.config).items()}
-        return LogConfig.from_kafka(effective, LogConfig())
+        return self._log_config_of(topic.configs)
+
+    def _log_config_of(self, overrides: Mapping[str, str]) -> LogConfig:
+        """The log settings a topic with these overrides gets; ``InvalidConfigError`` if they make
+        none (checked before anything is stored, so a bad value never reaches the registry)."""
+        effective = {k: v for k, (v, _) in effective_topic_configs(overrides, self.config).items()}
+        try:
+            return LogConfig.from_kafka(effective, LogConfig())
+        except ValueError as error:
+            raise InvalidConfigError(str(error)) from None
 
     def _open_partition(self, topic: TopicInfo, index: int) -> Partition:
         directory = self.data_dir / f"{topic.name}-{index}"
@@ -386,6 +394,7 @@ class Broker:
         """
         count = self.config["num.partitions"] if partitions is None or partitions == -1 else partitions
         overrides = validate_topic_configs(configs or {})
+        self._log_config_of(overrides)
         topic = self.topics.create(name, count, overrides)
         for index in range(count):
             self._open_partition(topic, index)
@@ -436,11 +445,16 @@ class Broker:
             shutil.rmtree(self.data_dir / f"{name}-{index}", ignore_errors=True)
         return topic
 
+    def check_topic_configs(self, configs: Mapping[str, str]) -> None:
+        """Raise ``InvalidConfigError`` if a topic could not take these overrides."""
+        self._log_config_of(validate_topic_configs(configs))
+
     def alter_topic_configs(self, name: str, configs: Mapping[str, str]) -> None:
         topic = self.topics.get(name)
         if topic is None:
             raise KeyError(name)
         overrides = validate_topic_configs(configs)
+        self._log_config_of(overrides)
         self.topics.set_configs(name, overrides)
         for index in range(topic.partitions):
             partition = self.partitions.get((name, index))

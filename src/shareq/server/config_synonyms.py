@@ -24,6 +24,7 @@ import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from shareq.kafka_configs import BROKER_CONFIGS, GROUP_CONFIGS
 from shareq.topic_configs import TOPIC_SETTINGS
 
 
@@ -87,12 +88,22 @@ GROUP_CONFIG_SYNONYMS: dict[str, str] = {
     "consumer.session.timeout.ms": "group.consumer.session.timeout.ms",
     "consumer.heartbeat.interval.ms": "group.consumer.heartbeat.interval.ms",
 }
+# Kafka's other group configs (streams groups', the consumer assignment interval) fall back to the
+# broker configs its table names.
+GROUP_CONFIG_SYNONYMS.update(
+    {
+        name: c.synonyms[0]
+        for name, c in GROUP_CONFIGS.items()
+        if c.synonyms and name not in GROUP_CONFIG_SYNONYMS
+    }
+)
 _SHAREQ_ONLY_BROKER_KEYS = frozenset({"group.share.auto.offset.reset", "group.share.isolation.level"})
 
 
 def config_synonyms(name: str, layers: ConfigLayers) -> list[Synonym]:
     """The layers holding broker config ``name`` (or a synonym of it), most specific first."""
-    names = _BROKER_SYNONYMS.get(name, (name,))
+    kafka = BROKER_CONFIGS.get(name)
+    names = kafka.synonyms if kafka is not None and kafka.synonyms else _BROKER_SYNONYMS.get(name, (name,))
     found: list[Synonym] = []
     for values, source in (
         (layers.dynamic_broker, Source.DYNAMIC_BROKER_CONFIG),

@@ -107,7 +107,7 @@ class ConsumerGroupServices:
             ),
             group_timeouts=self._group_timeouts,
         )
-        self.offsets = ConsumerOffsets()
+        self.offsets = ConsumerOffsets(config["offset.metadata.max.bytes"])
         self._retention_ms = config["offsets.retention.minutes"] * 60_000
         self._retention_check_ms = config["offsets.retention.check.interval.ms"]
         self._retention_due = now_ms() + self._retention_check_ms

@@ -36,8 +36,10 @@ def muted_for_s(ctx: RequestContext) -> float:
 
 
 def fetch_max_bytes(ctx: RequestContext, requested: int) -> int:
-    """A Fetch's byte budget: what it asked for, capped by what its consumer_byte_rate lets one
-    quota window hold (as Kafka caps it), so a large fetch is not throttled for ever."""
+    """A Fetch's byte budget: what it asked for, capped by the broker's ``fetch.max.bytes`` and by
+    what its consumer_byte_rate lets one quota window hold (as Kafka caps it), so a large fetch is
+    not throttled for ever."""
+    requested = min(requested, ctx.broker.config["fetch.max.bytes"])
     if ctx.broker.quotas.idle:
         return requested
     cap = ctx.broker.quotas.max_value_in_window(CONSUMER_BYTE_RATE, ctx.user, ctx.header.client_id or "")

@@ -62,7 +62,10 @@ def resolve_listeners(
 ) -> tuple[list[Listener], dict[str, Listener]]:
     """The listeners to bind and what each advertises. Without ``listeners``, one PLAINTEXT
     listener on ``host:port`` advertising ``advertised.host``/``advertised.port`` if set."""
-    text: str | None = config["listeners"]
+    controllers = {
+        n.strip().upper() for n in (config["controller.listener.names"] or "").split(",") if n.strip()
+    }
+    text = _without(config["listeners"], controllers)
     try:
         protocol_map = parse_protocol_map(config["listener.security.protocol.map"])
         if not text:
@@ -70,7 +73,7 @@ def resolve_listeners(
             listeners = [plain]
         else:
             listeners = parse_listeners(text, protocol_map, default_host=host)
-        advertised_text: str | None = config["advertised.listeners"]
+        advertised_text = _without(config["advertised.listeners"], controllers)
         if advertised_text:
             advertised = parse_listeners(
                 advertised_text, protocol_map, default_host=host, setting="advertised.listeners"
@@ -90,6 +93,15 @@ def resolve_listeners(
         return listeners, advertised_for(listeners, advertised)
     except ListenerConfigError as error:
         raise SecurityConfigError(str(error)) from error
+
+
+def _without(text: str | None, names: set[str]) -> str | None:
+    """A listener list without the controller listeners a KRaft server.properties names
+    (``controller.listener.names``): one node serves no controller quorum, so those are not bound."""
+    if not text or not names:
+        return text
+    kept = [e for e in text.split(",") if e.strip() and e.strip().split("://")[0].upper() not in names]
+    return ",".join(kept)
 
 
 def enabled_mechanisms(config: BrokerConfig, listener: Listener) -> tuple[str, ...]:
@@ -117,6 +129,14 @@ def listener_plain_users(config: BrokerConfig, listener: Listener) -> PlainUsers
     return users if users.credentials else None
 
 
+_TLS_VERSIONS = {
+    "TLSv1": ssl.TLSVersion.TLSv1,
+    "TLSv1.1": ssl.TLSVersion.TLSv1_1,
+    "TLSv1.2": ssl.TLSVersion.TLSv1_2,
+    "TLSv1.3": ssl.TLSVersion.TLSv1_3,
+}
+
+
 def server_ssl_context(config: BrokerConfig, listener: Listener) -> ssl.SSLContext:
     """A TLS server context from Kafka's PEM settings (file or inline), with ``ssl.client.auth``."""
 
@@ -125,6 +145,14 @@ def server_ssl_context(config: BrokerConfig, listener: Listener) -> ssl.SSLConte
 
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
+    enabled = [p.strip() for p in str(get("ssl.enabled.protocols") or "").split(",") if p.strip()]
+    if enabled:  # Kafka's ssl.enabled.protocols: the versions a client may negotiate
+        versions = [_TLS_VERSIONS[p] for p in enabled if p in _TLS_VERSIONS]
+        if not versions:
+            raise SecurityConfigError(
+                f"ssl.enabled.protocols of {listener.name}: none of {', '.join(enabled)} is supported"
+            )
+        context.minimum_version, context.maximum_version = min(versions), max(versions)
     for kind in ("keystore", "truststore"):
         store_type = get(f"ssl.{kind}.type")
         if store_type is not None and str(store_type).upper() != "PEM":

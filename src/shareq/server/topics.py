@@ -83,6 +83,8 @@ class TopicRegistry:
         self.client_quotas: list[dict[str, Any]] = []
         self.generation = 0
         """Bumped whenever a topic is created, deleted or grown (what Metadata answers depends on)."""
+        self.change_count = 0
+        """Changes written since this broker started (DescribeQuorum's offsets: they only grow)."""
         if self._path.exists():
             self._load()
         else:
@@ -195,6 +197,7 @@ class TopicRegistry:
             self._by_id[info.topic_id] = info
 
     def _save(self) -> None:
+        self.change_count += 1
         document = {
             "cluster_id": self.cluster_id,
             "next_producer_id": self._producer_id_block_end,

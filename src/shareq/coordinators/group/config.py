@@ -17,6 +17,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 
+from shareq.config import ConfigError, parse_kafka_value
 from shareq.coordinators.group.errors import GroupErrorCode, GroupRequestError
 from shareq.coordinators.group.retry_config import (
     BACKOFF_CEILING_PROPERTY,
@@ -26,7 +27,25 @@ from shareq.coordinators.group.retry_config import (
     RetryConfig,
     resolve_retry_config,
 )
+from shareq.kafka_configs import BROKER_CONFIGS, GROUP_CONFIGS
 
+_ACTED_ON = frozenset(
+    {
+        "share.record.lock.duration.ms",
+        "share.delivery.count.limit",
+        "share.partition.max.record.locks",
+        "share.auto.offset.reset",
+        "share.isolation.level",
+        "share.heartbeat.interval.ms",
+        "share.session.timeout.ms",
+        "share.assignment.interval.ms",
+        "share.renew.acknowledge.enable",
+        "errors.deadletterqueue.topic.name",
+        "errors.deadletterqueue.copy.record.enable",
+        "consumer.session.timeout.ms",
+        "consumer.heartbeat.interval.ms",
+    }
+)
 RECORD_LOCK_DURATION_MS = "share.record.lock.duration.ms"
 DELIVERY_COUNT_LIMIT = "share.delivery.count.limit"
 PARTITION_MAX_RECORD_LOCKS = "share.partition.max.record.locks"
@@ -40,6 +59,9 @@ DLQ_TOPIC_NAME = "errors.deadletterqueue.topic.name"
 DLQ_COPY_RECORD_ENABLE = "errors.deadletterqueue.copy.record.enable"
 CONSUMER_SESSION_TIMEOUT_MS = "consumer.session.timeout.ms"
 CONSUMER_HEARTBEAT_INTERVAL_MS = "consumer.heartbeat.interval.ms"
+STORED_ONLY_GROUP_CONFIGS: tuple[str, ...] = tuple(name for name in GROUP_CONFIGS if name not in _ACTED_ON)
+"""Kafka's other group configs (streams groups' and the consumer assignment interval): a group
+takes them, validated as Kafka validates them, and describes them; nothing in shareq reads them."""
 
 GROUP_CONFIG_NAMES: tuple[str, ...] = (
     RECORD_LOCK_DURATION_MS,
@@ -56,6 +78,7 @@ GROUP_CONFIG_NAMES: tuple[str, ...] = (
     CONSUMER_SESSION_TIMEOUT_MS,
     CONSUMER_HEARTBEAT_INTERVAL_MS,
     *RETRY_CONFIG_NAMES,
+    *STORED_ONLY_GROUP_CONFIGS,
 )
 
 ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
@@ -107,18 +130,28 @@ class ShareBrokerConfig:
     """``shareq.redelivery.backoff.ceiling.ms``: no redelivery delay is longer."""
     explicit: frozenset[str] = field(default=frozenset())
     """Broker property names set by the operator (described with source STATIC_BROKER_CONFIG)."""
+    kafka_props: tuple[tuple[str, str], ...] = ()
+    """Other Kafka group-coordinator properties the operator set (``group.streams.*`` ...): the
+    bounds of the group configs shareq only stores."""
+
+    def kafka_value(self, name: str) -> str:
+        """A Kafka broker property as set, else Kafka's default."""
+        return dict(self.kafka_props).get(name) or BROKER_CONFIGS[name].default or ""
 
     @classmethod
     def from_properties(cls, props: Mapping[str, str]) -> ShareBrokerConfig:
         """Build from broker properties named as in Kafka (``group.share.max.size`` ...)."""
         by_prop = {_broker_prop(f.name): f.name for f in fields(cls) if f.name != "explicit"}
         values: dict[str, object] = {}
+        others: list[tuple[str, str]] = []
         for prop, raw in props.items():
             attr = by_prop.get(prop)
             if attr is None:
+                others.append((prop, str(raw)))
                 continue
             values[attr] = raw if attr in ("auto_offset_reset", "isolation_level") else int(raw)
-        return cls(**values, explicit=frozenset(p for p in props if p in by_prop))  # type: ignore[arg-type]
+        explicit = frozenset(p for p in props if p in by_prop)
+        return cls(**values, explicit=explicit, kafka_props=tuple(sorted(others)))  # type: ignore[arg-type]
 
 
 def _broker_prop(attr: str) -> str:
@@ -213,20 +246,51 @@ def _invalid(message: str) -> GroupRequestError:
 
 
 def _bounded_int(name: str, raw: str, low: int, high: int) -> int:
-    try:
-        value = int(raw.strip())
-    except ValueError:
-        raise _invalid(f"{name} must be an integer, got {raw!r}") from None
+    value = int(raw.strip()) if re.fullmatch(r"[+-]?[0-9]+", raw.strip()) else None
+    if value is None or not -(2**31) <= value < 2**31:  # Kafka's words for a group config's INT
+        raise _invalid(f"Invalid value {raw} for configuration {name}: Not a number of type INT")
     if not low <= value <= high:
-        raise _invalid(f"{name} must be between {low} and {high} (broker bounds), got {value}")
+        raise _invalid(f"{name} must be in the range {low} to {high} inclusive.")
     return value
 
 
 def _boolean(name: str, raw: str) -> bool:
     value = raw.strip().lower()
     if value not in ("true", "false"):
-        raise _invalid(f"{name} must be true or false, got {value!r}")
+        raise _invalid(
+            f"Invalid value {raw} for configuration {name}: Expected value to be either true or false"
+        )
     return value == "true"
+
+
+# Broker bounds of the group configs shareq only stores, as Kafka's GroupConfig checks them.
+_STORED_RANGES = {
+    "streams.session.timeout.ms": "group.streams.{}.session.timeout.ms",
+    "streams.heartbeat.interval.ms": "group.streams.{}.heartbeat.interval.ms",
+    "streams.assignment.interval.ms": "group.streams.{}.assignment.interval.ms",
+    "consumer.assignment.interval.ms": "group.consumer.{}.assignment.interval.ms",
+}
+
+
+def _check_stored_bounds(name: str, value: object, broker: ShareBrokerConfig) -> None:
+    bounds = _STORED_RANGES.get(name)
+    if bounds is not None and isinstance(value, int):
+        low, high = (int(broker.kafka_value(bounds.format(end))) for end in ("min", "max"))
+        if not low <= value <= high:
+            raise _invalid(f"{name} must be in the range {low} to {high} inclusive.")
+    elif name == "streams.num.standby.replicas" and isinstance(value, int):
+        most = int(broker.kafka_value("group.streams.max.standby.replicas"))
+        if value > most:
+            raise _invalid(f"{name} must be less than or equal to {most}")
+    elif name == "streams.assignor.name":
+        registered = [
+            a.strip() for a in broker.kafka_value("group.streams.assignors").split(",") if a.strip()
+        ]
+        if value not in registered:
+            raise _invalid(
+                f"{name} '{value}' is not a registered task assignor. "
+                f"Registered assignors are: [{', '.join(registered)}]."
+            )
 
 
 def resolve_group_config(overrides: Mapping[str, str], broker: ShareBrokerConfig) -> ShareGroupConfig:
@@ -236,7 +300,14 @@ def resolve_group_config(overrides: Mapping[str, str], broker: ShareBrokerConfig
     """
     unknown = sorted(set(overrides) - set(GROUP_CONFIG_NAMES))
     if unknown:
-        raise _invalid(f"unknown group config name(s): {', '.join(unknown)}")
+        raise _invalid(f"Unknown group config name: {unknown[0]}")
+    for name in STORED_ONLY_GROUP_CONFIGS:
+        if name in overrides:
+            try:
+                value = parse_kafka_value(GROUP_CONFIGS[name], overrides[name])
+            except ConfigError as error:
+                raise _invalid(str(error)) from None
+            _check_stored_bounds(name, value, broker)
     b = broker
 
     def num(name: str, default: int, low: int, high: int) -> int:

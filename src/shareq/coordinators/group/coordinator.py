@@ -61,6 +61,14 @@ from shareq.coordinators.group.records import (
 )
 
 _MAX_EPOCH = 2**31 - 1
+FORMING_WINDOW_MS = 300
+"""How long a new share group gathers members before its first target assignment (at most its
+``share.assignment.interval.ms``). Kafka's first target of a new group gives nothing (its
+share-partitions are not initialized yet) and holds the next one back a whole interval, so the
+consumers started together all get partitions from the same target; shareq initializes at
+once, and without this window the first member to heartbeat after that would take every
+partition, and with it every record waiting, before a member starting beside it joined. Members
+without partitions meanwhile are asked back when the window ends."""
 
 
 def _err(code: GroupErrorCode, message: str) -> GroupRequestError:
@@ -179,6 +187,8 @@ class ShareGroupCoordinator(ShareGroupAdmin):
         bump |= delete_state is not None
         if bump:
             self._bump_epoch(group, records)
+        if created:
+            group.forming_until_ms = now_ms + min(config.assignment_interval_ms, FORMING_WINDOW_MS)
         self._maybe_assign(group, now_ms, config.assignment_interval_ms)
         initialize = self._partitions_to_initialize(group)
 
@@ -189,11 +199,15 @@ class ShareGroupCoordinator(ShareGroupAdmin):
         member.member_epoch = group.assignment_epoch
         member.assignment = new_assignment
         self._touch(group, member, now_ms, config.session_timeout_ms)
+        interval = config.heartbeat_interval_ms
+        forming = group.forming_until_ms
+        if forming is not None and now_ms < forming and not new_assignment:
+            interval = min(interval, forming - now_ms)  # asked back when the group has formed
         return HeartbeatResult(
             records=tuple(records),
             member_id=mid,
             member_epoch=member.member_epoch,
-            heartbeat_interval_ms=config.heartbeat_interval_ms,
+            heartbeat_interval_ms=interval,
             assignment=group.describe_assignment(new_assignment) if send else None,
             initialize=initialize,
             delete_state=delete_state,
@@ -277,6 +291,10 @@ class ShareGroupCoordinator(ShareGroupAdmin):
         assignment an interval."""
         if group.assignment_epoch >= group.group_epoch:
             return
+        if group.forming_until_ms is not None and now_ms < group.forming_until_ms:
+            if group.assignment_epoch == 0:  # a first target giving nobody anything, as Kafka's
+                group.assignment_epoch = group.group_epoch
+            return
         last = group.assignment_timestamp_ms
         if last is not None and interval_ms > 0 and now_ms < last + interval_ms:
             return
@@ -286,6 +304,8 @@ class ShareGroupCoordinator(ShareGroupAdmin):
         # group's first consumer starts at once instead of after the interval and a heartbeat
         assigned = any(partitions for target in group.target.values() for partitions in target.values())
         group.assignment_timestamp_ms = now_ms if assigned else None
+        if assigned:
+            group.forming_until_ms = None
 
     def _compute_target(self, group: ShareGroup) -> None:
         name_to_id = {name: meta.topic_id for name, meta in group.subscription_metadata.items()}
@@ -460,6 +480,10 @@ class ShareGroupCoordinator(ShareGroupAdmin):
 
     def describe_configs(self, group_id: str) -> tuple[ConfigEntry, ...]:
         return describe_group_config(self._configs.get(group_id, {}), self.broker)
+
+    def group_overrides(self, group_id: str) -> Mapping[str, str]:
+        """The configs set on a group (not its defaults)."""
+        return self._configs.get(group_id, _NO_OVERRIDES)
 
     def configured_groups(self) -> tuple[str, ...]:
         """The groups with at least one config override (whether or not they have members yet)."""

@@ -47,6 +47,9 @@ class ShareGroup:
     target: dict[str, MemberAssignment] = field(default_factory=dict)
     assignment_timestamp_ms: int | None = None
     """When the target was last computed (``None``: not since this broker loaded the group)."""
+    forming_until_ms: int | None = None
+    """Until when a new group gathers the members joining together before its first target with
+    partitions (not durable: a group loaded after a restart assigns at once, as before)."""
 
     @property
     def state(self) -> GroupState:

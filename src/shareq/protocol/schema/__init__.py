@@ -7,7 +7,8 @@ from typing import Any
 
 from kio.index import load_request_schema, load_response_schema
 
-from ..api_keys import DESCRIBE_SHARE_GROUP_OFFSETS, SHARE_ACKNOWLEDGE, TXN_SHARE_ACKNOWLEDGE
+from ..api_keys import API_VERSIONS, DESCRIBE_SHARE_GROUP_OFFSETS, SHARE_ACKNOWLEDGE, TXN_SHARE_ACKNOWLEDGE
+from .api_versions.v5 import request as _av5_req
 from .describe_share_group_offsets.v1 import response as _dsgo_resp
 from .share_acknowledge.v1 import request as _sa1_req
 from .share_acknowledge.v2 import request as _sa2_req
@@ -15,6 +16,8 @@ from .txn_share_acknowledge.v0 import request as _tsa_req
 from .txn_share_acknowledge.v0 import response as _tsa_resp
 
 LOCAL_SCHEMAS: dict[tuple[int, int], tuple[type[Any], type[Any]]] = {
+    # v5 (KIP-1242) adds two request fields; its response body is v4's, so kio's v4 class writes it.
+    (API_VERSIONS, 5): (_av5_req.ApiVersionsRequest, load_response_schema(API_VERSIONS, 4)),
     (TXN_SHARE_ACKNOWLEDGE, 0): (_tsa_req.TxnShareAcknowledgeRequest, _tsa_resp.TxnShareAcknowledgeResponse),
     # Kafka's request; the response with shareq's tagged TX_PENDING field (see the module).
     (DESCRIBE_SHARE_GROUP_OFFSETS, 1): (

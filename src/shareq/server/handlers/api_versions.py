@@ -15,6 +15,10 @@ from ..features import FINALIZED_FEATURES_EPOCH, finalized_features, supported_f
 
 
 def handle_api_versions(request: Any, ctx: RequestContext) -> Any:
+    if ctx.version >= 5:
+        refused = _target_check(request, ctx)
+        if refused is not None:  # answered with nothing else, as Kafka
+            return ctx.build(error_code=refused, api_keys=(), throttle_time=NO_THROTTLE)
     features: dict[str, Any] = {}
     if ctx.version >= 3:
         features = {
@@ -47,4 +51,19 @@ def handle_api_versions(request: Any, ctx: RequestContext) -> Any:
     )
 
 
-HANDLERS = {API_VERSIONS: (VersionRange(0, 4), handle_api_versions)}
+def _target_check(request: Any, ctx: RequestContext) -> ErrorCode | None:
+    """KIP-1242: a v5 request may name the cluster and the node it means to reach, both or
+    neither (one alone is INVALID_REQUEST); a broker that is not that node of that cluster (a
+    client holding an address another broker had) answers REBOOTSTRAP_REQUIRED, and the client
+    starts again from its bootstrap servers."""
+    cluster, node = request.cluster_id, request.node_id
+    if cluster is None and node < 0:
+        return None
+    if cluster is None or node < 0:
+        return ErrorCode.invalid_request
+    if cluster != ctx.broker.topics.cluster_id or node != ctx.broker.node_id:
+        return ErrorCode.rebootstrap_required
+    return None
+
+
+HANDLERS = {API_VERSIONS: (VersionRange(0, 5), handle_api_versions)}

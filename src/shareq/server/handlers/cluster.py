@@ -1,13 +1,18 @@
-"""DescribeCluster, DescribeLogDirs, ElectLeaders and the partition-reassignment calls.
+"""DescribeCluster, DescribeQuorum, DescribeLogDirs, AlterReplicaLogDirs, ElectLeaders and the
+partition-reassignment calls.
 
-One broker is the whole cluster: it is the controller, holds the one log directory and leads
-every partition, so elections are never needed and no reassignment is ever in progress. The
-answers are those of a one-node Kafka 4.4.
+One broker is the whole cluster: it is the controller (the one voter of the metadata quorum, and
+its leader), holds the one log directory and leads every partition, so elections are never
+needed, no replica ever moves and no reassignment is ever in progress. The answers are those of a
+one-node Kafka 4.4.
 """
 
 from __future__ import annotations
 
 import shutil
+import time
+import uuid
+from pathlib import Path
 from typing import Any
 
 from kio.schema.errors import ErrorCode
@@ -15,8 +20,10 @@ from kio.schema.errors import ErrorCode
 from shareq.protocol import VersionRange
 from shareq.protocol.api_keys import (
     ALTER_PARTITION_REASSIGNMENTS,
+    ALTER_REPLICA_LOG_DIRS,
     DESCRIBE_CLUSTER,
     DESCRIBE_LOG_DIRS,
+    DESCRIBE_QUORUM,
     ELECT_LEADERS,
     LIST_PARTITION_REASSIGNMENTS,
 )
@@ -43,7 +50,7 @@ def handle_describe_cluster(request: Any, ctx: RequestContext) -> Any:
         broker_id=broker.node_id,
         host=ctx.advertised_host,
         port=ctx.advertised_port,
-        rack=None,
+        rack=broker.config["broker.rack"],
         is_fenced=False,
     )
     return ctx.build(
@@ -170,7 +177,111 @@ def handle_alter_partition_reassignments(request: Any, ctx: RequestContext) -> A
     )
 
 
+METADATA_TOPIC = "__cluster_metadata"
+QUORUM_EPOCH = 1
+"""The metadata quorum's leader epoch: one voter, elected once, never again."""
+_NOT_HOSTED = "This server does not host this topic-partition."
+
+
+def handle_describe_quorum(request: Any, ctx: RequestContext) -> Any:
+    """The metadata quorum is this node alone: leader and only voter, no observers. Kafka answers
+    any other topic-partition (or more than ``__cluster_metadata``-0) with UNKNOWN_TOPIC_OR_PARTITION
+    on each partition asked. shareq keeps no metadata log: the high watermark and the voter's log
+    end offset count the registry's changes written since the broker started."""
+    broker = ctx.broker
+    asked = [(t.topic_name, p.partition_index) for t in request.topics for p in t.partitions]
+    success = ""  # v2's error messages are empty on success, as Kafka's
+    if asked != [(METADATA_TOPIC, 0)]:
+        topics = tuple(
+            ctx.build(
+                "TopicData",
+                topic_name=t.topic_name,
+                partitions=tuple(
+                    ctx.build(
+                        "PartitionData",
+                        partition_index=p.partition_index,
+                        error_code=ErrorCode.unknown_topic_or_partition,
+                        error_message=_NOT_HOSTED,
+                        leader_id=0,
+                        leader_epoch=0,
+                        high_watermark=0,
+                        current_voters=(),
+                        observers=(),
+                    )
+                    for p in t.partitions
+                ),
+            )
+            for t in request.topics
+        )
+        return ctx.build(error_code=ErrorCode.none, error_message=success, topics=topics, nodes=())
+    offset = broker.topics.change_count
+    now = int(time.time() * 1000)
+    voter = ctx.build(
+        "ReplicaState",
+        replica_id=broker.node_id,
+        replica_directory_id=directory_id(broker.topics.cluster_id, broker.data_dir),
+        log_end_offset=offset,
+        last_fetch_timestamp=now,
+        last_caught_up_timestamp=now,
+    )
+    partition = ctx.build(
+        "PartitionData",
+        partition_index=0,
+        error_code=ErrorCode.none,
+        error_message=success,
+        leader_id=broker.node_id,
+        leader_epoch=QUORUM_EPOCH,
+        high_watermark=offset,
+        current_voters=(voter,),
+        observers=(),
+    )
+    topic = ctx.build("TopicData", topic_name=METADATA_TOPIC, partitions=(partition,))
+    nodes: tuple[Any, ...] = ()
+    if ctx.version >= 2:  # the voters' endpoints (KIP-853): this broker's listeners
+        listeners = tuple(
+            ctx.build("Listener", name=lst.name, host=lst.host, port=lst.port) for lst in broker.listeners
+        ) or (ctx.build("Listener", name="PLAINTEXT", host=broker.host, port=broker.port),)
+        nodes = (ctx.build("Node", node_id=broker.node_id, listeners=listeners),)
+    return ctx.build(error_code=ErrorCode.none, error_message=success, topics=(topic,), nodes=nodes)
+
+
+def directory_id(cluster_id: str, data_dir: Path) -> uuid.UUID:
+    """The log directory's id: stable for a data directory of a cluster (Kafka draws one at
+    format time and keeps it in meta.properties)."""
+    return uuid.uuid5(uuid.NAMESPACE_URL, f"shareq:{cluster_id}:{data_dir.resolve()}")
+
+
+def handle_alter_replica_log_dirs(request: Any, ctx: RequestContext) -> Any:
+    """Moving a replica to the log directory it is in is done at once (NONE); any other path is
+    LOG_DIR_NOT_FOUND, a partition this broker does not have UNKNOWN_TOPIC_OR_PARTITION: what a
+    one-node Kafka with one log dir answers."""
+    broker = ctx.broker
+    home = broker.data_dir.resolve()
+    results: dict[str, list[Any]] = {}
+    for wanted in request.dirs:
+        path = Path(wanted.path)
+        here = path.is_absolute() and path.resolve() == home
+        for topic in wanted.topics:
+            for index in topic.partitions:
+                if broker.partition(topic.name, index) is None:
+                    code = ErrorCode.unknown_topic_or_partition
+                else:
+                    code = ErrorCode.none if here else ErrorCode.log_dir_not_found
+                results.setdefault(topic.name, []).append(
+                    ctx.build("AlterReplicaLogDirPartitionResult", partition_index=index, error_code=code)
+                )
+    return ctx.build(
+        throttle_time=NO_THROTTLE,
+        results=tuple(
+            ctx.build("AlterReplicaLogDirTopicResult", topic_name=name, partitions=tuple(parts))
+            for name, parts in results.items()
+        ),
+    )
+
+
 HANDLERS = {
+    DESCRIBE_QUORUM: (VersionRange(0, 2), handle_describe_quorum),
+    ALTER_REPLICA_LOG_DIRS: (VersionRange(1, 2), handle_alter_replica_log_dirs),
     DESCRIBE_LOG_DIRS: (VersionRange(1, 4), handle_describe_log_dirs),
     ELECT_LEADERS: (VersionRange(0, 2), handle_elect_leaders),
     ALTER_PARTITION_REASSIGNMENTS: (VersionRange(0, 0), handle_alter_partition_reassignments),

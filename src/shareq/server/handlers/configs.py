@@ -8,19 +8,23 @@ records before the answer; a group's configs may be set before the group exists.
 from __future__ import annotations
 
 import dataclasses
+import logging
+from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from kio.schema.errors import ErrorCode
 
-from shareq.config import SETTINGS, ConfigError, config_text
+from shareq.config import LISTENER_PREFIX, SETTINGS, ConfigError, config_text
 from shareq.coordinators.group import GroupRequestError
+from shareq.coordinators.group.config import STORED_ONLY_GROUP_CONFIGS
 from shareq.coordinators.group.retry_config import (
     RETRY_BOOLEAN_CONFIGS,
     RETRY_CONFIG_DEFAULTS,
     RETRY_DOUBLE_CONFIGS,
     RETRY_STRING_CONFIGS,
 )
+from shareq.kafka_configs import BROKER_CONFIGS, GROUP_CONFIGS
 from shareq.protocol import VersionRange
 from shareq.protocol.api_keys import (
     ALTER_CONFIGS,
@@ -34,6 +38,7 @@ from shareq.topic_configs import (
     ConfigType,
     InvalidConfigError,
     effective_topic_configs,
+    parse_value,
     validate_topic_configs,
 )
 
@@ -60,7 +65,11 @@ from .group_support import (
 
 TOPIC = 2
 BROKER = 4
+BROKER_LOGGER = 8
+CLIENT_METRICS = 16
 GROUP = 32
+
+logger = logging.getLogger(__name__)
 
 # ConfigType values of the protocol (DescribeConfigs v3+).
 _TYPES = {bool: 1, str: 2, int: 5, float: 6}
@@ -75,16 +84,10 @@ _GROUP_BOOLEAN_CONFIGS = (
 
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
-# Broker configs Kafka changes per broker at runtime (described read_only=false): the ones topic
-# configs fall back to, and a few more.
+# Broker configs Kafka changes at runtime (described read_only=false): those its table gives an
+# update mode, and the ones topic configs fall back to.
 KAFKA_DYNAMIC_BROKER_KEYS = BROKER_SYNONYMS | {
-    "log.segment.bytes",
-    "log.retention.ms",
-    "log.retention.bytes",
-    "log.flush.interval.messages",
-    "message.max.bytes",
-    "log.cleaner.backoff.ms",
-    "log.cleaner.dedupe.buffer.size",
+    name for name, config in BROKER_CONFIGS.items() if config.mode != "read-only"
 }
 # What shareq lets IncrementalAlterConfigs change on BROKER "0" and "": Kafka's dynamic ones, plus
 # two that Kafka fixes at start-up and shareq lets an operator change (described read-only, as Kafka).
@@ -94,6 +97,23 @@ DYNAMIC_BROKER_KEYS = KAFKA_DYNAMIC_BROKER_KEYS | {
     "errors.deadletterqueue.auto.create.topics.enable",
     "errors.deadletterqueue.topic.name.prefix",
 }
+
+
+# Broker configs of Kafka's LIST type (APPEND and SUBTRACT apply to them).
+BROKER_LIST_KEYS = frozenset(
+    {t.synonym for t in TOPIC_SETTINGS.values() if t.synonym is not None and t.type is ConfigType.LIST}
+)
+_TOPIC_OF_SYNONYM = {t.synonym: t for t in TOPIC_SETTINGS.values() if t.synonym is not None}
+
+
+def check_broker_value(key: str, value: str) -> None:
+    """A broker config a topic config falls back to takes what the topic config takes, with
+    Kafka's message naming the broker config; ``InvalidConfigError`` otherwise."""
+    setting = _TOPIC_OF_SYNONYM.get(key)
+    if setting is not None:
+        parsed = parse_value(dataclasses.replace(setting, name=key), value)
+        if isinstance(parsed, list) and len(set(parsed)) != len(parsed):  # a broker list: no repeats
+            raise InvalidConfigError(f"Configuration '{key}' values must not be duplicated.")
 
 
 def config_layers(broker: BrokerView) -> ConfigLayers:
@@ -118,7 +138,8 @@ def handle_describe_configs(request: Any, ctx: RequestContext) -> Any:
         if resource.resource_type == TOPIC:
             topic = ctx.broker.topics.get(resource.resource_name)
             if topic is None:
-                code, message = ErrorCode.unknown_topic_or_partition, f"no topic {resource.resource_name}"
+                code = ErrorCode.unknown_topic_or_partition
+                message = f"The topic '{resource.resource_name}' does not exist."
             else:
                 effective = effective_topic_configs(topic.configs, ctx.broker.config)
                 for name, (value, _explicit) in effective.items():
@@ -139,9 +160,14 @@ def handle_describe_configs(request: Any, ctx: RequestContext) -> Any:
         elif resource.resource_type == GROUP:
             try:
                 for entry in coordinator(ctx).describe_configs(resource.resource_name):
+                    if _hidden_shareq_group_config(entry.name, entry.source == _GROUP_SOURCE, keys):
+                        continue
+                    kafka = GROUP_CONFIGS.get(entry.name)
                     kind = (
                         _TYPES[float]
                         if entry.name in RETRY_DOUBLE_CONFIGS
+                        else _TYPE_IDS[kafka.type]
+                        if kafka is not None
                         else _TYPES[str]
                         if entry.name in _GROUP_STRING_CONFIGS
                         else _TYPES[bool]
@@ -149,14 +175,16 @@ def handle_describe_configs(request: Any, ctx: RequestContext) -> Any:
                         else _INT
                     )
                     broker_key = GROUP_CONFIG_SYNONYMS.get(entry.name)
-                    default = (
-                        RETRY_CONFIG_DEFAULTS.get(entry.name, "")
-                        if broker_key is None
-                        else ctx.broker.config.text(broker_key)
+                    own_default = (
+                        RETRY_CONFIG_DEFAULTS.get(entry.name, "") if kafka is None else kafka.default or ""
                     )
+                    default = own_default if broker_key is None else ctx.broker.config.text(broker_key)
                     overridden = entry.source == _GROUP_SOURCE
                     where = describe_group_config(entry.name, entry.value, default, overridden, layers)
-                    described.append((entry.name, entry.value, where, kind, False))
+                    shown: str | None = entry.value
+                    if not overridden and entry.name in STORED_ONLY_GROUP_CONFIGS and where.synonyms:
+                        shown = where.synonyms[0].value  # the broker config it falls back to
+                    described.append((entry.name, shown, where, kind, False))
             except AdminFailure as failure:
                 code, message = failure.code, str(failure)
         else:
@@ -183,6 +211,8 @@ _INT = 3
 _LIST = 7
 _GROUP_SOURCE = int(Source.GROUP_CONFIG)
 
+SHAREQ_GROUP_CONFIG_PREFIX = "shareq."
+
 # shareq's own broker settings (Kafka has no such names): described only when an operator set one.
 SHAREQ_ONLY_BROKER_KEYS = frozenset(
     {
@@ -201,7 +231,15 @@ SHAREQ_ONLY_BROKER_KEYS = frozenset(
 )
 
 
-_DERIVED = frozenset({"listeners", "advertised.listeners"})
+def _hidden_shareq_group_config(name: str, overridden: bool, keys: set[str] | None) -> bool:
+    """shareq's own group configs (``shareq.*``, which Kafka does not know) are described when set on
+    the group or asked for by name: a group that uses none describes exactly Kafka's list."""
+    if not name.startswith(SHAREQ_GROUP_CONFIG_PREFIX) or overridden:
+        return False
+    return keys is None or name not in keys
+
+
+_DERIVED = frozenset({"listeners", "advertised.listeners", "log.dirs", "process.roles"})
 SENSITIVE = frozenset(
     {"ssl.keystore.key", "ssl.keystore.password", "ssl.key.password", "ssl.truststore.password"}
 )
@@ -211,19 +249,29 @@ SENSITIVE = frozenset(
 def _broker_entries(
     ctx: RequestContext, layers: ConfigLayers
 ) -> list[tuple[str, str | None, Described, int, bool]]:
-    """Broker configs under Kafka's names: the settings shareq has, then what Kafka describes that
-    shareq derives (listeners, log dirs, roles, retention in hours)."""
+    """Broker configs under Kafka's names: every config Kafka 4.4 describes (shareq's value where it
+    has the setting, else the value given or Kafka's default), shareq's own settings an operator
+    set, names neither knows that were set at runtime (Kafka keeps those), and what Kafka describes
+    that shareq derives (listeners, log dirs, roles)."""
     broker = ctx.broker
     out: list[tuple[str, str | None, Described, int, bool]] = []
     set_somewhere = set(layers.static) | set(layers.dynamic_broker) | set(layers.dynamic_default)
     for key, setting in SETTINGS.items():
-        if (key in SHAREQ_ONLY_BROKER_KEYS and key not in set_somewhere) or key in _DERIVED:
+        kafka = BROKER_CONFIGS.get(key)
+        hidden = key in SHAREQ_ONLY_BROKER_KEYS or (kafka is None and key not in KAFKA_DYNAMIC_BROKER_KEYS)
+        if (hidden or (kafka is not None and not kafka.described)) and key not in set_somewhere:
+            continue
+        if key in _DERIVED:
             continue
         where = describe_broker_config(key, layers)
         value = broker.config.text(key)
         if key == "log.retention.ms" and not where.synonyms:
             value = None  # Kafka's default lives on log.retention.hours
-        out.append((key, value, where, _TYPES.get(setting.type, 0), key not in KAFKA_DYNAMIC_BROKER_KEYS))
+        read_only = kafka.mode == "read-only" if kafka is not None else key not in KAFKA_DYNAMIC_BROKER_KEYS
+        out.append((key, value, where, _TYPE_IDS[setting.kafka_type], read_only))
+    for key, value in {**layers.dynamic_default, **layers.dynamic_broker}.items():
+        if key not in SETTINGS and not key.startswith(LISTENER_PREFIX):  # unknown names set at runtime
+            out.append((key, value, describe_broker_config(key, layers), _TYPE_IDS["STRING"], False))
     listener = ",".join(lst.url() for lst in broker.listeners) or f"PLAINTEXT://{broker.host}:{broker.port}"
     advertised = ",".join(adv.url() for adv in broker.advertised_listeners.values()) or listener
     derived: tuple[tuple[str, str | None, Source, int, bool], ...] = (
@@ -231,13 +279,25 @@ def _broker_entries(
         ("advertised.listeners", advertised, Source.STATIC_BROKER_CONFIG, _LIST, True),
         ("log.dirs", str(broker.data_dir.resolve()), Source.STATIC_BROKER_CONFIG, _LIST, True),
         ("process.roles", "broker,controller", Source.STATIC_BROKER_CONFIG, _LIST, True),
-        ("log.retention.hours", "168", Source.DEFAULT_CONFIG, _INT, True),
-        ("log.retention.minutes", None, Source.DEFAULT_CONFIG, _INT, True),
     )
     for key, value, source, kind, read_only in derived:
         synonyms = () if value is None else (Synonym(key, value, source),)
         out.append((key, value, Described(source, synonyms), kind, read_only))
     return sorted(out, key=lambda entry: entry[0])
+
+
+# DescribeConfigs' ConfigType ids, by Kafka's type names.
+_TYPE_IDS = {
+    "BOOLEAN": 1,
+    "STRING": 2,
+    "INT": 3,
+    "SHORT": 4,
+    "LONG": 5,
+    "DOUBLE": 6,
+    "LIST": 7,
+    "CLASS": 8,
+    "PASSWORD": 9,
+}
 
 
 def _entry(
@@ -257,7 +317,8 @@ def _entry(
         if with_synonyms
         else ()
     )
-    sensitive = name in SENSITIVE
+    kafka = BROKER_CONFIGS.get(name)
+    sensitive = name in SENSITIVE or (kafka is not None and kafka.type == "PASSWORD")
     if sensitive:
         value = None
         synonyms = tuple(dataclasses.replace(s, value=None) for s in synonyms)
@@ -278,28 +339,30 @@ def _entry(
 _Alter = Callable[[Any, RequestContext, bool], None]
 
 
-def _alter_resources(request: Any, ctx: RequestContext, alters: Mapping[int, _Alter]) -> Any:
+def _alter_resources(request: Any, ctx: RequestContext, alters: Mapping[int, _Alter], legacy: bool) -> Any:
     """Each resource altered by the function for its type (``validate_only`` passed on), its
-    failure turned into its own error code and message: both AlterConfigs APIs answer so."""
+    failure turned into its own error code and message, as Kafka answers both AlterConfigs APIs.
+    Whatever goes wrong with one resource is that resource's answer; the connection stays."""
+    counts = Counter((r.resource_type, r.resource_name) for r in request.resources)
     responses = []
     for resource in request.resources:
         code, message = ErrorCode.none, None
-        alter = alters.get(resource.resource_type)
         try:
-            if alter is None:
-                code, message = (
-                    ErrorCode.invalid_request,
-                    f"unsupported resource type {resource.resource_type}",
-                )
-            else:
-                alter(resource, ctx, request.validate_only)
+            _preprocess(resource, ctx, legacy, counts[(resource.resource_type, resource.resource_name)])
+            alter = alters.get(resource.resource_type)
+            if alter is None:  # CLIENT_METRICS: no subscriptions on this broker
+                raise _Fail(ErrorCode.invalid_request, f"Unknown resource type {resource.resource_type}")
+            alter(resource, ctx, request.validate_only)
         except _Fail as fail:
-            code, message = fail.code, str(fail)
+            code, message = fail.code, fail.message
         except (InvalidConfigError, ConfigError) as error:
             code, message = ErrorCode.invalid_config, str(error)
         except (AdminFailure, GroupRequestError) as error:
             failure = failure_of(error)
             code, message = failure.code, str(failure)
+        except Exception:  # a bug: Kafka answers UNKNOWN_SERVER_ERROR and keeps the connection
+            logger.exception("altering configs of %s failed", resource.resource_name)
+            code, message = ErrorCode.unknown_server_error, None
         responses.append(
             ctx.build(
                 "AlterConfigsResourceResponse",
@@ -312,26 +375,75 @@ def _alter_resources(request: Any, ctx: RequestContext, alters: Mapping[int, _Al
     return ctx.build(throttle_time=NO_THROTTLE, responses=tuple(responses))
 
 
+_RESOURCE_TYPES = frozenset({TOPIC, BROKER, GROUP, CLIENT_METRICS})
+
+
+def _preprocess(resource: Any, ctx: RequestContext, legacy: bool, occurrences: int) -> None:
+    """Kafka's checks before any resource is looked at, in its order."""
+    if occurrences > 1:
+        raise _Fail(ErrorCode.invalid_request, "Each resource must appear at most once.")
+    names = [c.name for c in resource.configs]
+    if len(set(names)) != len(names):
+        raise _Fail(ErrorCode.invalid_request, "Error due to duplicate config keys")
+    nulls = [c.name for c in resource.configs if c.value is None and (legacy or c.config_operation != DELETE)]
+    if nulls:
+        raise _Fail(ErrorCode.invalid_request, "Null value not supported for : " + ", ".join(nulls))
+    kind = resource.resource_type
+    if kind not in _RESOURCE_TYPES or (legacy and kind == BROKER_LOGGER):
+        raise _Fail(ErrorCode.invalid_request, f"Unknown resource type {kind}")
+    if kind == BROKER and resource.resource_name != "":
+        _check_node_id(resource.resource_name, ctx)
+    if kind == TOPIC and resource.resource_name == "":
+        raise _Fail(ErrorCode.invalid_request, "Default topic resources are not allowed.")
+    if not legacy and kind == BROKER:  # the broker checks these; the controller meets the others
+        for config in resource.configs:
+            if config.config_operation not in (SET, DELETE, APPEND, SUBTRACT):
+                raise _Fail(ErrorCode.invalid_request, f"Unknown operations type {config.config_operation}")
+
+
+def _check_node_id(name: str, ctx: RequestContext) -> None:
+    try:
+        node = int(name)
+    except ValueError:
+        raise _Fail(ErrorCode.invalid_request, f"Node id must be an integer, but it is: {name}") from None
+    if node != ctx.broker.node_id:
+        raise _Fail(
+            ErrorCode.invalid_request,
+            f"Unexpected broker id, expected {ctx.broker.node_id}, but received {name}",
+        )
+
+
 def handle_incremental_alter_configs(request: Any, ctx: RequestContext) -> Any:
-    return _alter_resources(request, ctx, {GROUP: _alter_group, TOPIC: _alter_topic, BROKER: _alter_broker})
+    alters = {GROUP: _alter_group, TOPIC: _alter_topic, BROKER: _alter_broker}
+    return _alter_resources(request, ctx, alters, legacy=False)
 
 
 def handle_alter_configs(request: Any, ctx: RequestContext) -> Any:
     """The legacy AlterConfigs (API 33): a resource's dynamic configs are replaced by the ones
     given, so a config left out goes back to its default."""
-    return _alter_resources(request, ctx, {TOPIC: _replace_topic, BROKER: _replace_broker_configs})
+    alters = {TOPIC: _replace_topic, BROKER: _replace_broker_configs, GROUP: _replace_group}
+    return _alter_resources(request, ctx, alters, legacy=True)
 
 
 def _given(resource: Any) -> dict[str, str]:
     return {c.name: c.value for c in resource.configs if c.value is not None}
 
 
-def _replace_topic(resource: Any, ctx: RequestContext, validate_only: bool) -> None:
+def _topic_of(resource: Any, ctx: RequestContext) -> Any:
     topic = ctx.broker.topics.get(resource.resource_name)
     if topic is None:
-        raise _Fail(ErrorCode.unknown_topic_or_partition, f"no topic {resource.resource_name}")
+        raise _Fail(
+            ErrorCode.unknown_topic_or_partition, f"The topic '{resource.resource_name}' does not exist."
+        )
+    return topic
+
+
+def _replace_topic(resource: Any, ctx: RequestContext, validate_only: bool) -> None:
+    topic = _topic_of(resource, ctx)
     validated = validate_topic_configs(_given(resource))
-    if not validate_only:
+    if validate_only:
+        ctx.broker.check_topic_configs(validated)
+    else:
         ctx.broker.alter_topic_configs(topic.name, validated)
 
 
@@ -340,92 +452,190 @@ def _replace_broker_configs(resource: Any, ctx: RequestContext, validate_only: b
 
 
 def _replace_broker(name: str, updated: dict[str, str], ctx: RequestContext, validate_only: bool) -> None:
-    if name not in ("", str(ctx.broker.node_id)):
-        raise _Fail(ErrorCode.invalid_request, _unexpected_broker(ctx, name))
-    for key in updated:
-        if key not in DYNAMIC_BROKER_KEYS:
-            raise InvalidConfigError(f"broker config {key!r} cannot be changed at runtime")
-    ctx.broker.static_config.with_overrides(updated)  # validates
+    """Kafka validates a broker change on the broker and answers a bad one INVALID_REQUEST (its
+    KAFKA-13609), naming the value as it does for topics."""
+    fixed = sorted(k for k in updated if k in SETTINGS and k not in DYNAMIC_BROKER_KEYS)
+    if fixed:
+        raise _Fail(
+            ErrorCode.invalid_request, f"Cannot update these configs dynamically: [{', '.join(fixed)}]"
+        )
+    try:
+        for key, value in updated.items():
+            check_broker_value(key, value)
+        changed = ctx.broker.static_config.with_overrides(updated)  # validates
+        _check_thread_counts(ctx.broker.config, changed)
+    except (InvalidConfigError, ConfigError) as error:
+        raise _Fail(ErrorCode.invalid_request, str(error)) from None
     if not validate_only:
         ctx.broker.alter_broker_configs(updated, cluster_default=name == "")
 
 
-def _apply(current: dict[str, str], configs: Any, lists: Any = None) -> dict[str, str]:
-    """The configs after the operations; ``lists(name)`` gives a list config's current items for
-    APPEND and SUBTRACT (only topics have list configs)."""
+# Thread counts Kafka changes at runtime, by at most a factor of two either way (its
+# DynamicThreadPool, the socket server's and the log cleaner's reconfiguration checks); stored
+# only here, checked as Kafka checks them.
+_THREAD_POOLS = ("num.io.threads", "num.network.threads", "num.replica.fetchers", "background.threads")
+_THREAD_POOLS_ALSO = ("num.recovery.threads.per.data.dir",)
+
+
+def _check_thread_counts(current: Any, changed: Any) -> None:
+    for key in (*_THREAD_POOLS, *_THREAD_POOLS_ALSO):
+        old, new = current[key], changed[key]
+        if new == old:
+            continue
+        failed = f"Dynamic thread count update validation failed for {key}={new}"
+        if new <= 0:
+            raise ConfigError(f"{failed}, value should be at least 1")
+        if new < old // 2:
+            raise ConfigError(f"{failed}, value should be at least half the current value {old}")
+        if new > old * 2:
+            raise ConfigError(f"{failed}, value should not be greater than double the current value {old}")
+    old, new = current["log.cleaner.threads"], changed["log.cleaner.threads"]
+    if new < 1:
+        raise ConfigError("Log cleaner threads should be at least 1")
+    if new < old // 2:
+        raise ConfigError(f"Log cleaner threads cannot be reduced to less than half the current value {old}")
+    if new > old * 2:
+        raise ConfigError(
+            f"Log cleaner threads cannot be increased to more than double the current value {old}"
+        )
+
+
+def _apply(
+    current: Mapping[str, str],
+    configs: Any,
+    default: Callable[[str], str | None],
+    is_list: Callable[[str], bool],
+    not_a_list: Callable[[str, int], str] | None = None,
+) -> dict[str, str]:
+    """The configs after the operations, as Kafka's controller computes them: APPEND and SUBTRACT
+    start from the current value, else the config's built-in default, split on commas (empty items
+    dropped), and add or remove the given items as they are (not trimmed)."""
     updated = dict(current)
-    for config in configs:
-        if config.config_operation in (APPEND, SUBTRACT) and lists is not None:
-            items = lists(config.name, updated)
-            if items is None:
-                raise InvalidConfigError(
-                    f"Config value append is not allowed for config key: {config.name}"
-                    if config.config_operation == APPEND
-                    else f"Config value subtract is not allowed for config key: {config.name}"
-                )
-            given = [v.strip() for v in (config.value or "").split(",") if v.strip()]
-            if config.config_operation == APPEND:
-                items = items + [v for v in given if v not in items]
-            else:
-                items = [v for v in items if v not in given]
-            updated[config.name] = ",".join(items)
-        elif config.config_operation == SET:
-            if config.value is None:
-                raise _Fail(ErrorCode.invalid_config, f"{config.name}: SET needs a value")
+    for config in java_hash_order(configs):
+        op = config.config_operation
+        if op not in (SET, DELETE, APPEND, SUBTRACT):  # Kafka's controller fails on it
+            raise _Fail(ErrorCode.unknown_server_error, None)
+        if op == SET:
             updated[config.name] = config.value
-        elif config.config_operation == DELETE:
+        elif op == DELETE:
             updated.pop(config.name, None)
         else:
-            raise _Fail(ErrorCode.invalid_config, f"{config.name}: only SET and DELETE are supported")
+            if not is_list(config.name):
+                raise InvalidConfigError((not_a_list or _not_a_list)(config.name, op))
+            base = updated.get(config.name, default(config.name))
+            items = [item for item in (base or "").split(",") if item]
+            for item in _java_split(config.value):
+                if op == APPEND:
+                    if item not in items:
+                        items.append(item)
+                elif item in items:
+                    items.remove(item)
+            updated[config.name] = ",".join(items)
     return updated
 
 
+def java_hash_order(configs: Any) -> list[Any]:
+    """The configs in the order Kafka's controller meets them: a Java ``HashMap`` by name (its
+    first failure is the one answered), buckets by the spread ``String.hashCode``, in insertion
+    order within a bucket."""
+    items = list(configs)
+    size = 16
+    while len(items) > size * 3 // 4:
+        size *= 2
+
+    def bucket(name: str) -> int:
+        h = 0
+        for unit in name.encode("utf-16-be").hex(" ", 2).split():
+            h = (31 * h + int(unit, 16)) & 0xFFFFFFFF
+        return (h ^ (h >> 16)) & (size - 1)
+
+    return sorted(items, key=lambda config: bucket(config.name))  # stable: insertion order kept
+
+
+def _not_a_list(name: str, op: int) -> str:
+    verb = "APPEND" if op == APPEND else "SUBTRACT"
+    return f"Can't {verb} to key {name} because its type is not LIST."
+
+
+def _java_split(text: str) -> list[str]:
+    """Java's ``String.split(",")``: trailing empty strings dropped, but ``""`` gives ``[""]``."""
+    if text == "":
+        return [""]
+    parts = text.split(",")
+    while parts and parts[-1] == "":
+        parts.pop()
+    return parts
+
+
 def _alter_topic(resource: Any, ctx: RequestContext, validate_only: bool) -> None:
-    topic = ctx.broker.topics.get(resource.resource_name)
-    if topic is None:
-        raise _Fail(ErrorCode.unknown_topic_or_partition, f"no topic {resource.resource_name}")
-    effective = effective_topic_configs(topic.configs, ctx.broker.config)
+    topic = _topic_of(resource, ctx)
 
-    def lists(name: str, current: dict[str, str]) -> list[str] | None:
+    def default(name: str) -> str | None:
         setting = TOPIC_SETTINGS.get(name)
-        if setting is None:
-            raise InvalidConfigError(f"Unknown topic config name: {name}")
-        if setting.type is not ConfigType.LIST:
-            return None
-        text = current[name] if name in current else effective[name][0]
-        return [v.strip() for v in text.split(",") if v.strip()]
+        return None if setting is None else setting.default
 
-    updated = _apply(topic.configs, resource.configs, lists)
-    validate_topic_configs(updated)
-    if not validate_only:
-        ctx.broker.alter_topic_configs(topic.name, updated)
+    def is_list(name: str) -> bool:
+        setting = TOPIC_SETTINGS.get(name)
+        return setting is not None and setting.type is ConfigType.LIST
+
+    updated = _apply(topic.configs, resource.configs, default, is_list)
+    validated = validate_topic_configs(updated)
+    if validate_only:
+        ctx.broker.check_topic_configs(validated)
+    else:
+        ctx.broker.alter_topic_configs(topic.name, validated)
 
 
 def _alter_broker(resource: Any, ctx: RequestContext, validate_only: bool) -> None:
     """BROKER "<node id>" alters this broker's own dynamic configs; BROKER "" the cluster defaults."""
     name = resource.resource_name
-    if name not in ("", str(ctx.broker.node_id)):
-        raise _Fail(ErrorCode.invalid_request, _unexpected_broker(ctx, name))
     registry = ctx.broker.topics
     current = registry.cluster_defaults if name == "" else registry.broker_overrides
-    _replace_broker(name, _apply(current, resource.configs), ctx, validate_only)
+
+    def default(key: str) -> str | None:
+        setting = SETTINGS.get(key)
+        return None if setting is None else config_text(setting.default)
+
+    def is_list(key: str) -> bool:
+        return key in BROKER_LIST_KEYS
+
+    def not_a_list(key: str, op: int) -> str:  # the broker checks this before the controller does
+        verb = "append" if op == APPEND else "subtract"
+        return f"Config value {verb} is not allowed for config key: {key}"
+
+    updated = _apply(current, resource.configs, default, is_list, not_a_list)
+    _replace_broker(name, updated, ctx, validate_only)
 
 
 def _alter_group(resource: Any, ctx: RequestContext, validate_only: bool) -> None:
     changes: dict[str, str | None] = {}
-    for config in resource.configs:
+    for config in java_hash_order(resource.configs):
+        if config.config_operation not in (SET, DELETE, APPEND, SUBTRACT):
+            raise _Fail(ErrorCode.unknown_server_error, None)
         if config.config_operation == SET:
-            if config.value is None:
-                raise _Fail(ErrorCode.invalid_config, f"{config.name}: SET needs a value")
             changes[config.name] = config.value
         elif config.config_operation == DELETE:
             changes[config.name] = None
         else:
-            raise _Fail(ErrorCode.invalid_config, f"{config.name}: only SET and DELETE are supported")
-    records = coordinator(ctx).alter_configs(resource.resource_name, changes, validate_only=validate_only)
+            raise InvalidConfigError(_not_a_list(config.name, config.config_operation))
+    _change_group(resource.resource_name, changes, ctx, validate_only)
+
+
+def _replace_group(resource: Any, ctx: RequestContext, validate_only: bool) -> None:
+    """Legacy AlterConfigs on a group: its overrides become the ones given."""
+    given: dict[str, str | None] = dict(_given(resource))
+    current = coordinator(ctx).group_overrides(resource.resource_name)
+    changes = {**{name: None for name in current if name not in given}, **given}
+    _change_group(resource.resource_name, changes, ctx, validate_only)
+
+
+def _change_group(
+    group: str, changes: dict[str, str | None], ctx: RequestContext, validate_only: bool
+) -> None:
+    records = coordinator(ctx).alter_configs(group, changes, validate_only=validate_only)
     persist_records(ctx, records)
     if records:
-        group_config_changed(ctx, resource.resource_name)
+        group_config_changed(ctx, group)
 
 
 def _unexpected_broker(ctx: RequestContext, name: str) -> str:
@@ -433,13 +643,12 @@ def _unexpected_broker(ctx: RequestContext, name: str) -> str:
 
 
 class _Fail(Exception):
-    def __init__(self, code: ErrorCode, message: str) -> None:
+    def __init__(self, code: ErrorCode, message: str | None) -> None:
         super().__init__(message)
         self.code = code
+        self.message = message
 
 
-CLIENT_METRICS = 16
-BROKER_LOGGER = 8
 # v0 was ListClientMetricsResources; v1 (Kafka 4.1, KIP-1142) lists any config resource type.
 # BROKER_LOGGER is left out: shareq has no per-logger configs to describe.
 _LISTABLE = {0: (CLIENT_METRICS,), 1: (GROUP, CLIENT_METRICS, BROKER, TOPIC)}

@@ -61,7 +61,7 @@ def handle_metadata(request: Any, ctx: RequestContext) -> Any:
         node_id=broker.node_id,
         host=ctx.advertised_host,
         port=ctx.advertised_port,
-        rack=None,
+        rack=broker.config["broker.rack"],
     )
     return ctx.build(
         throttle_time=NO_THROTTLE,

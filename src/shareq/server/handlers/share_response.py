@@ -174,7 +174,7 @@ class ShareReply(DirectResponse):
                     node_id=broker.node_id,
                     host=ctx.advertised_host,
                     port=ctx.advertised_port,
-                    rack=None,
+                    rack=broker.config["broker.rack"],
                 ),
             ),
         )

@@ -45,7 +45,10 @@ def handle_create_topics(request: Any, ctx: RequestContext) -> Any:
                     ErrorCode.invalid_replication_factor,
                     f"replication factor {wanted.replication_factor} exceeds the 1 broker available",
                 )
-            validate_topic_configs(configs)
+            nulls = [name for name, value in configs.items() if value is None]
+            if nulls:
+                raise InvalidConfigError("Null value not supported for topic configs: " + ", ".join(nulls))
+            broker.check_topic_configs(validate_topic_configs(configs))
             if not validate_only:
                 topic_id = broker.create_topic(wanted.name, partitions, configs).topic_id
         except _Fail as fail:
@@ -108,6 +111,8 @@ def handle_delete_topics(request: Any, ctx: RequestContext) -> Any:
             topic = broker.topics.get(resolved)
             if topic is None:
                 code = ErrorCode.unknown_topic_or_partition
+            elif not broker.config["delete.topic.enable"]:  # Kafka's switch, off
+                code = ErrorCode.topic_deletion_disabled
             else:
                 topic_id = topic.topic_id
                 broker.delete_topic(resolved)

@@ -97,7 +97,7 @@ class ShareServices:
         props = {
             name: str(value)
             for name, value in config.items()
-            if name.startswith(("group.share.", "group.consumer.", "shareq.redelivery."))
+            if name.startswith(("group.share.", "group.consumer.", "group.streams.", "shareq.redelivery."))
             and value != _default(name)
         }
         self.broker_config = ShareBrokerConfig.from_properties(props)
