@@ -32,6 +32,12 @@ DLQ_TOPIC_NAME = "errors.deadletterqueue.topic.name"
 DLQ_COPY_RECORD_ENABLE = "errors.deadletterqueue.copy.record.enable"
 CONSUMER_SESSION_TIMEOUT_MS = "consumer.session.timeout.ms"
 CONSUMER_HEARTBEAT_INTERVAL_MS = "consumer.heartbeat.interval.ms"
+SHARE_ORDERING = "shareq.share.ordering"
+"""``none`` (Kafka's unordered sharing) or ``key``: a key's records are held by one member at a time,
+in offset order (see docs/key-ordering.md)."""
+SHARE_KEY_LOOKAHEAD = "shareq.share.key.lookahead"
+"""How many records past the next fetch offset a ``key`` group's acquisition may look at to find
+records whose key is not blocked."""
 
 GROUP_CONFIG_NAMES: tuple[str, ...] = (
     RECORD_LOCK_DURATION_MS,
@@ -47,9 +53,14 @@ GROUP_CONFIG_NAMES: tuple[str, ...] = (
     DLQ_COPY_RECORD_ENABLE,
     CONSUMER_SESSION_TIMEOUT_MS,
     CONSUMER_HEARTBEAT_INTERVAL_MS,
+    SHARE_ORDERING,
+    SHARE_KEY_LOOKAHEAD,
 )
 
 ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
+ORDERING_MODES = ("none", "key")
+KEY_LOOKAHEAD_DEFAULT = 5_000
+KEY_LOOKAHEAD_BOUNDS = (1, 1_000_000)
 
 
 class ConfigSource(enum.IntEnum):
@@ -151,6 +162,10 @@ class ShareGroupConfig:
     renew_acknowledge_enable: bool = True
     consumer_session_timeout_ms: int = 45_000
     consumer_heartbeat_interval_ms: int = 5_000
+    ordering: str = "none"
+    """``shareq.share.ordering``: ``none`` or ``key``."""
+    key_lookahead: int = KEY_LOOKAHEAD_DEFAULT
+    """``shareq.share.key.lookahead``: records a ``key`` acquisition may look past blocked ones."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -293,6 +308,10 @@ def resolve_group_config(overrides: Mapping[str, str], broker: ShareBrokerConfig
             f"{CONSUMER_HEARTBEAT_INTERVAL_MS} ({consumer_heartbeat}) must be less than "
             f"{CONSUMER_SESSION_TIMEOUT_MS} ({consumer_session})"
         )
+    ordering = overrides.get(SHARE_ORDERING, "none").strip().lower()
+    if ordering not in ORDERING_MODES:
+        raise _invalid(f"{SHARE_ORDERING} must be one of {', '.join(ORDERING_MODES)}, got {ordering!r}")
+    lookahead = num(SHARE_KEY_LOOKAHEAD, KEY_LOOKAHEAD_DEFAULT, *KEY_LOOKAHEAD_BOUNDS)
     return ShareGroupConfig(
         record_lock_duration_ms=lock,
         delivery_count_limit=count,
@@ -307,6 +326,8 @@ def resolve_group_config(overrides: Mapping[str, str], broker: ShareBrokerConfig
         renew_acknowledge_enable=renew,
         consumer_session_timeout_ms=consumer_session,
         consumer_heartbeat_interval_ms=consumer_heartbeat,
+        ordering=ordering,
+        key_lookahead=lookahead,
     )
 
 
@@ -324,7 +345,13 @@ _BROKER_DEFAULT_ATTR = {
 }
 
 
-_GROUP_ONLY_DEFAULTS = {DLQ_TOPIC_NAME: "", DLQ_COPY_RECORD_ENABLE: "false", RENEW_ACKNOWLEDGE_ENABLE: "true"}
+_GROUP_ONLY_DEFAULTS = {
+    DLQ_TOPIC_NAME: "",
+    DLQ_COPY_RECORD_ENABLE: "false",
+    RENEW_ACKNOWLEDGE_ENABLE: "true",
+    SHARE_ORDERING: "none",
+    SHARE_KEY_LOOKAHEAD: str(KEY_LOOKAHEAD_DEFAULT),
+}
 
 
 def describe_group_config(overrides: Mapping[str, str], broker: ShareBrokerConfig) -> tuple[ConfigEntry, ...]:

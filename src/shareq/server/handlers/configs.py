@@ -59,7 +59,12 @@ GROUP = 32
 # ConfigType values of the protocol (DescribeConfigs v3+).
 _TYPES = {bool: 1, str: 2, int: 5, float: 6}
 _GROUP_STRING_CONFIGS = frozenset(
-    {"share.auto.offset.reset", "share.isolation.level", "errors.deadletterqueue.topic.name"}
+    {
+        "share.auto.offset.reset",
+        "share.isolation.level",
+        "errors.deadletterqueue.topic.name",
+        "shareq.share.ordering",
+    }
 )
 _GROUP_BOOLEAN_CONFIGS = frozenset(
     {"errors.deadletterqueue.copy.record.enable", "share.renew.acknowledge.enable"}
