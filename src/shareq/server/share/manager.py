@@ -22,6 +22,8 @@ from kio.schema.errors import ErrorCode
 from shareq.coordinators.group import ShareGroupConfig
 from shareq.log.batch import LOG_OVERHEAD
 from shareq.log.errors import LogError, OffsetOutOfRangeError
+from shareq.log.key_hashes import KeyHashIndex
+from shareq.log.partition_log import PartitionLog
 from shareq.log.share_control import visible_batches
 from shareq.log.transactions import stable_batches, subtract_ranges
 from shareq.share import (
@@ -35,6 +37,7 @@ from shareq.share import (
     SharePartition,
     ShareRequestError,
 )
+from shareq.share.key_order import KeyView
 from shareq.share.persister import PersisterError, SharePartitionKey, refused
 
 from ..errors import persister_error_code
@@ -84,6 +87,8 @@ class SharePartitionManager:
         self._partitions: dict[SharePartitionKey, SharePartition] = {}
         self._loading: dict[SharePartitionKey, asyncio.Future[SharePartition]] = {}
         self._waiters: dict[SharePartitionKey, set[asyncio.Future[None]]] = {}
+        self._key_hashes: dict[tuple[uuid.UUID, int], KeyHashIndex] = {}
+        """Key hashes of the partitions a key-ordered group reads (made on its first read)."""
 
     # -- cache ---------------------------------------------------------------------------------
 
@@ -175,6 +180,10 @@ class SharePartitionManager:
         if partition is None or max_records <= 0:
             return NOTHING
         plog = partition.log
+        group = self._services.coordinator.group_config(sp.key.group_id)
+        by_key = group.ordering == "key"
+        # a key-ordered group reads ahead past records whose key is held (bounded lookahead)
+        reach = max(max_records, group.key_lookahead) if by_key else max_records
         offset = sp.next_fetch_offset()
         if offset < plog.log_start_offset:  # retention or DeleteRecords passed the SPSO
             self.update_log_start(sp, plog.log_start_offset)
@@ -183,7 +192,7 @@ class SharePartitionManager:
             return NOTHING
         read = 0
         while True:  # past reads that held share state alone (see share_control.py)
-            end = sp.read_end(max_records)
+            end = sp.read_end(reach)
             if end is None:  # the window is full: reading would only be thrown away
                 return NOTHING
             try:
@@ -221,8 +230,9 @@ class SharePartitionManager:
             batches = kept
             if not batches:
                 return NOTHING
+        keys = self._key_view(sp, plog, batches[-1][1]) if by_key else None
         result = sp.acquire(
-            member, batches, max_records=max_records, batch_size=batch_size, mode=mode, now=now
+            member, batches, max_records=max_records, batch_size=batch_size, mode=mode, now=now, keys=keys
         )
         if seen.trailing:  # moves the end offset only if the acquisition reached the run
             sp.pass_absent(*seen.hidden[-1])
@@ -236,6 +246,15 @@ class SharePartitionManager:
         if not ranges:
             return Acquired((), b"", 0, read)
         return Acquired(ranges, slice_batches(data.records, data.batches, ranges), count, read)
+
+    def _key_view(self, sp: SharePartition, plog: PartitionLog, last_read: int) -> KeyView:
+        """The key hash of every offset from the SPSO through the end offset or ``last_read``."""
+        where = (sp.key.topic_id, sp.key.partition)
+        index = self._key_hashes.get(where)
+        if index is None or index.log is not plog:
+            index = self._key_hashes[where] = KeyHashIndex(plog)
+        first = sp.spso
+        return KeyView(first, index.hashes(first, max(sp.end_offset - 1, last_read)))
 
     def _archive_aborted(
         self,
@@ -386,7 +405,8 @@ class SharePartitionManager:
             services.dead_letters.notify(sp.key)
         for follow in done.writes:  # includes the SPSO catch-up after writes raced each other
             self.spawn_write(sp, follow)
-        if done.records_released or not ok or done.spso != spso:  # the SPSO moving opens the window
+        # the SPSO moving opens the window; in a key-ordered group any acknowledgement may free a key
+        if done.records_released or not ok or done.spso != spso or sp.key_stats is not None:
             self.wake(sp.key)
         services.schedule_from(sp)
         return code

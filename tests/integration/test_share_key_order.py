@@ -1,0 +1,241 @@
+"""Key-ordered share groups with real clients: the ordering checker, and the edge cases (null keys,
+compressed batches, read_committed transactions, a DLQ, switching a group from none to key).
+
+The checker runs 8 librdkafka ShareConsumers in 4 processes on one topic (1 and 4 partitions) with
+many keys and one hot key holding 10% of the records; consumers pause at random and RELEASE a few
+records; one consumer process is SIGKILLed mid-run, then the broker is SIGKILLed and restarted.
+Every receive and acknowledgement is logged on the host clock. It checks that every record is
+accepted (the durable SPSO reaches the end), that for every key the offsets of its confirmed
+ACCEPTs are strictly increasing, and that no two consumers held records of one key at once (a hold
+runs from the receive to the sending of its acknowledgement, for acknowledgements the broker
+confirmed: those are the leases it honoured).
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+from broker_harness import BrokerProcess, spawn
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+from share_consumers import FAST, SHARE_BROKER, as_pairs, create_topic, user_records
+
+from shareq.embedded import EmbeddedBroker
+from shareq.share.persister import SharePartitionKey
+
+pytestmark = [pytest.mark.integration]
+
+WORKER = Path(__file__).with_name("key_order_worker.py")
+GROUP = "kg"
+
+
+def set_group(bootstrap: str, group: str, **configs: str) -> None:
+    """IncrementalAlterConfigs on the GROUP resource, as any Kafka admin client sends it."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    resource = ConfigResource(
+        ResourceType.GROUP,
+        group,
+        incremental_configs=[
+            ConfigEntry(k.replace("_", "."), v, incremental_operation=AlterConfigOpType.SET)
+            for k, v in configs.items()
+        ],
+    )
+    admin.incremental_alter_configs([resource])[resource].result(timeout=15)
+
+
+def produce_keyed(bootstrap: str, topic: str, keys: list[bytes], **extra: object) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, **FAST, **extra})
+    for seq, key in enumerate(keys):
+        producer.produce(topic, key=key, value=b"%s|%d|%s" % (key, seq, b"x" * 60))
+        if seq % 1000 == 999:
+            producer.poll(0)
+    assert producer.flush(20) == 0
+
+
+class Checked:
+    """What the logs say: holds, confirmed accepts, counts."""
+
+    def __init__(self, lines: list[str]) -> None:
+        received: dict[tuple[str, int, int], float] = {}
+        self.holds: dict[tuple[int, str], list[tuple[float, float, str]]] = defaultdict(list)
+        self.accepts: dict[tuple[int, str], list[tuple[float, int]]] = defaultdict(list)
+        self.confirmed: set[tuple[int, int]] = set()
+        self.keys: set[str] = set()
+        for line in lines:
+            f = line.split()
+            if f[0] == "R":
+                received[(f[1], int(f[2]), int(f[3]))] = float(f[5])
+                self.keys.add(f[4])
+            elif f[0] == "A" and f[7] == "1":
+                cid, part, off, key, kind, sent = f[1], int(f[2]), int(f[3]), f[4], f[5], float(f[6])
+                got = received.get((cid, part, off))
+                assert got is not None, line
+                self.holds[(part, key)].append((got, sent, cid))
+                if kind == "ACCEPT":
+                    self.accepts[(part, key)].append((sent, off))
+                    self.confirmed.add((part, off))
+
+    def overlaps(self) -> list[str]:
+        """Holds of one key by two consumers at once."""
+        bad = []
+        for key, holds in self.holds.items():
+            active: list[tuple[float, str]] = []  # (end, consumer) of holds begun so far
+            for start, end, cid in sorted(holds):
+                active = [(e, c) for e, c in active if e > start]
+                bad += [f"{key}: {c} until {e:.6f}, {cid} from {start:.6f}" for e, c in active if c != cid]
+                active.append((end, cid))
+        return bad
+
+    def disorder(self) -> list[str]:
+        bad = []
+        for key, accepts in self.accepts.items():
+            offsets = [o for _, o in sorted(accepts)]
+            if any(b <= a for a, b in itertools.pairwise(offsets)):
+                bad.append(f"{key}: {offsets}")
+        return bad
+
+
+def read_logs(paths: list[Path]) -> list[str]:
+    lines: list[str] = []
+    for p in paths:
+        if p.exists():
+            lines += [x for x in p.read_text().splitlines() if x.strip()]
+    return lines
+
+
+def confirmed_count(paths: list[Path]) -> int:
+    return len(
+        {
+            (f[2], f[3])
+            for f in (x.split() for x in read_logs(paths))
+            if f[0] == "A" and f[5] == "ACCEPT" and f[7] == "1"
+        }
+    )
+
+
+def wait_for(condition, timeout: float) -> bool:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def settle(logs: list[Path], total: int, idle: float = 3.0, timeout: float = 60) -> None:
+    """Until every record is confirmed, or nothing new was confirmed for ``idle`` seconds (an
+    acknowledgement that became durable while its reply was lost to the broker's kill is never
+    confirmed; the durable state says whether it was done)."""
+    deadline = time.monotonic() + timeout
+    seen, since = -1, time.monotonic()
+    while time.monotonic() < deadline:
+        count = confirmed_count(logs)
+        if count >= total:
+            return
+        if count != seen:
+            seen, since = count, time.monotonic()
+        elif time.monotonic() - since > idle:
+            return
+        time.sleep(0.05)
+
+
+def spso_reaches_end(
+    data: Path, config: dict[str, str], topic: str, partitions: int
+) -> list[tuple[int, int, int]]:
+    with EmbeddedBroker(data, config=config) as reopened:
+        share = reopened.broker.share
+        info = reopened.broker.topics.get(topic)
+        assert share is not None and info is not None
+
+        async def spsos() -> list[tuple[int, int, int]]:
+            out = []
+            for part in range(partitions):
+                sp = await share.partitions.get(
+                    SharePartitionKey(group_id=GROUP, topic_id=info.topic_id, partition=part)
+                )
+                plog = reopened.broker.partition(topic, part)
+                assert plog is not None
+                end, count = user_records(plog.log)
+                out.append((sp.spso, end, count))
+            return out
+
+        result: list[tuple[int, int, int]] = reopened.run(spsos())
+        return result
+
+
+@pytest.mark.timeout(150)
+@pytest.mark.parametrize("partitions", [1, 4])
+def test_ordering_checker(tmp_path: Path, partitions: int) -> None:
+    config = dict(SHARE_BROKER)
+    broker = BrokerProcess(tmp_path / "data", *as_pairs(config))
+    broker.start()
+    topic = "ordered"
+    total = 6000
+    rnd = random.Random(partitions)
+    keys = [b"hot" if rnd.random() < 0.1 else b"k%d" % rnd.randrange(3000) for _ in range(total)]
+    logs = [tmp_path / f"worker{i}.log" for i in range(4)]
+    stop = tmp_path / "stop"
+    workers: list[subprocess.Popen[str]] = []
+    kills = 0
+    try:
+        create_topic(broker.bootstrap, topic, partitions)
+        set_group(
+            broker.bootstrap, GROUP, **{"shareq.share.ordering": "key", "share.delivery.count.limit": "10"}
+        )
+        produce_keyed(broker.bootstrap, topic, keys, **{"linger.ms": 5})
+        workers = [
+            spawn(
+                [
+                    sys.executable,
+                    str(WORKER),
+                    broker.bootstrap,
+                    GROUP,
+                    topic,
+                    str(logs[i]),
+                    str(stop),
+                    "2",
+                    str(i),
+                ],
+                env=os.environ.copy(),
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+            )
+            for i in range(4)
+        ]
+        assert wait_for(lambda: confirmed_count(logs) >= total // 5, 40), "no progress"
+        workers[0].send_signal(signal.SIGKILL)  # a consumer process dies holding records
+        workers[0].wait(10)
+        kills += 1
+        assert wait_for(lambda: confirmed_count(logs) >= total // 2, 40), "no progress after the kill"
+        broker.kill()  # and the broker, with records in flight
+        broker.start()
+        kills += 1
+        settle(logs, total)
+    finally:
+        stop.touch()
+        for w in workers[1:]:
+            try:
+                w.wait(20)
+            except subprocess.TimeoutExpired:
+                w.kill()
+        broker.kill()
+    checked = Checked(read_logs(logs))
+    assert checked.overlaps() == []
+    assert checked.disorder() == []
+    ends = spso_reaches_end(tmp_path / "data", config, topic, partitions)
+    assert all(spso >= end for spso, end, _ in ends), ends
+    assert sum(count for _, _, count in ends) == total
+    holds = sum(len(h) for h in checked.holds.values())
+    print(
+        f"checker: {total} records, {len(checked.keys)} keys, {holds} holds checked, "
+        f"{len(checked.confirmed)} confirmed accepts, {kills} kills survived"
+    )
