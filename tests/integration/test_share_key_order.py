@@ -21,14 +21,25 @@ import subprocess
 import sys
 import time
 from collections import defaultdict
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from broker_harness import BrokerProcess, spawn
-from confluent_kafka import Producer
+from confluent_kafka import AcknowledgeType, Consumer, Producer, ShareConsumer
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
-from share_consumers import FAST, SHARE_BROKER, as_pairs, create_topic, user_records
+from share_consumers import (
+    FAST,
+    SHARE_BROKER,
+    as_pairs,
+    create_topic,
+    poll_values,
+    share_consumer,
+    user_records,
+)
 
+from shareq.client import Admin
 from shareq.embedded import EmbeddedBroker
 from shareq.share.persister import SharePartitionKey
 
@@ -239,3 +250,216 @@ def test_ordering_checker(tmp_path: Path, partitions: int) -> None:
         f"checker: {total} records, {len(checked.keys)} keys, {holds} holds checked, "
         f"{len(checked.confirmed)} confirmed accepts, {kills} kills survived"
     )
+
+
+# ---------------------------------------------------------------------------------- edge cases
+
+
+def holder(bootstrap: str, group: str, topic: str) -> ShareConsumer:
+    return share_consumer(bootstrap, group, [topic], **{"share.acknowledgement.mode": "explicit"})
+
+
+def take(consumer: ShareConsumer, until: Callable[[list[Any]], bool], timeout: float = 20) -> list[Any]:
+    """Poll until ``until``, accepting every record as it comes (sent with the next poll)."""
+    return poll_values(consumer, until, timeout, lambda m: consumer.acknowledge(m, AcknowledgeType.ACCEPT))
+
+
+def hold(consumer: ShareConsumer, n: int) -> list[Any]:
+    """One poll that returns records (``n`` of them), left unacknowledged."""
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        got = [m for m in consumer.poll(0.2) if m.error() is None]
+        if got:
+            assert len(got) == n, keys_of(got)
+            return got
+    raise AssertionError("nothing to hold")
+
+
+def keys_of(messages: list[Any]) -> list[bytes | None]:
+    return [m.key() for m in messages]
+
+
+def accept_all(consumer: ShareConsumer, messages: list[Any]) -> None:
+    for m in messages:
+        consumer.acknowledge(m, AcknowledgeType.ACCEPT)
+    consumer.commit_sync(10)
+
+
+def settle_acks(consumer: ShareConsumer) -> None:
+    consumer.commit_sync(10)
+
+
+def held_then_freed(
+    bootstrap: str,
+    group: str,
+    topic: str,
+    first: list[bytes | None],
+    then: list[bytes | None],
+    **producer: Any,
+) -> tuple[list[Any], list[Any]]:
+    """Consumer a takes and holds what ``first`` produced; ``then`` is produced; consumer b polls
+    until it has every record of ``then`` whose key a does not hold (a held key's records must not
+    come), a accepts, and b polls until it has the rest. Returns b's two takes."""
+    produce_list(bootstrap, topic, first, **producer)
+    a = holder(bootstrap, group, topic)
+    b = holder(bootstrap, group, topic)
+    try:
+        got_a = hold(a, len(first))
+        held = {m.key() for m in got_a if m.key() is not None}
+        produce_list(bootstrap, topic, then, **producer)
+        free = [k for k in then if k is None or k not in held]
+        early = take(b, lambda out: len(out) >= len(free), timeout=15)
+        early += take(b, lambda out: False, timeout=0.6)  # nothing more comes while a holds
+        settle_acks(b)
+        accept_all(a, got_a)
+        late = take(b, lambda out: len(out) >= len(then) - len(free))
+        settle_acks(b)
+        return early, late
+    finally:
+        a.close()
+        b.close()
+
+
+def produce_list(bootstrap: str, topic: str, keys: list[bytes | None], **extra: Any) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, **FAST, **extra})
+    for i, key in enumerate(keys):
+        producer.produce(topic, key=key, value=b"v%d" % i, partition=0)
+    assert producer.flush(15) == 0
+
+
+@pytest.fixture
+def embedded(tmp_path: Path) -> Iterator[EmbeddedBroker]:
+    with EmbeddedBroker(tmp_path / "d", config=SHARE_BROKER) as broker:
+        yield broker
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("codec", ["none", "gzip", "lz4", "zstd", "snappy"])
+def test_null_keys_are_unordered_and_a_held_key_waits(embedded: EmbeddedBroker, codec: str) -> None:
+    """Batches of any codec: the broker reads the keys inside them. A key a consumer holds is looked
+    past (its new records wait until it lets go, then come in order); null keys and other keys go
+    to the other consumer at once."""
+    bootstrap = embedded.bootstrap
+    create_topic(bootstrap, "t", 1)
+    set_group(bootstrap, "g", **{"shareq.share.ordering": "key"})
+    then = [b"k", None, b"j", b"k", None, b"j", b"k"]
+    early, late = held_then_freed(bootstrap, "g", "t", [b"k", b"k"], then, **{"compression.type": codec})
+    assert sorted(keys_of(early), key=str) == sorted([None, b"j", None, b"j"], key=str)
+    assert keys_of(late) == [b"k", b"k", b"k"]
+    assert [m.offset() for m in late] == sorted(m.offset() for m in late)
+
+
+@pytest.mark.timeout(60)
+def test_a_group_switched_from_none_to_key_honours_records_in_flight(embedded: EmbeddedBroker) -> None:
+    """Records a consumer holds from before the switch block their key for new acquisitions."""
+    bootstrap = embedded.bootstrap
+    create_topic(bootstrap, "t", 1)
+    set_group(bootstrap, "g", **{"share.auto.offset.reset": "earliest"})
+    produce_list(bootstrap, "t", [b"k", b"k"])
+    a = holder(bootstrap, "g", "t")
+    b = holder(bootstrap, "g", "t")
+    try:
+        got_a = hold(a, 2)
+        set_group(bootstrap, "g", **{"shareq.share.ordering": "key"})
+        produce_list(bootstrap, "t", [b"k", b"j"])
+        early = take(b, lambda out: len(out) >= 1)
+        early += take(b, lambda out: False, timeout=0.6)
+        assert keys_of(early) == [b"j"]
+        settle_acks(b)
+        accept_all(a, got_a)
+        late = take(b, lambda out: len(out) >= 1)
+        assert keys_of(late) == [b"k"]
+        settle_acks(b)
+    finally:
+        a.close()
+        b.close()
+
+
+@pytest.mark.timeout(60)
+def test_read_committed_transactions_in_key_order(embedded: EmbeddedBroker) -> None:
+    """read_committed: aborted records never come, markers are not records, and a key held by one
+    consumer waits for it across transactions."""
+    bootstrap = embedded.bootstrap
+    create_topic(bootstrap, "t", 1)
+    set_group(bootstrap, "g", **{"shareq.share.ordering": "key", "share.isolation.level": "read_committed"})
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": "tx", **FAST})
+    producer.init_transactions(15)
+
+    def txn(keys: list[bytes], commit: bool) -> None:
+        producer.begin_transaction()
+        for i, key in enumerate(keys):
+            producer.produce("t", key=key, value=b"%s-%d-%d" % (key, i, commit), partition=0)
+        if commit:
+            producer.commit_transaction(15)
+        else:
+            producer.abort_transaction(15)
+
+    txn([b"k", b"k"], commit=True)
+    a = holder(bootstrap, "g", "t")
+    b = holder(bootstrap, "g", "t")
+    try:
+        got_a = hold(a, 2)
+        assert keys_of(got_a) == [b"k", b"k"]
+        txn([b"k", b"j"], commit=False)
+        txn([b"k", b"j"], commit=True)
+        early = take(b, lambda out: len(out) >= 1)
+        early += take(b, lambda out: False, timeout=0.6)
+        assert [m.value() for m in early] == [b"j-1-1"]
+        settle_acks(b)
+        accept_all(a, got_a)
+        late = take(b, lambda out: len(out) >= 1)
+        assert [m.value() for m in late] == [b"k-0-1"]
+        settle_acks(b)
+    finally:
+        a.close()
+        b.close()
+
+
+@pytest.mark.timeout(60)
+def test_a_dead_lettered_record_frees_its_key(embedded: EmbeddedBroker) -> None:
+    """A REJECTed record goes to the group's DLQ; its key goes on with the next records."""
+    bootstrap = embedded.bootstrap
+    create_topic(bootstrap, "t", 1)
+    with Admin(bootstrap) as admin:
+        admin.create_topic("dlq.t", 1, configs={"errors.deadletterqueue.group.enable": "true"})
+    set_group(
+        bootstrap, "g", **{"shareq.share.ordering": "key", "errors.deadletterqueue.topic.name": "dlq.t"}
+    )
+    produce_list(bootstrap, "t", [b"k", b"k", b"j"])
+    c = holder(bootstrap, "g", "t")
+    try:
+        got = hold(c, 3)
+        for m in got:
+            c.acknowledge(m, AcknowledgeType.REJECT if m.offset() == 0 else AcknowledgeType.ACCEPT)
+        c.commit_sync(10)
+        produce_list(bootstrap, "t", [b"k"])
+        more = take(c, lambda out: len(out) >= 1)
+        assert [(m.key(), m.offset()) for m in more] == [(b"k", 3)]
+        settle_acks(c)
+    finally:
+        c.close()
+    dlq = embedded.broker.partition("dlq.t", 0)
+    assert dlq is not None
+    assert wait_for(lambda: dlq.log.log_end_offset >= 1, 15), "nothing dead-lettered"
+    reader = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "r",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            "topic.metadata.refresh.interval.ms": 500,
+            **FAST,
+        }
+    )
+    reader.subscribe(["dlq.t"])
+    try:
+        dead = None
+        deadline = time.monotonic() + 20
+        while dead is None and time.monotonic() < deadline:
+            m = reader.poll(0.2)
+            if m is not None and m.error() is None:
+                dead = m
+        assert dead is not None
+        assert dict(dead.headers() or [])["__dlq.errors.offset"] == b"0"
+    finally:
+        reader.close()
