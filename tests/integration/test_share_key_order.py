@@ -14,6 +14,7 @@ confirmed: those are the leases it honoured).
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import random
 import signal
@@ -27,6 +28,7 @@ from typing import Any
 
 import pytest
 from broker_harness import BrokerProcess, spawn
+from click.testing import CliRunner
 from confluent_kafka import AcknowledgeType, Consumer, Producer, ShareConsumer
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 from share_consumers import (
@@ -39,8 +41,12 @@ from share_consumers import (
     user_records,
 )
 
+from shareq.cli.main import main as cli_main
 from shareq.client import Admin
 from shareq.embedded import EmbeddedBroker
+from shareq.server.monitor.figures import share_partition_figures
+from shareq.server.monitor.prometheus import BrokerCollector
+from shareq.server.monitor.view import snapshot
 from shareq.share.persister import SharePartitionKey
 
 pytestmark = [pytest.mark.integration]
@@ -463,3 +469,41 @@ def test_a_dead_lettered_record_frees_its_key(embedded: EmbeddedBroker) -> None:
         assert dict(dead.headers() or [])["__dlq.errors.offset"] == b"0"
     finally:
         reader.close()
+
+
+@pytest.mark.timeout(60)
+def test_describe_metrics_and_view_show_ordering_and_blocked_keys(embedded: EmbeddedBroker) -> None:
+    bootstrap = embedded.bootstrap
+    create_topic(bootstrap, "t", 1)
+    set_group(bootstrap, "g", **{"shareq.share.ordering": "key"})
+    produce_list(bootstrap, "t", [b"k", b"k"])
+    a = holder(bootstrap, "g", "t")
+    b = holder(bootstrap, "g", "t")
+    try:
+        got_a = hold(a, 2)
+        produce_list(bootstrap, "t", [b"k", b"k", b"j"])
+        early = take(b, lambda out: len(out) >= 1)
+        assert keys_of(early) == [b"j"]
+        broker = embedded.broker
+        figures = embedded.call(lambda: share_partition_figures(broker, int(time.time() * 1000)))
+        (f,) = [x for x in figures if x.group == "g"]
+        assert (f.ordering, f.blocked_keys, f.key_waiting) == ("key", 1, 2)
+        metrics = embedded.call(lambda: list(BrokerCollector(broker).collect()))
+        samples = {(s.name, s.labels.get("group")): s.value for m in metrics for s in m.samples}
+        assert samples[("shareq_share_partition_key_ordered", "g")] == 1
+        assert samples[("shareq_share_partition_blocked_keys", "g")] == 1
+        assert samples[("shareq_share_partition_key_waiting_records", "g")] == 2
+        state = embedded.call(lambda: snapshot(broker))
+        rows = [p for g in state["share_groups"] if g["group_id"] == "g" for p in g["partitions"]]
+        assert [(r["ordering"], r["blocked_keys"], r["key_waiting"]) for r in rows] == [("key", 1, 2)]
+        described = CliRunner().invoke(
+            cli_main, ["groups", "describe", "g", "--json", "--bootstrap", bootstrap]
+        )
+        assert described.exit_code == 0, described.output
+        assert json.loads(described.output)["ordering"] == "key"
+        text = CliRunner().invoke(cli_main, ["groups", "describe", "g", "--bootstrap", bootstrap]).output
+        assert "ORDERING" in text and " key " in text
+        accept_all(a, got_a)
+    finally:
+        a.close()
+        b.close()

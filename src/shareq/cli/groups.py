@@ -5,7 +5,15 @@ from __future__ import annotations
 
 import click
 
-from shareq.client import Admin, ConsumerGroupDescription, KafkaError, ShareGroupDescription, ShareGroupOffset
+from shareq.client import (
+    Admin,
+    ConfigResource,
+    ConsumerGroupDescription,
+    KafkaError,
+    ResourceType,
+    ShareGroupDescription,
+    ShareGroupOffset,
+)
 
 from ._common import admin_client, bootstrap_option, emit_json, friendly_errors, json_option, table
 
@@ -58,10 +66,12 @@ def describe_group(group: str, bootstrap: str, as_json: bool) -> None:
             return
         description = admin.describe_share_group(group)
         offsets = _share_offsets(admin, group)
+        ordering = _ordering(admin, group)
     if as_json:
         emit_json(
             {
                 **description_json(description),
+                "ordering": ordering,
                 "tx_pending": [
                     {"topic": o.topic, "partition": o.partition, **pending_json(o)}
                     for _key, o in sorted(offsets.items())
@@ -73,8 +83,8 @@ def describe_group(group: str, bootstrap: str, as_json: bool) -> None:
     d = description
     click.echo(
         table(
-            ["GROUP", "STATE", "GROUP-EPOCH", "ASSIGNMENT-EPOCH", "ASSIGNOR", "#MEMBERS"],
-            [[d.group_id, d.state, d.group_epoch, d.assignment_epoch, d.assignor, len(d.members)]],
+            ["GROUP", "STATE", "GROUP-EPOCH", "ASSIGNMENT-EPOCH", "ASSIGNOR", "ORDERING", "#MEMBERS"],
+            [[d.group_id, d.state, d.group_epoch, d.assignment_epoch, d.assignor, ordering, len(d.members)]],
         )
     )
     if d.members:
@@ -99,6 +109,20 @@ def describe_group(group: str, bootstrap: str, as_json: bool) -> None:
             if o.pending
         ]
         click.echo(table(["TOPIC", "PARTITION", "TX-PENDING", "PRODUCER-IDS"], staged))
+
+
+ORDERING_KEY = "shareq.share.ordering"
+
+
+def _ordering(admin: Admin, group: str) -> str:
+    """The group's ``shareq.share.ordering`` (``none`` on a broker that does not know it: Kafka)."""
+    resource = ConfigResource(ResourceType.GROUP, group)
+    try:
+        entries = admin.describe_configs([resource], keys=[ORDERING_KEY])
+    except KafkaError:
+        return "none"
+    entry = entries.get(resource, {}).get(ORDERING_KEY)
+    return entry.value if entry is not None and entry.value else "none"
 
 
 def _share_offsets(admin: Admin, group: str) -> dict[tuple[str, int], ShareGroupOffset]:

@@ -243,6 +243,18 @@ class BrokerCollector(Collector):
             "shareq_share_partition_lag_seconds", "Age of the record at the SPSO while it is not done."
         )
         states = gauge("shareq_share_partition_records", "In-flight records by state.", ["state"])
+        ordered = gauge(
+            "shareq_share_partition_key_ordered",
+            "1 when the group orders by key (shareq.share.ordering=key).",
+        )
+        blocked = gauge(
+            "shareq_share_partition_blocked_keys",
+            "Key-ordered groups: distinct keys with a record held (at the last acquisition).",
+        )
+        waiting = gauge(
+            "shareq_share_partition_key_waiting_records",
+            "Key-ordered groups: records the last acquisition looked past because their key was held.",
+        )
         acquired = counter("shareq_share_partition_records_acquired", "Records acquired (every delivery).")
         redelivered = counter(
             "shareq_share_partition_records_redelivered", "Records acquired again (delivery count above 1)."
@@ -266,6 +278,9 @@ class BrokerCollector(Collector):
             speo.add_metric(values, f.speo)
             lag.add_metric(values, f.lag)
             lag_s.add_metric(values, f.lag_seconds or 0.0)
+            ordered.add_metric(values, 1 if f.ordering == "key" else 0)
+            blocked.add_metric(values, f.blocked_keys)
+            waiting.add_metric(values, f.key_waiting)
             for state in (
                 RecordState.AVAILABLE,
                 RecordState.ACQUIRED,
@@ -289,7 +304,7 @@ class BrokerCollector(Collector):
                 group_latency.buckets[i] += n
             group_latency.count += stats.ack_latency_count
             group_latency.total += stats.ack_latency_sum_ms
-        yield from (in_flight, batches, timeouts, spso, speo, lag, lag_s, states)
+        yield from (in_flight, batches, timeouts, spso, speo, lag, lag_s, states, ordered, blocked, waiting)
         yield from (acquired, redelivered, archived, dead, released)
         acks = CounterMetricFamily(
             "kafka_server_sharegroupmetrics_recordacknowledgementspersec",

@@ -93,6 +93,9 @@ def _partition_row(f: SharePartitionFigures) -> dict[str, Any]:
         "dead_lettered": f.stats.dead_lettered,
         "redelivered": f.stats.redelivered,
         "lock_expired": f.stats.lock_expired,
+        "ordering": f.ordering,
+        "blocked_keys": f.blocked_keys,
+        "key_waiting": f.key_waiting,
         "strip": strip(f.runs, f.spso, f.speo),
     }
 
