@@ -67,6 +67,7 @@ def acquire(
     lock: AcquisitionLock | None = None
     stale: list[InFlightBatch] = []
     prev_end = fetch
+    old_end = partition.end
     new_end = -1
     stop = False
     for bf, pf, pl, bl in _key_order.pieces(batches, allowed):  # pieces: key_order.py
@@ -80,7 +81,8 @@ def acquire(
         if pl < lo:
             continue
         pos = lo
-        segments: list[InFlightBatch | None] = list(runs.overlapping(lo, pl))
+        # past the end offset nothing is in flight but what this walk leased before ``lo``
+        segments: list[InFlightBatch | None] = list(runs.overlapping(lo, pl)) if lo < old_end else []
         segments.append(None)
         for run in segments:
             seg_end = pl if run is None else run.first - 1

@@ -29,6 +29,7 @@ from shareq.share.record_state import TERMINAL, RecordState
 
 _AVAILABLE = RecordState.AVAILABLE
 _CANDIDATE, _HELD, _DONE = 0, 1, 2
+"""What an offset is to an acquisition: AVAILABLE or not in flight yet, held, or done."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,50 +58,69 @@ class KeyOrderStats:
 def allowed_ranges(
     partition: PartitionState, batches: Sequence[tuple[int, int]], keys: KeyView, stats: KeyOrderStats
 ) -> list[tuple[int, int]]:
-    """The offset ranges (sorted, disjoint) of ``batches`` an acquisition may visit: every offset
-    whose key has no held record. Held and terminal offsets may be included (the walk skips them)."""
+    """The offset ranges (sorted, disjoint) of ``batches`` an acquisition may take: AVAILABLE offsets
+    and offsets not yet in flight, whose key has no held record."""
     lo = partition.spso
     hi = min(keys.end, max(partition.end, batches[-1][1] + 1) if batches else partition.end) - 1
     if hi < lo or not batches:
         stats.blocked_keys = stats.waiting = 0
         return [(b[0], b[1]) for b in batches]
+    n = hi - lo + 1
     hashes = keys.hashes[lo - keys.base : hi - keys.base + 1]
-    cls = np.zeros(hi - lo + 1, dtype=np.int8)  # offsets no run covers are first-time candidates
+    # one pass over the runs (Python: attributes only), the states per offset in numpy: +1 held,
+    # +2 done over each run's span, as a difference array (runs never overlap)
+    edges = np.zeros(n + 1, dtype=np.int8)
+    starts: list[int] = []
+    stops: list[int] = []
+    values: list[int] = []
+    marked: list[tuple[int, int, int, bytes | bytearray]] = []
     for run in partition.runs.overlapping(lo, hi):
-        a = max(run.first, lo) - lo
-        e = min(run.last, hi) - lo + 1
-        if run.marks is not None:  # a state per record: ARCHIVING ones are held, the rest done
-            marks = np.frombuffer(bytes(run.marks), dtype=np.uint8)[a + lo - run.first : e + lo - run.first]
-            cls[a:e] = np.where(marks == ARCHIVING_BYTE[0], _HELD, _DONE)
-        elif run.state in TERMINAL:
-            cls[a:e] = _DONE
-        elif run.state is not _AVAILABLE or run.txn is not None:
-            cls[a:e] = _HELD
+        a = (run.first if run.first > lo else lo) - lo
+        e = (run.last if run.last < hi else hi) - lo + 1
+        if run.marks is not None:
+            marked.append((a, e, run.first - lo, run.marks))
+            continue
+        state = run.state
+        if state in TERMINAL:
+            value = _DONE
+        elif state is not _AVAILABLE or run.txn is not None:
+            value = _HELD
+        else:
+            continue
+        starts.append(a)
+        stops.append(e)
+        values.append(value)
+    if starts:
+        v = np.array(values, dtype=np.int8)
+        np.add.at(edges, np.array(starts), v)
+        np.add.at(edges, np.array(stops), -v)
+    cls = np.cumsum(edges[:-1], dtype=np.int8)
+    for a, e, base, marks in marked:  # a state per record: ARCHIVING ones are held, the rest done
+        states = np.frombuffer(bytes(marks), dtype=np.uint8)[a - base : e - base]
+        cls[a:e] = np.where(states == ARCHIVING_BYTE[0], _HELD, _DONE)
     held = hashes[(cls == _HELD) & (hashes != 0)]
-    if len(held) == 0:
+    candidate = cls == _CANDIDATE
+    if len(held):
+        blocked_keys = np.unique(held)
+        blocked = candidate & np.isin(hashes, blocked_keys)
+        stats.blocked_keys = len(blocked_keys)
+        read_lo = max(batches[0][0], lo) - lo
+        read_hi = min(batches[-1][1], hi) - lo
+        stats.waiting = int(np.count_nonzero(blocked[read_lo : read_hi + 1])) if read_hi >= read_lo else 0
+        ok = candidate & ~blocked
+    else:
         stats.blocked_keys = stats.waiting = 0
-        return [(b[0], b[1]) for b in batches]
-    blocked_keys = np.unique(held)
-    blocked = (cls == _CANDIDATE) & np.isin(hashes, blocked_keys, assume_unique=False)
-    stats.blocked_keys = len(blocked_keys)
-    read_hi = min(batches[-1][1], hi)
-    first_read = max(batches[0][0], lo)
-    stats.waiting = (
-        int(np.count_nonzero(blocked[first_read - lo : read_hi - lo + 1])) if read_hi >= first_read else 0
-    )
-    return list(_open_ranges(blocked, lo, batches))
+        ok = candidate
+    return list(_open_ranges(ok, lo, batches))
 
 
-def _open_ranges(
-    blocked: np.ndarray, lo: int, batches: Sequence[tuple[int, int]]
-) -> Iterator[tuple[int, int]]:
-    """Maximal ranges of ``batches`` holding no blocked offset (``blocked[i]`` is offset lo + i;
-    offsets past the array are open)."""
-    edges = np.flatnonzero(np.diff(np.concatenate(([True], blocked, [True])).astype(np.int8)))
-    # edges come in pairs: [start, stop) of each open stretch, relative to lo
-    opens = edges.reshape(-1, 2) if len(edges) else np.empty((0, 2), dtype=np.int64)
-    tail = lo + len(blocked)
-    spans = [(lo + int(s), lo + int(t) - 1) for s, t in opens]
+def _open_ranges(ok: np.ndarray, lo: int, batches: Sequence[tuple[int, int]]) -> Iterator[tuple[int, int]]:
+    """Maximal ranges of ``batches`` where ``ok`` (``ok[i]`` is offset lo + i; offsets past the
+    array are open: not in flight yet)."""
+    padded = np.concatenate(([False], ok, [False])).astype(np.int8)
+    edges = np.flatnonzero(np.diff(padded))  # pairs: [start, stop) of each open stretch
+    tail = lo + len(ok)
+    spans = [(lo + int(s), lo + int(t) - 1) for s, t in edges.reshape(-1, 2)]
     if spans and spans[-1][1] == tail - 1:
         spans[-1] = (spans[-1][0], 1 << 62)
     else:
@@ -156,18 +176,26 @@ def hold_back(
         return
     runs = partition.runs
     touched: list[tuple[int, int]] = []
-    prev = old_end
-    for a, e in [*allowed, (new_end, new_end)]:
-        if e < old_end:
-            continue
-        gap_lo, gap_hi = prev, min(a, new_end) - 1
-        for bf, bl in batches:  # only offsets the log holds; the rest stay gaps
-            lo, hi = max(gap_lo, bf), min(gap_hi, bl)
-            if lo <= hi:
-                runs.insert(InFlightBatch(lo, hi, _AVAILABLE, 0))
-                touched.append((lo, hi))
-        prev = max(prev, e + 1)
-        if prev >= new_end:
-            break
+    # offsets of the batches in [old_end, new_end) outside ``allowed`` (both sorted): a sweep
+    i, n = 0, len(allowed)
+    for bf, bl in batches:
+        lo = bf if bf > old_end else old_end
+        hi = bl if bl < new_end else new_end - 1
+        while i < n and allowed[i][1] < lo:
+            i += 1
+        j = i
+        pos = lo
+        while pos <= hi:
+            if j < n and allowed[j][0] <= hi:
+                a, e = allowed[j]
+                if a > pos:
+                    runs.insert(InFlightBatch(pos, a - 1, _AVAILABLE, 0))
+                    touched.append((pos, a - 1))
+                pos = max(pos, e + 1)
+                j += 1
+            else:
+                runs.insert(InFlightBatch(pos, hi, _AVAILABLE, 0))
+                touched.append((pos, hi))
+                break
     if touched:
         runs.coalesce_spans(touched)
