@@ -32,7 +32,8 @@ import numpy as np
 from .batch import CONTROL_MASK, HEADER, HEADER_SIZE, LOG_OVERHEAD, read_batch_header
 from .errors import CorruptRecordError, LogError
 from .partition_log import PartitionLog
-from .record_spans import plain_batch, record_spans
+from .record_spans import plain_batch
+from .records import read_varint
 from .segment import KEYS_SUFFIX, scan_headers
 
 log = logging.getLogger("shareq.log.key_hashes")
@@ -56,17 +57,46 @@ def batch_hashes(batch: bytes | memoryview) -> tuple[int, np.ndarray]:
     null key, a control record or an offset with no record)."""
     header = read_batch_header(batch, 0)
     span = header.last_offset_delta + 1
-    out = np.zeros(span, dtype=np.uint32)
     if header.attributes & CONTROL_MASK:
-        return header.base_offset, out
-    base = header.base_offset
+        return header.base_offset, np.zeros(span, dtype=np.uint32)
+    plain = plain_batch(bytes(batch[: header.size]))
+    out = [0] * span
     crc = zlib.crc32
-    for rec in record_spans(plain_batch(bytes(batch[: header.size]))):
-        if rec.key is not None:
-            i = rec.offset - base
-            if 0 <= i < span:
-                out[i] = crc(rec.key) or 1
-    return base, out
+    end = len(plain)
+    pos = HEADER_SIZE
+    try:
+        for _ in range(header.records_count):
+            # length, attributes, timestamp delta, offset delta, key length, key (values skipped);
+            # one-byte varints inline (nearly every length and delta), read_varint for the rest
+            b = plain[pos]
+            if b < 0x80:
+                length, p = (b >> 1) ^ -(b & 1), pos + 1
+            else:
+                length, p = read_varint(plain, pos)
+            limit = p + length
+            if length < 0 or limit > end:
+                raise CorruptRecordError("record length runs past the end of its batch")
+            p += 1
+            b = plain[p]
+            p = p + 1 if b < 0x80 else read_varint(plain, p)[1]
+            b = plain[p]
+            if b < 0x80:
+                delta, p = (b >> 1) ^ -(b & 1), p + 1
+            else:
+                delta, p = read_varint(plain, p)
+            b = plain[p]
+            if b < 0x80:
+                key_length, p = (b >> 1) ^ -(b & 1), p + 1
+            else:
+                key_length, p = read_varint(plain, p)
+            if key_length >= 0 and 0 <= delta < span:
+                if p + key_length > limit:
+                    raise CorruptRecordError("record key runs past its record")
+                out[delta] = crc(plain[p : p + key_length]) or 1
+            pos = limit
+    except IndexError:
+        raise CorruptRecordError("truncated record") from None
+    return header.base_offset, np.array(out, dtype=np.uint32)
 
 
 class _SegmentHashes:
