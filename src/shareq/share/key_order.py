@@ -67,13 +67,12 @@ def allowed_ranges(
         return [(b[0], b[1]) for b in batches]
     n = hi - lo + 1
     hashes = keys.hashes[lo - keys.base : hi - keys.base + 1]
-    # one pass over the runs (Python: attributes only), the states per offset in numpy: +1 held,
-    # +2 done over each run's span, as a difference array (runs never overlap)
-    edges = np.zeros(n + 1, dtype=np.int8)
-    starts: list[int] = []
-    stops: list[int] = []
+    # one pass over the runs (Python: attributes only), then the class of every offset in one
+    # numpy call: each run's class repeated over its span, 0 (a candidate) over the gaps between
+    lengths: list[int] = []
     values: list[int] = []
     marked: list[tuple[int, int, int, bytes | bytearray]] = []
+    prev = 0
     for run in partition.runs.overlapping(lo, hi):
         a = (run.first if run.first > lo else lo) - lo
         e = (run.last if run.last < hi else hi) - lo + 1
@@ -87,14 +86,15 @@ def allowed_ranges(
             value = _HELD
         else:
             continue
-        starts.append(a)
-        stops.append(e)
+        if a > prev:
+            lengths.append(a - prev)
+            values.append(_CANDIDATE)
+        lengths.append(e - a)
         values.append(value)
-    if starts:
-        v = np.array(values, dtype=np.int8)
-        np.add.at(edges, np.array(starts), v)
-        np.add.at(edges, np.array(stops), -v)
-    cls = np.cumsum(edges[:-1], dtype=np.int8)
+        prev = e
+    lengths.append(n - prev)
+    values.append(_CANDIDATE)
+    cls = np.repeat(np.array(values, dtype=np.int8), lengths)
     for a, e, base, marks in marked:  # a state per record: ARCHIVING ones are held, the rest done
         states = np.frombuffer(bytes(marks), dtype=np.uint8)[a - base : e - base]
         cls[a:e] = np.where(states == ARCHIVING_BYTE[0], _HELD, _DONE)
