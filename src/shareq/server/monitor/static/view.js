@@ -59,7 +59,8 @@ function shareGroup(g) {
   box.append(el("h3", {}, g.group_id, " ", el("span", { class: "muted" }, `(${g.state}, epoch ${g.epoch})`)));
   box.append(el("div", { class: "meta" },
     `lag ${num(g.lag)} · lock ${num(g.lock_duration_ms)} ms · delivery limit ${g.delivery_count_limit}` +
-    (g.dlq_topic ? ` · DLQ ${g.dlq_topic}` : "")));
+    (g.dlq_topic ? ` · DLQ ${g.dlq_topic}` : "") +
+    (g.partitions.some((p) => p.ordering === "key") ? " · ordered by key" : "")));
   if (g.members.length) {
     box.append(table(["member", "client", "host", "epoch", "assignment"], g.members.map((m) => el("tr", {},
       el("td", { class: "member" }, m.member_id),
@@ -71,7 +72,10 @@ function shareGroup(g) {
     box.append(el("p", { class: "muted" }, "No members."));
   }
   const rows = g.partitions.map((p) => el("tr", { "data-topic": p.topic, "data-partition": p.partition },
-    el("td", {}, `${p.topic}-${p.partition}`),
+    el("td", {}, `${p.topic}-${p.partition}`,
+      p.ordering === "key"
+        ? el("div", { class: "muted" }, `${num(p.blocked_keys)} keys held · ${num(p.key_waiting)} waiting`)
+        : null),
     el("td", {}, strip(p, g.group_id)),
     el("td", { class: "num" }, num(p.spso)),
     el("td", { class: "num" }, num(p.speo)),
