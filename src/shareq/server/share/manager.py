@@ -182,8 +182,12 @@ class SharePartitionManager:
         plog = partition.log
         group = self._services.coordinator.group_config(sp.key.group_id)
         by_key = group.ordering == "key"
-        # a key-ordered group reads ahead past records whose key is held (bounded lookahead)
-        reach = max(max_records, group.key_lookahead) if by_key else max_records
+        reach = max_records
+        if by_key:
+            # a key-ordered group reads ahead past records whose key is held: as far again as the
+            # last acquisition found waiting (twice, so it can grow), within the lookahead
+            waiting = sp.key_stats.waiting if sp.key_stats is not None else 0
+            reach = max(max_records, min(group.key_lookahead, max_records + 2 * waiting + 64))
         offset = sp.next_fetch_offset()
         if offset < plog.log_start_offset:  # retention or DeleteRecords passed the SPSO
             self.update_log_start(sp, plog.log_start_offset)
