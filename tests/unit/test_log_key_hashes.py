@@ -131,3 +131,17 @@ def test_retention_deletes_the_sidecar_with_its_segment(plog: PartitionLog) -> N
     plog.advance_log_start(60)
     plog.enforce_retention(now_ms=10**12)
     assert len(list(plog.directory.glob("*.keys"))) < before
+
+
+def test_a_sidecar_deleted_under_a_live_index_is_started_again(plog: PartitionLog) -> None:
+    """Compaction replaces a segment and deletes its sidecar while an index holds its hashes."""
+    expected = fill(plog)
+    index = KeyHashIndex(plog)
+    index.hashes(0, plog.log_end_offset - 1)
+    for sidecar in plog.directory.glob("*.keys"):
+        sidecar.unlink()
+    plog.append(encode_batch([Record(key=b"late", value=b"x", timestamp=1_000)]), now_ms=1_000)
+    expected.append(key_hash(b"late"))
+    assert index.hashes(0, plog.log_end_offset - 1).tolist() == expected
+    assert all(p.read_bytes().startswith(b"SQKH") for p in plog.directory.glob("*.keys"))
+    assert KeyHashIndex(plog).hashes(0, plog.log_end_offset - 1).tolist() == expected

@@ -179,7 +179,7 @@ class KeyHashIndex:
 
     def _segment(self, base: int, lo: int, size: int, log_path: Path) -> _SegmentHashes:
         seg = self._segments.get(base)
-        if seg is not None and seg.start <= lo:
+        if seg is not None and seg.start <= lo and seg.path.exists():  # (compaction deletes it)
             return seg
         path = log_path.with_suffix(KEYS_SUFFIX)
         if seg is not None:  # asked below what was computed: start again from there

@@ -104,6 +104,9 @@ class SharePartitionManager:
     def forget(self, key: SharePartitionKey) -> None:
         """Drop a share-partition (its topic or group was deleted)."""
         self._partitions.pop(key, None)
+        where = (key.topic_id, key.partition)
+        if not any((k.topic_id, k.partition) == where for k in self._partitions):
+            self._key_hashes.pop(where, None)
         self.wake(key)
 
     async def get(self, key: SharePartitionKey) -> SharePartition:
