@@ -106,6 +106,34 @@ def consumer_process(
     out.put((first, last, others_last))
 
 
+def settle_assignment(bootstrap: str, group: str, topic: str, consumers: int, timeout: float = 30.0) -> None:
+    """Wait until every consumer is a member and the partitions are spread evenly (the first
+    assignments are transitional; a key group's cost depends on how many members share a
+    partition, so a phase timed on them measures something else)."""
+    from shareq.client import Admin, KafkaError
+
+    deadline = time.monotonic() + timeout
+    with Admin(bootstrap) as admin:
+        while time.monotonic() < deadline:
+            try:
+                members = admin.describe_share_group(group).members
+            except KafkaError:
+                members = ()
+            per_partition = [0] * PARTITIONS
+            for m in members:
+                for p in m.assignment.get(topic, ()):
+                    per_partition[p] += 1
+            if (
+                len(members) == consumers
+                and min(per_partition) >= 1
+                and max(per_partition) - min(per_partition) <= 1
+            ):
+                print(f"  ({group}: members per partition {per_partition})")
+                return
+            time.sleep(0.1)
+    print(f"  ({group}: the assignment did not settle within {timeout:.0f} s: timing anyway)")
+
+
 def phase(
     bootstrap: str,
     broker: psutil.Process,
@@ -136,7 +164,7 @@ def phase(
         p.start()
     while ready.value < consumers:
         time.sleep(0.01)
-    time.sleep(1.0)  # let the members join and the assignment spread (not timed)
+    settle_assignment(bootstrap, group, topic, consumers)
     cpu = sum(broker.cpu_times()[:2])
     start.value = 1
     results = [out.get(timeout=900) for _ in procs]
