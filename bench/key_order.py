@@ -123,11 +123,9 @@ def settle_assignment(bootstrap: str, group: str, topic: str, consumers: int, ti
             for m in members:
                 for p in m.assignment.get(topic, ()):
                     per_partition[p] += 1
-            if (
-                len(members) == consumers
-                and min(per_partition) >= 1
-                and max(per_partition) - min(per_partition) <= 1
-            ):
+            everyone = all(m.assignment.get(topic) for m in members)  # none idle
+            even = min(per_partition) >= 1 and max(per_partition) - min(per_partition) <= 1
+            if len(members) == consumers and everyone and even:
                 print(f"  ({group}: members per partition {per_partition})")
                 return
             time.sleep(0.1)
