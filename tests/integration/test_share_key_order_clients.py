@@ -148,7 +148,7 @@ def wait_for(condition, timeout: float) -> bool:  # type: ignore[no-untyped-def]
     return False
 
 
-def settle(logs: list[Path], total: int, idle: float = 3.0, timeout: float = 60) -> None:
+def settle(logs: list[Path], total: int, idle: float = 8.0, timeout: float = 60) -> None:
     """Until every record is confirmed, or nothing new was confirmed for ``idle`` seconds (an
     acknowledgement that became durable while its reply was lost to the broker's kill is never
     confirmed; the durable state says whether it was done)."""
