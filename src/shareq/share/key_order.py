@@ -56,7 +56,11 @@ class KeyOrderStats:
 
 
 def allowed_ranges(
-    partition: PartitionState, batches: Sequence[tuple[int, int]], keys: KeyView, stats: KeyOrderStats
+    partition: PartitionState,
+    batches: Sequence[tuple[int, int]],
+    keys: KeyView,
+    stats: KeyOrderStats,
+    now: int = 0,
 ) -> list[tuple[int, int]]:
     """The offset ranges (sorted, disjoint) of ``batches`` an acquisition may take: AVAILABLE offsets
     and offsets not yet in flight, whose key has no held record."""
@@ -82,7 +86,7 @@ def allowed_ranges(
         state = run.state
         if state in TERMINAL:
             value = _DONE
-        elif state is not _AVAILABLE or run.txn is not None:
+        elif state is not _AVAILABLE or run.txn is not None or _delayed(run, now):
             value = _HELD
         else:
             continue
@@ -112,6 +116,13 @@ def allowed_ranges(
         stats.blocked_keys = stats.waiting = 0
         ok = candidate
     return list(_open_ranges(ok, lo, batches))
+
+
+def _delayed(run: InFlightBatch, now: int) -> bool:
+    """An AVAILABLE run that may not be acquired before a later instant (a redelivery delay) keeps
+    its key blocked until then, like a held one: the key waits out the delay in order."""
+    available_at = getattr(run, "available_at", None)
+    return available_at is not None and available_at > now
 
 
 def _open_ranges(ok: np.ndarray, lo: int, batches: Sequence[tuple[int, int]]) -> Iterator[tuple[int, int]]:

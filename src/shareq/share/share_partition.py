@@ -273,7 +273,7 @@ class SharePartition:
         if keys is not None and batches:
             if self.key_stats is None:
                 self.key_stats = _key_order.KeyOrderStats()
-            allowed = _key_order.allowed_ranges(self._state, batches, keys, self.key_stats)
+            allowed = _key_order.allowed_ranges(self._state, batches, keys, self.key_stats, now)
         old_end = self._state.end
         result = _acq.acquire(
             self._state,
