@@ -12,6 +12,10 @@ KAFKA_STAMP := $(KAFKA_REF)/lib/.resolved
 # tests/spark-kafka/pom.xml in their own lib directory, apart from Kafka 4.4's.
 SPARK_KAFKA := tests/spark-kafka
 SPARK_KAFKA_STAMP := $(SPARK_KAFKA)/lib/.resolved
+# Kafka Streams of the same Kafka version, for the Streams differential test: tests/kafka-streams/pom.xml's
+# jar in its own lib directory (what it depends on is among Kafka 4.4's jars).
+KAFKA_STREAMS := tests/kafka-streams
+KAFKA_STREAMS_STAMP := $(KAFKA_STREAMS)/lib/.resolved
 
 # The web view's tests drive Debian's headless Chromium through its chromedriver (apt packages
 # chromium and chromium-driver), installed here when missing and we are root or have sudo. Without
@@ -46,7 +50,10 @@ $(KAFKA_STAMP): $(KAFKA_REF)/pom.xml
 $(SPARK_KAFKA_STAMP): $(SPARK_KAFKA)/pom.xml
 	$(call resolve_jars,$(SPARK_KAFKA),Spark Kafka connector)
 
-kafka: $(KAFKA_STAMP) $(SPARK_KAFKA_STAMP)
+$(KAFKA_STREAMS_STAMP): $(KAFKA_STREAMS)/pom.xml
+	$(call resolve_jars,$(KAFKA_STREAMS),Kafka Streams)
+
+kafka: $(KAFKA_STAMP) $(SPARK_KAFKA_STAMP) $(KAFKA_STREAMS_STAMP)
 
 browser:
 	@if command -v chromium >/dev/null 2>&1 && command -v chromedriver >/dev/null 2>&1; then \
@@ -97,4 +104,4 @@ compat-report: $(STAMP) kafka
 	$(VENV)/bin/python tests/compat/report.py build/compat-results.json > docs/compatibility.md
 
 clean:
-	rm -rf $(VENV) $(KAFKA_REF)/lib
+	rm -rf $(VENV) $(KAFKA_REF)/lib $(KAFKA_STREAMS)/lib

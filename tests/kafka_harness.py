@@ -28,6 +28,7 @@ from pathlib import Path
 KAFKA_DIR = Path(__file__).resolve().parent / "kafka-reference"
 KAFKA_LIB = KAFKA_DIR / "lib"
 RESOLVED_STAMP = KAFKA_LIB / ".resolved"
+STREAMS_DIR = Path(__file__).resolve().parent / "kafka-streams"
 START_DEADLINE_S = 90.0
 FORMAT_TIMEOUT_S = 60.0
 # The longest a cluster's start may take (formatting, then every node ready): a test that starts one
@@ -99,24 +100,38 @@ def free_port() -> int:
 def ensure_kafka_jars() -> Path:
     """The directory of resolved jars, resolving them with Maven once if needed (under a file lock,
     so parallel test workers resolve once)."""
-    if RESOLVED_STAMP.exists():
-        return KAFKA_LIB
+    return _resolve(KAFKA_DIR)
+
+
+def ensure_streams_jars() -> Path:
+    """Kafka Streams' jar (``tests/kafka-streams/pom.xml``; its dependencies are Kafka's jars), resolved
+    like :func:`ensure_kafka_jars`."""
+    ensure_kafka_jars()
+    return _resolve(STREAMS_DIR)
+
+
+def _resolve(directory: Path) -> Path:
+    lib, stamp = directory / "lib", directory / "lib" / ".resolved"
+    if stamp.exists():
+        return lib
     if shutil.which("java") is None:
         raise KafkaUnavailable("java is not on PATH")
     if shutil.which("mvn") is None:
-        raise KafkaUnavailable("Kafka's jars are not resolved (make kafka) and mvn is not on PATH")
-    KAFKA_DIR.mkdir(parents=True, exist_ok=True)
-    with open(KAFKA_DIR / ".resolve.lock", "w") as lock:
+        raise KafkaUnavailable(
+            f"the jars of {directory.name} are not resolved (make kafka) and mvn is not on PATH"
+        )
+    directory.mkdir(parents=True, exist_ok=True)
+    with open(directory / ".resolve.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if not RESOLVED_STAMP.exists():
-            shutil.rmtree(KAFKA_LIB, ignore_errors=True)
+        if not stamp.exists():
+            shutil.rmtree(lib, ignore_errors=True)
             subprocess.run(
                 [
                     "mvn",
                     "-q",
                     "-B",
                     "-f",
-                    str(KAFKA_DIR / "pom.xml"),
+                    str(directory / "pom.xml"),
                     "dependency:copy-dependencies",
                     "-DoutputDirectory=lib",
                     "-DincludeScope=runtime",
@@ -124,8 +139,8 @@ def ensure_kafka_jars() -> Path:
                 check=True,
                 timeout=600,
             )
-            RESOLVED_STAMP.touch()
-    return KAFKA_LIB
+            stamp.touch()
+    return lib
 
 
 def java_command(main_class: str, *args: str, jvm_opts: tuple[str, ...] = ()) -> list[str]:

@@ -202,6 +202,13 @@ register(
         bounds="earliest | latest | by_duration:<ISO-8601 duration>",
     ),
     Setting(name="group.share.isolation.level", type=str, default="read_uncommitted"),
+    Setting(
+        name="shareq.redelivery.backoff.ceiling.ms",
+        type=int,
+        default=900_000,
+        validator=_non_negative,
+        doc="the longest redelivery delay a share group (or a client's release) may ask for",
+    ),
     # KIP-1289 (Kafka gates it with the feature share.version >= 2): TxnShareAcknowledge is
     # advertised and served only when this is on.
     Setting(name="share.transactional.acks.enable", type=bool, default=False),

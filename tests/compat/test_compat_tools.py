@@ -13,7 +13,7 @@ import subprocess
 from typing import Any
 
 import pytest
-from compat_support import Server, as_kafka, create_topic, earliest_group, wait_for
+from compat_support import Server, create_topic, earliest_group, wait_for
 
 import kafka_harness
 
@@ -270,19 +270,11 @@ def test_feature_command_describe(server: Server) -> None:
     assert int(features["share.version"]) >= 1
 
 
-@pytest.mark.shareq_xfail(
-    "deliberate: Kafka finalizes transaction.version 2 (KIP-890 part 2: an epoch bump at every EndTxn, "
-    "partitions added implicitly by Produce and TxnOffsetCommit); shareq serves the transaction protocol "
-    "before it (EndTxn up to v3) and finalizes level 0, so no client takes a path it would not be served "
-    "(share.version 2 and group.version 1 are finalized as in Kafka)"
-)
 def test_feature_levels_as_kafka_finalizes_them(server: Server) -> None:
     out = ok(tool(server, "FeatureCommand", "describe"))
     features = dict(re.findall(r"Feature: (\S+)\s.*?FinalizedVersionLevel: (\S+)", out))
     levels = (features["share.version"], features["group.version"], features["transaction.version"])
-    if server.kind == "shareq":
-        assert levels == ("2", "1", "0")
-    as_kafka(levels, ("2", "1", "2"), "share.version, group.version, transaction.version")
+    assert levels == ("2", "1", "2")
 
 
 def test_producer_performance(server: Server, names: tuple[str, str]) -> None:

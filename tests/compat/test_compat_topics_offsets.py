@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import kio.index as ki
 import pytest
-from compat_support import FAST, Server, as_kafka, create_topic, produce
+from compat_support import FAST, Server, create_topic, produce
 from confluent_kafka import KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 from kafka import KafkaConsumer
@@ -241,22 +241,14 @@ def test_api_versions_share_apis(kio_conn: KioConnection) -> None:
     assert ranges[0][1] >= 3 and ranges[1][1] >= 4
 
 
-@pytest.mark.shareq_xfail(
-    "deliberate: Kafka finalizes transaction.version 2 (KIP-890 part 2: an epoch bump at every EndTxn, "
-    "partitions added implicitly by Produce and TxnOffsetCommit); shareq serves the transaction protocol "
-    "before it (EndTxn up to v3) and finalizes level 0, so no client takes a path it would not be served "
-    "(share.version 2 and group.version 1 are finalized as in Kafka)"
-)
 def test_api_versions_features(kio_conn: KioConnection, server: Server) -> None:
     """ApiVersions v3 names the finalized features: share.version 2, group.version 1, transaction.version 2,
-    and a metadata.version (shareq: no transaction.version, its level 0)."""
+    and a metadata.version."""
     r = _api_versions(kio_conn)
     finalized = {f.name: int(f.max_version_level) for f in r.finalized_features}  # type: ignore[attr-defined]
     assert "metadata.version" in finalized
     levels = {k: finalized.get(k) for k in ("share.version", "group.version", "transaction.version")}
-    if server.kind == "shareq":
-        assert levels == {"share.version": 2, "group.version": 1, "transaction.version": None}
-    as_kafka(levels, {"share.version": 2, "group.version": 1, "transaction.version": 2}, "finalized features")
+    assert levels == {"share.version": 2, "group.version": 1, "transaction.version": 2}
 
 
 def test_api_versions_unsupported_version(server: Server) -> None:

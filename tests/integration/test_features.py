@@ -29,12 +29,13 @@ def test_describe_features(broker: EmbeddedBroker) -> None:
         "metadata.version": (7, 33),
         "share.version": (0, 2),
         "streams.version": (0, 0),
-        "transaction.version": (0, 0),
+        "transaction.version": (0, 2),
     }
     assert features.finalized == {
         "group.version": (1, 1),
         "metadata.version": (33, 33),
         "share.version": (2, 2),
+        "transaction.version": (2, 2),
     }
     assert features.finalized_epoch is not None and features.finalized_epoch >= 0
 

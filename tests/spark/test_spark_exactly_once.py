@@ -274,6 +274,10 @@ def broker(tmp_path: Path) -> Iterator[BrokerProcess]:
 # produce): in a task before it produces, after the sink's commit and before Spark records it, and
 # after Spark recorded it and before the source acknowledged the batch.
 LATER_BATCH = 3
+# The chains run their queries as processes of their own, not in the worker's Spark session, so they
+# need not share the "spark" worker: a group of their own lets the other worker take them (about two
+# minutes each), and the suite's wall time is not their sum plus every other Spark test's.
+CHAIN_GROUP = "spark-chains"
 EOS_CHAINS = {
     "before the commit": ("sink.commit.start@0", "sink.commit.start@1", f"sink.commit.start@{LATER_BATCH}"),
     "between claim and commit": (
@@ -317,6 +321,7 @@ def _run_chain(pipeline: Pipeline, faults: tuple[str, ...]) -> None:
 
 
 @pytest.mark.timeout(600)
+@pytest.mark.xdist_group(CHAIN_GROUP)
 @pytest.mark.parametrize("chain", sorted(EOS_CHAINS))
 def test_exactly_once_through_driver_kills(broker: BrokerProcess, tmp_path: Path, chain: str) -> None:
     pipeline = Pipeline(broker, tmp_path)
@@ -345,6 +350,7 @@ def test_exactly_once_through_driver_kills(broker: BrokerProcess, tmp_path: Path
 
 
 @pytest.mark.timeout(600)
+@pytest.mark.xdist_group(CHAIN_GROUP)
 @pytest.mark.parametrize("chain", sorted(ALO_CHAINS))
 def test_at_least_once_through_driver_kills(broker: BrokerProcess, tmp_path: Path, chain: str) -> None:
     """Nothing is lost. The duplicates are counted and bounded: a killed batch's records were

@@ -3,6 +3,7 @@ two queries in one group."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import os
@@ -55,6 +56,14 @@ def _share_stream(spark: Any, broker: Any, topic: str, group: str, **options: st
     for key, value in options.items():
         reader = reader.option(key, value)
     return reader.load()
+
+
+def _holders(broker: Any, group: str) -> int:
+    """How many members of the share group hold at least one partition."""
+    from shareq.client import Admin
+
+    with Admin(broker.bootstrap) as admin:
+        return sum(1 for m in admin.describe_share_group(group).members if any(m.assignment.values()))
 
 
 def _drained(broker: Any, topic: str, group: str) -> dict[int, tuple[int, int]]:
@@ -175,6 +184,53 @@ def test_failed_rows_are_rejected_or_archived_after_the_delivery_limit(
     _assert_drained(broker, "orders-in", "g-orders")
 
 
+@pytest.mark.timeout(240)
+def test_failed_rows_released_come_back_after_the_groups_backoff(
+    spark: Any, broker: Any, tmp_path: Path
+) -> None:
+    """``failedRows=release``: a row marked failed (REJECT) is RELEASEd instead, so it comes back
+    after the group's redelivery backoff (0.5 s, then 1 s) until the delivery limit archives it."""
+    from shareq.spark import acknowledge_failed
+
+    _create(broker, "retry-in", 1)
+    _produce(broker, "retry-in", [b"ok-%d" % i for i in range(20)] + [b"flaky"], batch=5)
+    seen = tmp_path / "flaky-deliveries"
+    seen.mkdir()
+    bootstrap = broker.bootstrap
+
+    def process(batch: Any, batch_id: int) -> None:
+        flaky = batch.where(batch.value.cast("string") == "flaky").select(
+            "topic", "partition", "offset", "deliveryCount"
+        )
+        for r in flaky.collect():
+            (seen / f"{r.deliveryCount}-{time.monotonic()}").touch()
+        acknowledge_failed(flaky, bootstrap_servers=bootstrap, group_id="g-retry", ack_type="reject")
+
+    df = _share_stream(
+        spark,
+        broker,
+        "retry-in",
+        "g-retry",
+        failedRows="release",
+        **{"shareq.redelivery.backoff.ms": "500", "shareq.redelivery.backoff.jitter": "0"},
+    )
+    query = (
+        df.writeStream.foreachBatch(process)
+        .option("checkpointLocation", str(tmp_path / "ckpt"))
+        .trigger(processingTime="100 milliseconds")
+        .start()
+    )
+    try:
+        _wait_for(lambda: len(list(seen.iterdir())) >= DELIVERY_LIMIT, 120, "the flaky row's deliveries")
+        _wait_for(lambda: not _drained(broker, "retry-in", "g-retry"), 60, "the flaky row archived")
+    finally:
+        query.stop()
+    deliveries = sorted((int(p.name.split("-")[0]), float(p.name.split("-", 1)[1])) for p in seen.iterdir())
+    assert [count for count, _ in deliveries] == list(range(1, DELIVERY_LIMIT + 1))  # released, not rejected
+    gaps = [b - a for (_, a), (_, b) in itertools.pairwise(deliveries)]
+    assert gaps[0] >= 0.5 and gaps[1] >= 1.0, gaps
+
+
 _CRASHING_QUERY = textwrap.dedent(
     """
     import sys
@@ -259,6 +315,9 @@ def test_two_queries_in_one_share_group_split_the_work(spark: Any, broker: Any, 
         )
     try:
         _wait_for(lambda: all(q.lastProgress is not None for q in queries), 120, "both queries to run")
+        # A member that joins second is assigned at its first heartbeat after the group's assignment
+        # interval: produce once both hold the partition, or the first may drain it alone.
+        _wait_for(lambda: _holders(broker, "g-split") == 2, 60, "both members to hold the partition")
         _produce(broker, "split", values, batch=50)
 
         def union() -> set[tuple[int, int]]:

@@ -15,7 +15,7 @@ def test_levels_are_what_shareq_serves() -> None:
         "metadata.version": (7, 33, 33),  # 3.3-IV3 .. 4.4-IV2
         "share.version": (0, 2, 2),  # share groups with dead-letter queues (level 2)
         "streams.version": (0, 0, 0),
-        "transaction.version": (0, 0, 0),
+        "transaction.version": (0, 2, 2),  # KIP-890 part 2: an epoch bump at every EndTxn
     }
     for f in FEATURES:
         assert f.min_supported <= f.finalized <= f.max_supported
@@ -27,7 +27,12 @@ def test_versions_filter_as_kafka_does() -> None:
     assert [f.name for f in supported_features(3)] == ["metadata.version"]
     assert len(supported_features(4)) == 7
     # Level 0 is "off": never listed as finalized.
-    assert [f.name for f in finalized_features(3)] == ["group.version", "metadata.version", "share.version"]
+    assert [f.name for f in finalized_features(3)] == [
+        "group.version",
+        "metadata.version",
+        "share.version",
+        "transaction.version",
+    ]
     assert finalized_features(4) == finalized_features(3)
 
 

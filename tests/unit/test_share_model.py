@@ -41,6 +41,7 @@ from shareq.share import (
 )
 from shareq.share.acquisition import poison_threshold
 from shareq.share.persister import NO_START_OFFSET, PersisterError, SharePartitionKey
+from shareq.share.window import in_play
 
 KEY = SharePartitionKey(group_id="g", topic_id=uuid.UUID(int=7), partition=0)
 MEMBERS = ("m1", "m2", "m3")
@@ -752,6 +753,8 @@ class EngineMachine(RuleBasedStateMachine):
                 actual[o] = (r.state, r.delivery_count, r.member)
         expected = {o: (r.state, r.count, r.member) for o, r in m.recs.items()}
         assert actual == expected
+        state = engine._state  # the count window's kept count of records in play equals a walk
+        assert state.covered - state.dcc == in_play(state.runs)
         first = m.recs.get(m.spso)
         assert first is None or first.state not in TERMINAL or first.held, (
             "SPSO stops at the first non-terminal record"

@@ -4,6 +4,7 @@ CompleteX) gives the live state, on the coordinator and on every participant par
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from dataclasses import dataclass, field
 
@@ -12,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from shareq.coordinators.transaction import (
+    TV_2,
     TransactionCoordinator,
     TxnConfig,
     TxnErrorCode,
@@ -24,6 +26,7 @@ from shareq.coordinators.transaction import (
     encode_key,
     encode_value,
 )
+from shareq.coordinators.transaction.state import MAX_PRODUCER_EPOCH
 from shareq.log.transactions import CONTROL_ABORT, CONTROL_COMMIT, PartitionTxnState
 
 T1 = "txn-1"
@@ -57,7 +60,7 @@ def test_init_add_commit_and_retry() -> None:
     assert ongoing is not None and ongoing.state is TxnState.ONGOING and ongoing.start_ms == 5
     assert c.add_partitions(T1, 1000, 0, [("t", 1)], now_ms=6) is None  # already in
     assert c.verify_produce(1000, 0, ("t", 1)) is TxnErrorCode.NONE
-    assert c.verify_produce(1000, 0, ("t", 2)) is TxnErrorCode.INVALID_TXN_STATE
+    assert c.verify_produce(1000, 0, ("t", 2)) is TxnErrorCode.TRANSACTION_ABORTABLE
     assert c.verify_produce(1000, 1, ("t", 1)) is TxnErrorCode.INVALID_PRODUCER_EPOCH
     decision = c.end_txn(T1, 1000, 0, True, now_ms=7)
     assert decision is not None and decision.decision and decision.metadata.state is TxnState.PREPARE_COMMIT
@@ -154,6 +157,94 @@ def test_records_round_trip() -> None:
     assert TxnState.PREPARE_EPOCH_FENCE.display == "PrepareEpochFence"
 
 
+def test_records_keep_version_0_until_transaction_version_2_fields_are_set() -> None:
+    meta = TxnMetadata(
+        transactional_id="x", producer_id=5, producer_epoch=0, timeout_ms=1, state=TxnState.EMPTY
+    )
+    assert encode_value(meta)[:2] == b"\x00\x00"
+    rotating = dataclasses.replace(
+        meta, state=TxnState.PREPARE_ABORT, next_producer_id=6, previous_producer_id=4, client_version=TV_2
+    )
+    assert encode_value(rotating)[:2] == b"\x00\x01"
+    assert decode_value("x", encode_value(rotating)) == rotating
+
+
+# -- transaction.version 2 (KIP-890 part 2) -------------------------------------------------------
+
+
+def test_tv2_every_end_txn_bumps_the_epoch_and_retries_are_recognised() -> None:
+    c = TransactionCoordinator()
+    ids = allocator()
+    apply(c, c.init_producer_id(T1, 60_000, now_ms=0, allocate=lambda: next(ids)))
+    assert c.verify_partitions(T1, 1000, 0, [("t", 0)]) == {("t", 0): TxnErrorCode.TRANSACTION_ABORTABLE}
+    opened = apply(c, c.add_partitions(T1, 1000, 0, [("t", 0)], now_ms=1, client_version=TV_2))
+    assert opened is not None and opened.state is TxnState.ONGOING and opened.client_version == TV_2
+    assert c.verify_partitions(T1, 1000, 0, [("t", 0)]) == {("t", 0): TxnErrorCode.NONE}
+    decision = apply(c, c.end_txn(T1, 1000, 0, True, now_ms=2, tv2=True))
+    assert decision is not None and decision.state is TxnState.PREPARE_COMMIT and decision.producer_epoch == 1
+    assert decision.partitions == {("t", 0)}  # the markers go out at the bumped epoch
+    with pytest.raises(TxnRequestError) as busy:  # the retry while the markers are written
+        c.end_txn(T1, 1000, 0, True, now_ms=3, tv2=True)
+    assert busy.value.code is TxnErrorCode.CONCURRENT_TRANSACTIONS
+    done = complete(c, T1, 3)
+    assert done is not None and (done.state, done.producer_epoch) == (TxnState.COMPLETE_COMMIT, 1)
+    assert c.end_txn(T1, 1000, 0, True, now_ms=4, tv2=True) is None  # the retry, answered again
+    with pytest.raises(TxnRequestError) as other:  # a retry of what was not decided
+        c.end_txn(T1, 1000, 0, False, now_ms=4, tv2=True)
+    assert other.value.code is TxnErrorCode.INVALID_TXN_STATE
+    with pytest.raises(TxnRequestError) as nothing_open:
+        c.end_txn(T1, 1000, 1, True, now_ms=4, tv2=True)
+    assert nothing_open.value.code is TxnErrorCode.INVALID_TXN_STATE
+    empty_abort = apply(c, c.end_txn(T1, 1000, 1, False, now_ms=5, tv2=True))
+    assert empty_abort is not None and empty_abort.state is TxnState.PREPARE_ABORT
+    assert (empty_abort.producer_epoch, empty_abort.partitions, empty_abort.start_ms) == (2, frozenset(), 5)
+    complete(c, T1, 6)
+    with pytest.raises(TxnRequestError) as fenced:
+        c.end_txn(T1, 1000, 0, True, now_ms=7, tv2=True)
+    assert fenced.value.code is TxnErrorCode.PRODUCER_FENCED
+    with pytest.raises(TxnRequestError) as stale_add:
+        c.add_partitions(T1, 1000, 1, [("t", 0)], now_ms=7, client_version=TV_2)
+    assert stale_add.value.code is TxnErrorCode.PRODUCER_FENCED
+    # a client before KIP-890 on the same id: no bump
+    apply(c, c.add_partitions(T1, 1000, 2, [("t", 1)], now_ms=8))
+    tv1 = apply(c, c.end_txn(T1, 1000, 2, True, now_ms=9))
+    assert tv1 is not None and tv1.producer_epoch == 2 and tv1.client_version == 0
+
+
+def test_tv2_an_exhausted_epoch_moves_to_a_new_producer_id_at_completion() -> None:
+    c = TransactionCoordinator()
+    last = MAX_PRODUCER_EPOCH - 1
+    c.replay(
+        T1,
+        TxnMetadata(
+            transactional_id=T1,
+            producer_id=7,
+            producer_epoch=last,
+            timeout_ms=60_000,
+            state=TxnState.ONGOING,
+            partitions=frozenset({("t", 0)}),
+            start_ms=0,
+            update_ms=0,
+            client_version=TV_2,
+        ),
+    )
+    decision = apply(c, c.end_txn(T1, 7, last, True, now_ms=1, tv2=True, allocate=lambda: 8))
+    assert decision is not None
+    assert (decision.producer_id, decision.producer_epoch, decision.next_producer_id) == (7, last + 1, 8)
+    # the decision is durable with the next id: a coordinator replaying it completes to it
+    replayed = TransactionCoordinator()
+    replayed.replay(T1, decode_value(T1, encode_value(decision)))
+    for coordinator in (c, replayed):
+        done = complete(coordinator, T1, 2)
+        assert done is not None
+        assert (done.producer_id, done.producer_epoch, done.previous_producer_id) == (8, 0, 7)
+        assert coordinator.by_producer(8) == done and coordinator.by_producer(7) is None
+        assert coordinator.end_txn(T1, 7, last, True, now_ms=3, tv2=True) is None  # the retry
+    with pytest.raises(TxnRequestError) as gone:
+        c.add_partitions(T1, 7, last, [("t", 0)], now_ms=4, client_version=TV_2)
+    assert gone.value.code is TxnErrorCode.INVALID_PRODUCER_ID_MAPPING
+
+
 # -- replay equals live, with crashes anywhere on the commit path -----------------------------
 
 
@@ -231,7 +322,20 @@ class Cluster:
 
 ops = st.lists(
     st.tuples(
-        st.sampled_from(["init", "add", "produce", "commit", "abort", "expire", "restart"]),
+        st.sampled_from(
+            [
+                "init",
+                "add",
+                "produce",
+                "commit",
+                "abort",
+                "expire",
+                "restart",
+                "produce2",
+                "commit2",
+                "abort2",
+            ]
+        ),
         st.integers(0, 2),  # transactional id
         st.integers(0, 3),  # partition
         st.one_of(st.none(), st.integers(0, 3)),  # crash point of a decision
@@ -271,9 +375,28 @@ def test_replay_gives_the_live_state(history: list[tuple[str, int, int, int | No
                     is TxnErrorCode.NONE
                 ):
                     cluster.append(tp, meta.producer_id, -1)
-            elif op in ("commit", "abort") and meta is not None:
+            elif op == "produce2" and meta is not None:  # TV2: the batch adds its partition
+                tp = ("p", partition)
+                add = cluster.live.add_partitions(
+                    txn_id,
+                    meta.producer_id,
+                    meta.producer_epoch,
+                    [tp],
+                    now_ms=cluster.now,
+                    client_version=TV_2,
+                )
+                if add is not None:
+                    cluster.persist(add)
+                cluster.append(tp, meta.producer_id, -1)
+            elif op in ("commit", "abort", "commit2", "abort2") and meta is not None:
                 end = cluster.live.end_txn(
-                    txn_id, meta.producer_id, meta.producer_epoch, op == "commit", now_ms=cluster.now
+                    txn_id,
+                    meta.producer_id,
+                    meta.producer_epoch,
+                    op.startswith("commit"),
+                    now_ms=cluster.now,
+                    tv2=op.endswith("2"),
+                    allocate=lambda: next(cluster.ids),
                 )
                 if end is not None and not cluster.decide(end, crash_at):
                     cluster.restart()

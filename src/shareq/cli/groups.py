@@ -3,6 +3,8 @@ consumer groups (classic and KIP-848) as kafka-consumer-groups.sh does."""
 
 from __future__ import annotations
 
+import datetime
+
 import click
 
 from shareq.client import (
@@ -13,6 +15,12 @@ from shareq.client import (
     ResourceType,
     ShareGroupDescription,
     ShareGroupOffset,
+)
+from shareq.coordinators.group.retry_config import (
+    REDELIVERY_BACKOFF_MS,
+    RETRY_CONFIG_DEFAULTS,
+    SHARE_WINDOW_MODE,
+    resolve_retry_config,
 )
 
 from ._common import admin_client, bootstrap_option, emit_json, friendly_errors, json_option, table
@@ -67,6 +75,9 @@ def describe_group(group: str, bootstrap: str, as_json: bool) -> None:
         description = admin.describe_share_group(group)
         offsets = _share_offsets(admin, group)
         ordering = _ordering(admin, group)
+        retry = _retry_configs(admin, group)
+    delayed = [o for _key, o in sorted(offsets.items()) if o.delayed_records]
+    warning = _stall_warning(retry)
     if as_json:
         emit_json(
             {
@@ -77,6 +88,18 @@ def describe_group(group: str, bootstrap: str, as_json: bool) -> None:
                     for _key, o in sorted(offsets.items())
                     if o.pending
                 ],
+                "window_mode": retry.get(SHARE_WINDOW_MODE, "span"),
+                "redelivery_backoff_ms": int(retry.get(REDELIVERY_BACKOFF_MS, "0") or 0),
+                "delayed": [
+                    {
+                        "topic": o.topic,
+                        "partition": o.partition,
+                        "records": o.delayed_records,
+                        "next_redelivery_ms": o.next_redelivery_ms,
+                    }
+                    for o in delayed
+                ],
+                "warnings": [warning] if warning else [],
             }
         )
         return
@@ -109,6 +132,44 @@ def describe_group(group: str, bootstrap: str, as_json: bool) -> None:
             if o.pending
         ]
         click.echo(table(["TOPIC", "PARTITION", "TX-PENDING", "PRODUCER-IDS"], staged))
+    if delayed:
+        click.echo()
+        rows = [[o.topic, o.partition, o.delayed_records, _when(o.next_redelivery_ms)] for o in delayed]
+        click.echo(table(["TOPIC", "PARTITION", "DELAYED", "NEXT-REDELIVERY"], rows))
+    backoff = retry.get(REDELIVERY_BACKOFF_MS, "0")
+    if backoff not in ("", "0"):
+        click.echo()
+        click.echo(f"redelivery backoff {backoff} ms, window mode {retry.get(SHARE_WINDOW_MODE, 'span')}")
+    if warning:
+        click.echo(f"warning: {warning}")
+
+
+def _retry_configs(admin: Admin, group: str) -> dict[str, str]:
+    """The group's shareq retry configs as described (empty from a broker that has none)."""
+    try:
+        described = admin.describe_configs([ConfigResource(ResourceType.GROUP, group)])
+    except KafkaError:
+        return {}
+    entries = next(iter(described.values()), {})
+    return {name: e.value or "" for name, e in entries.items() if name in RETRY_CONFIG_DEFAULTS}
+
+
+def _stall_warning(retry: dict[str, str]) -> str | None:
+    """That a delayed head record can stall the partition (backoff with the span window)."""
+    if not retry:
+        return None
+    try:
+        return resolve_retry_config(retry, 2**62).stall_warning
+    except Exception:
+        return None
+
+
+def _when(epoch_ms: int | None) -> str:
+    if not epoch_ms:
+        return "-"
+    return datetime.datetime.fromtimestamp(epoch_ms / 1000, tz=datetime.UTC).isoformat(
+        timespec="milliseconds"
+    )
 
 
 ORDERING_KEY = "shareq.share.ordering"

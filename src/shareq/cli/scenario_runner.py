@@ -10,6 +10,7 @@ lives with the ``shareq scenario`` command and the engine package stays free of 
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import json
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from shareq.protocol.acknowledge_type import AcknowledgeType
+from shareq.share.backoff import RedeliveryBackoff, Trigger
 from shareq.share.errors import ShareRequestError
 from shareq.share.persister import PersisterError, SharePartitionKey, ShareState, WriteStateParams
 from shareq.share.record_state import TERMINAL, RecordState
@@ -97,6 +99,9 @@ class ScenarioRunner:
             record_lock_duration_ms=int(doc.get("record_lock_duration_ms", 30_000)),
             delivery_count_limit=int(doc.get("delivery_count_limit", 5)),
             max_record_locks=int(doc.get("max_record_locks", 2_000)),
+            backoff=_backoff(doc.get("redelivery_backoff")),
+            window_count=doc.get("window_mode", "span") == "count",
+            durable_counts=bool(doc.get("delivery_count_durable", False)),
         )
         self.mode = AcquireMode(doc.get("acquire_mode", "batch_optimized"))
         self.reset = ResetPolicy(doc.get("share_auto_offset_reset", "latest"))
@@ -158,6 +163,7 @@ class ScenarioRunner:
         self.now = t
         if self.engine is not None:
             self._persist(self.engine.expire(t))
+            self.engine.mature(t)  # delayed records due by now are acquirable (as the shell's timer does)
         error: str | None = None
         acquired: list[list[int]] | None = None
         try:
@@ -218,6 +224,7 @@ class ScenarioRunner:
                 now=self.now,
             )
             self._persist(result.write)
+            self._persist(result.counts)
             return _merge_acquired(
                 [(r.first_offset, r.last_offset, r.delivery_count) for r in result.records]
             )
@@ -265,6 +272,20 @@ class ScenarioRunner:
                 max_record_locks=changes.get("max_record_locks", c.max_record_locks),
                 dlq_enabled=c.dlq_enabled,
                 persist_retry_backoff_ms=c.persist_retry_backoff_ms,
+                backoff=c.backoff,
+                window_count=c.window_count,
+                durable_counts=c.durable_counts,
+            )
+            if self.engine is not None:
+                self.engine.alter_config(self.config)
+        if "window_mode" in step or "redelivery_backoff" in step:  # shareq's own group configs
+            self.config = dataclasses.replace(
+                self.config,
+                window_count=step.get("window_mode", "count" if self.config.window_count else "span")
+                == "count",
+                backoff=_backoff(step["redelivery_backoff"])
+                if "redelivery_backoff" in step
+                else self.config.backoff,
             )
             if self.engine is not None:
                 self.engine.alter_config(self.config)
@@ -287,6 +308,13 @@ class ScenarioRunner:
                 if r.last_offset >= engine.spso
             ]
             self._compare(index, op, "runs", expect["runs"], actual)
+        if "delayed" in expect:  # shareq: AVAILABLE runs waiting for a redelivery due time
+            delayed = [
+                [r.first_offset, r.last_offset, r.available_at]
+                for r in engine.runs()
+                if r.available_at and r.last_offset >= engine.spso
+            ]
+            self._compare(index, op, "delayed", expect["delayed"], delayed)
 
     def _check_durable(self, index: int, op: str, durable: Mapping[str, Any]) -> None:
         rebuilt = SharePartition(self.key, self.config)
@@ -298,6 +326,11 @@ class ScenarioRunner:
         )
         if "spso" in durable:
             self._compare(index, op, "durable spso", durable["spso"], rebuilt.spso)
+        if "delayed" in durable:  # shareq: the due times a restart honours
+            delayed = [
+                [r.first_offset, r.last_offset, r.available_at] for r in rebuilt.runs() if r.available_at
+            ]
+            self._compare(index, op, "durable delayed", durable["delayed"], delayed)
         if "runs" not in durable:
             return
         actual_runs: list[list[Any]] = []
@@ -328,6 +361,20 @@ class ScenarioRunner:
         self.checks += 1
         if expected != actual:
             raise ScenarioMismatch(step=index, op=op, what=what, expected=expected, actual=actual)
+
+
+def _backoff(raw: Mapping[str, Any] | None) -> RedeliveryBackoff | None:
+    """shareq's ``redelivery_backoff``: ``ms``, ``multiplier`` (2.0), ``max_ms`` (60000), ``jitter``
+    (0.2), ``on`` (all of release, timeout, leave)."""
+    if not raw:
+        return None
+    return RedeliveryBackoff(
+        base_ms=int(raw["ms"]),
+        multiplier=float(raw.get("multiplier", 2.0)),
+        max_ms=int(raw.get("max_ms", 60_000)),
+        jitter=float(raw.get("jitter", 0.2)),
+        on=frozenset(Trigger(t) for t in raw.get("on", ("release", "timeout", "leave"))),
+    )
 
 
 def _durable_name(state: RecordState) -> str:

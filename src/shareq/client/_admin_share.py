@@ -124,6 +124,8 @@ def parse_describe_share_group_offsets(
                         PendingTransaction(int(t.producer_id), int(t.producer_epoch), int(t.records))
                         for t in getattr(p, "pending_transactions", ())
                     ),
+                    delayed_records=int(getattr(p, "delayed_records", 0)),
+                    next_redelivery_ms=int(getattr(p, "next_redelivery_ms", 0)) or None,
                 )
         return out
     raise KafkaError(ErrorCode.unknown_server_error, f"no answer for group {group_id}")

@@ -36,13 +36,20 @@ def build_heartbeat(
 
 
 def ack_topics(
-    m: ModuleType, topic_cls: str, partition_cls: str, listed: Sequence[TopicIdPartition], acks: AckBatches
+    m: ModuleType,
+    topic_cls: str,
+    partition_cls: str,
+    listed: Sequence[TopicIdPartition],
+    acks: AckBatches,
+    release_delay_ms: int = 0,
 ) -> tuple[Any, ...]:
-    """Partitions (with their acknowledgement batches) grouped by topic id, in ``listed`` order."""
+    """Partitions (with their acknowledgement batches) grouped by topic id, in ``listed`` order;
+    ``release_delay_ms`` (shareq's tagged field, ShareAcknowledge only) on every batch."""
     by_topic: dict[Any, list[Any]] = defaultdict(list)
+    delay = {"release_delay_ms": release_delay_ms} if release_delay_ms > 0 else {}
     for tid, p in listed:
         batches = tuple(
-            m.AcknowledgementBatch(first_offset=first, last_offset=last, acknowledge_types=types)
+            m.AcknowledgementBatch(first_offset=first, last_offset=last, acknowledge_types=types, **delay)
             for first, last, types in acks.get((tid, p), ())
         )
         by_topic[tid].append(getattr(m, partition_cls)(partition_index=p, acknowledgement_batches=batches))
@@ -94,8 +101,10 @@ def build_share_acknowledge(
     epoch: int,
     acks: AckBatches,
     renew: bool = False,
+    release_delay_ms: int = 0,
 ) -> Any:
-    """ShareAcknowledge; ``renew`` sets is_renew_ack (v2+, the caller checks the version)."""
+    """ShareAcknowledge; ``renew`` sets is_renew_ack (v2+, the caller checks the version);
+    ``release_delay_ms`` asks a shareq broker to delay the redelivery of the RELEASEs."""
     kwargs: dict[str, Any] = {"is_renew_ack": True} if renew else {}
     if renew and version < 2:
         raise ValueError("RENEW acknowledgements need ShareAcknowledge v2")
@@ -104,7 +113,7 @@ def build_share_acknowledge(
         group_id=group_id,
         member_id=member_id,
         share_session_epoch=epoch,
-        topics=ack_topics(m, "AcknowledgeTopic", "AcknowledgePartition", listed, acks),
+        topics=ack_topics(m, "AcknowledgeTopic", "AcknowledgePartition", listed, acks, release_delay_ms),
         **kwargs,
     )
 

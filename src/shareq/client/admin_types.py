@@ -160,6 +160,10 @@ class ShareGroupOffset:
     error: ErrorCode = ErrorCode.none
     error_message: str | None = None
     pending: tuple[PendingTransaction, ...] = ()
+    delayed_records: int = 0
+    """Records waiting out a redelivery backoff (shareq brokers)."""
+    next_redelivery_ms: int | None = None
+    """When the first of them becomes deliverable again (epoch ms), if any."""
 
     @property
     def pending_records(self) -> int:

@@ -387,7 +387,28 @@ class ShareConsumer:
         )
         return self.commit()
 
-    def _send_acks(self, pending: PendingAcks, *, renew: bool, epoch: int | None = None) -> AckResults:
+    def release(self, records: Iterable[ConsumerRecord], *, delay_ms: int = 0) -> AckResults:
+        """RELEASE ``records`` now (ShareAcknowledge), asking a shareq broker not to deliver them again
+        for ``delay_ms`` (capped by the broker's ``shareq.redelivery.backoff.ceiling.ms``; a Kafka
+        broker ignores it and redelivers at once). Per-partition error codes."""
+        self._check_open()
+        pending = PendingAcks()
+        for r in records:
+            tid = r.topic_id if r.topic_id is not None else self.cluster.topic(r.topic).topic_id
+            pending.add((tid, r.partition), r.offset, r.offset, AcknowledgeType.RELEASE)
+        with self._lock:
+            for tp, ranges in pending.by_partition.items():
+                delivered = self._delivered.get(tp)
+                if delivered:
+                    delivered.difference_update(first for first, _, _ in ranges)
+            results = self._send_acks(pending, renew=False, release_delay_ms=max(delay_ms, 0))
+        if results and self.on_acknowledged is not None:
+            self.on_acknowledged(results)
+        return results
+
+    def _send_acks(
+        self, pending: PendingAcks, *, renew: bool, epoch: int | None = None, release_delay_ms: int = 0
+    ) -> AckResults:
         results: AckResults = {}
         if not pending and epoch is None:
             return results
@@ -418,6 +439,7 @@ class ShareConsumer:
                 epoch=sent_epoch,
                 acks=acks,
                 renew=renew,
+                release_delay_ms=release_delay_ms,
             )
             try:
                 response = conn.send(request)

@@ -15,6 +15,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from shareq.coordinators.share.combiner import combine_state_batches
+from shareq.coordinators.share.delays import combine_delays
 from shareq.coordinators.share.pending import add_staged, resolve_marker
 from shareq.share.persister import (
     NO_START_OFFSET,
@@ -78,6 +79,9 @@ class MemoryPersister:
             delivery_complete_count=params.delivery_complete_count,
             state_batches=batches,
             pending_txn_batches=pending,
+            delays=combine_delays(
+                old.delays if old is not None else (), params.state_batches, params.delays, start
+            ),
         )
         self.writes += 1
 

@@ -11,6 +11,8 @@ Each record is the single record of a control batch in the share-partition's own
     | pending: count i32, then per entry  producer_id i64 | producer_epoch i16 | first_offset i64
                                          | last_offset i64 | state i8 | delivery_count i16 | ack_type i8
     | txn end (kind 2 only): producer_id i64 | producer_epoch i16 | commit i8
+    | delays (kind 0, only when some): count i32, then per entry  first_offset i64
+                                         | last_offset i64 | available_at i64 (epoch ms)
 
 ``kind`` 0 is state (a checkpoint's whole state, or a delta's changed runs), 1 staged
 acknowledgements of a transaction (KIP-1289, ``pending`` holds them), 2 a transaction's end, 3 a
@@ -18,7 +20,8 @@ tombstone (a checkpoint saying the group's state on this partition was deleted).
 ``back_offset`` -1; a delta names the offset of the previous control record of the same group with
 the same checkpoint epoch, so a chain can be followed backwards to its checkpoint. In a delta,
 ``start_offset``/``end_offset`` -1 and ``delivery_complete_count`` -1 mean "unchanged". The seed's
-``uint16`` checkpoint epoch is widened to i32 so that it never wraps.
+``uint16`` checkpoint epoch is widened to i32 so that it never wraps. ``delays`` are the redelivery
+due times of AVAILABLE offsets (shareq's backoff); a record without them ends before the section.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from enum import IntEnum
 
 from shareq.coordinators.share.records import ShareSnapshot, ShareTxnMarker, ShareTxnStage, ShareUpdate
 from shareq.log.records import CONTROL_TYPE_SHARE_CHECKPOINT, CONTROL_TYPE_SHARE_DELTA
-from shareq.share.persister import NO_START_OFFSET, PendingTxnBatch, StateBatch
+from shareq.share.persister import NO_START_OFFSET, PendingTxnBatch, RedeliveryDelay, StateBatch
 
 VALUE_VERSION = 0
 NO_OFFSET = -1
@@ -40,6 +43,7 @@ _STATE = struct.Struct(">qqbh")
 _PENDING = struct.Struct(">qhqqbhb")
 _COUNT = struct.Struct(">i")
 _TXN_END = struct.Struct(">qhb")
+_DELAY = struct.Struct(">qqq")
 _STR_LEN = struct.Struct(">h")
 
 
@@ -73,6 +77,7 @@ class ShareControl:
     states: tuple[StateBatch, ...] = ()
     pending: tuple[PendingTxnBatch, ...] = ()
     txn_end: ShareTxnMarker | None = None
+    delays: tuple[RedeliveryDelay, ...] = ()
 
     @property
     def control_type(self) -> int:
@@ -111,6 +116,10 @@ def encode(c: ShareControl) -> bytes:
     if c.kind is ControlKind.TXN_END:
         assert c.txn_end is not None
         out += _TXN_END.pack(c.txn_end.producer_id, c.txn_end.producer_epoch, int(c.txn_end.commit))
+    if c.delays:
+        out += _COUNT.pack(len(c.delays))
+        for d in c.delays:
+            out += _DELAY.pack(*d)
     return bytes(out)
 
 
@@ -167,6 +176,13 @@ def decode(control_type: int, value: bytes | memoryview) -> ShareControl:
             pid, pe, commit = _TXN_END.unpack_from(value, p)
             p += _TXN_END.size
             txn_end = ShareTxnMarker(producer_id=pid, producer_epoch=pe, commit=bool(commit))
+        delays: list[RedeliveryDelay] = []
+        if kind is ControlKind.STATE and p < len(value):
+            (count,) = _COUNT.unpack_from(value, p)
+            p += _COUNT.size
+            for _ in range(count):
+                delays.append(RedeliveryDelay(*_DELAY.unpack_from(value, p)))
+                p += _DELAY.size
         if p != len(value):
             raise ShareControlError("trailing bytes after a share control value")
     except (struct.error, UnicodeDecodeError, ValueError) as exc:
@@ -189,6 +205,7 @@ def decode(control_type: int, value: bytes | memoryview) -> ShareControl:
         states=tuple(states),
         pending=tuple(pending),
         txn_end=txn_end,
+        delays=tuple(delays),
     )
 
 
@@ -216,6 +233,7 @@ def from_snapshot(group_id: str, s: ShareSnapshot) -> ShareControl:
         write_timestamp=s.write_timestamp,
         states=s.state_batches,
         pending=s.pending_txn_batches,
+        delays=s.delays,
     )
 
 
@@ -231,6 +249,7 @@ def from_update(group_id: str, u: ShareUpdate, back_offset: int) -> ShareControl
         end_offset=_end_of(u.state_batches, NO_OFFSET),
         delivery_complete_count=u.delivery_complete_count,
         states=u.state_batches,
+        delays=u.delays,
     )
 
 
@@ -294,6 +313,7 @@ def to_value(c: ShareControl) -> ShareSnapshot | ShareUpdate | ShareTxnStage | S
             write_timestamp=c.write_timestamp,
             state_batches=c.states,
             pending_txn_batches=c.pending,
+            delays=c.delays,
         )
     return ShareUpdate(
         snapshot_epoch=c.checkpoint_epoch,
@@ -301,4 +321,5 @@ def to_value(c: ShareControl) -> ShareSnapshot | ShareUpdate | ShareTxnStage | S
         start_offset=c.start_offset,
         delivery_complete_count=c.delivery_complete_count,
         state_batches=c.states,
+        delays=c.delays,
     )

@@ -333,6 +333,9 @@ def _txn(then: Rule | None = None, field: str = "transactional_id") -> Rule:
 
 
 def _add_partitions_to_txn(request: Any, gate: Gate) -> Any:
+    if hasattr(request, "transactions"):  # v4+: the brokers' batched form
+        _require(gate, C, Operation.CLUSTER_ACTION, CLUSTER_NAME, CLUSTER_DENIED)
+        return request
     txn = getattr(request, "v3_and_below_transactional_id", None) or getattr(
         request, "transactional_id", None
     )

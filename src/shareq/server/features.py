@@ -19,12 +19,12 @@ The levels are chosen honestly, feature by feature, against Kafka 4.4's meaning 
   feature, and is served.
 - ``group.version`` 1: the consumer rebalance protocol of KIP-848 (ConsumerGroupHeartbeat), served
   beside the classic protocol.
-- ``transaction.version`` 0, where Kafka 4.4 finalizes 2. shareq serves transactions as KIP-98
-  and KIP-447 define them (EndTxn up to v3, partitions added by AddPartitionsToTxn and
-  AddOffsetsToTxn), not KIP-890 part 2 (level 2: an epoch bump at every EndTxn v5, partitions
-  added implicitly by Produce v12 and TxnOffsetCommit v5). Kafka's Java producer takes that path
-  when the level is finalized and EndTxn v5 is offered; finalizing 2 would promise it to any
-  client that trusts the level alone, so the level stays 0 until the protocol is served.
+- ``transaction.version`` 2, as Kafka 4.4 finalizes it: KIP-890 part 2, an epoch bump at every
+  EndTxn (v5), partitions added implicitly by Produce (v12+) and TxnOffsetCommit (v5), and
+  AddPartitionsToTxn's batched verify-only form (v4+). Level 1 has no behaviour of its own in Kafka
+  (it names the TransactionLogValue v1 record), and the older request versions stay served, so a
+  client before KIP-890 keeps the KIP-98 / KIP-447 protocol (an epoch bump only at
+  InitProducerId, partitions added by AddPartitionsToTxn and AddOffsetsToTxn).
 - ``kraft.version``, ``eligible.leader.replicas.version``, ``streams.version`` 0: there is no KRaft
   quorum, no replication and no streams groups.
 
@@ -65,7 +65,7 @@ FEATURES: tuple[Feature, ...] = (
     ),
     Feature(name="share.version", min_supported=0, max_supported=2, finalized=2),
     Feature(name="streams.version", min_supported=0, max_supported=0, finalized=0),
-    Feature(name="transaction.version", min_supported=0, max_supported=0, finalized=0),
+    Feature(name="transaction.version", min_supported=0, max_supported=2, finalized=2),
 )
 
 FINALIZED_FEATURES_EPOCH = 1
@@ -87,3 +87,8 @@ def finalized_features(api_version: int) -> tuple[Feature, ...]:
     if api_version < 3:
         return ()
     return tuple(f for f in FEATURES if f.finalized != 0)
+
+
+def finalized_level(name: str) -> int:
+    """The finalized level of feature ``name`` (0 when it is not finalized)."""
+    return next((f.finalized for f in FEATURES if f.name == name), 0)

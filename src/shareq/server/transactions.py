@@ -35,6 +35,8 @@ from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
 
 from shareq.coordinators.transaction import (
+    TV_0,
+    TV_2,
     TopicPartition,
     TransactionCoordinator,
     TxnConfig,
@@ -133,28 +135,86 @@ class TransactionServices:
         raise TxnRequestError(TxnErrorCode.CONCURRENT_TRANSACTIONS, "retry")
 
     def add_partitions(
-        self, transactional_id: str, producer_id: int, producer_epoch: int, partitions: list[TopicPartition]
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        partitions: list[TopicPartition],
+        *,
+        client_version: int = TV_0,
     ) -> None:
         write = self.coordinator.add_partitions(
-            transactional_id, producer_id, producer_epoch, partitions, now_ms=now_ms()
+            transactional_id,
+            producer_id,
+            producer_epoch,
+            partitions,
+            now_ms=now_ms(),
+            client_version=client_version,
         )
         if write is not None:
             self._persist(write)
             self._reschedule()
 
-    def add_offsets(self, transactional_id: str, producer_id: int, producer_epoch: int) -> None:
-        self.add_partitions(transactional_id, producer_id, producer_epoch, [(GROUP_METADATA_TOPIC, 0)])
+    def add_offsets(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, *, client_version: int = TV_0
+    ) -> None:
+        self.add_partitions(
+            transactional_id,
+            producer_id,
+            producer_epoch,
+            [(GROUP_METADATA_TOPIC, 0)],
+            client_version=client_version,
+        )
+
+    def verify_partitions(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, partitions: list[TopicPartition]
+    ) -> dict[TopicPartition, TxnErrorCode]:
+        return self.coordinator.verify_partitions(transactional_id, producer_id, producer_epoch, partitions)
+
+    def add_produced_partition(
+        self, producer_id: int, producer_epoch: int, topic: str, partition: int
+    ) -> TxnErrorCode:
+        """Produce v12+ (transaction.version 2): a transactional batch adds its partition to the
+        producer's transaction, opening one if none is (persisted before the batch is appended)."""
+        meta = self.coordinator.by_producer(producer_id)
+        if meta is None:
+            return TxnErrorCode.INVALID_PRODUCER_ID_MAPPING
+        try:
+            self.add_partitions(
+                meta.transactional_id, producer_id, producer_epoch, [(topic, partition)], client_version=TV_2
+            )
+        except TxnRequestError as error:
+            return error.code
+        return TxnErrorCode.NONE
 
     def end_txn(
-        self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        commit: bool,
+        *,
+        tv2: bool = False,
     ) -> Coroutine[Any, Any, None] | None:
-        """EndTxn; returns the completion still to await when share-state markers are involved."""
+        """EndTxn; returns the completion still to await when share-state markers are involved.
+        ``tv2`` (EndTxn v5): the epoch is bumped; :meth:`producer` then names the one to use."""
         write = self.coordinator.end_txn(
-            transactional_id, producer_id, producer_epoch, commit, now_ms=now_ms()
+            transactional_id,
+            producer_id,
+            producer_epoch,
+            commit,
+            now_ms=now_ms(),
+            tv2=tv2,
+            allocate=self.broker.topics.allocate_producer_id,
         )
         if write is not None:
             return self._decide(write)
         return None
+
+    def producer(self, transactional_id: str) -> tuple[int, int]:
+        """The producer id and epoch of ``transactional_id`` now (-1, -1 if unknown)."""
+        meta = self.coordinator.get(transactional_id)
+        return (-1, -1) if meta is None else (meta.producer_id, meta.producer_epoch)
 
     def abort(self, transactional_id: str) -> None:
         """An operator's abort of a hanging transaction."""
@@ -178,8 +238,17 @@ class TransactionServices:
     ) -> TxnErrorCode:
         return self.coordinator.verify_produce(producer_id, producer_epoch, (topic, partition))
 
-    def verify_offsets(self, transactional_id: str, producer_id: int, producer_epoch: int) -> TxnErrorCode:
-        """TxnOffsetCommit: the producer's open transaction must include the group-metadata log."""
+    def verify_offsets(
+        self, transactional_id: str, producer_id: int, producer_epoch: int, *, implicit: bool = False
+    ) -> TxnErrorCode:
+        """TxnOffsetCommit: the producer's open transaction must include the group-metadata log;
+        ``implicit`` (v5, transaction.version 2) adds it, opening a transaction if none is."""
+        if implicit:
+            try:
+                self.add_offsets(transactional_id, producer_id, producer_epoch, client_version=TV_2)
+            except TxnRequestError as error:
+                return error.code
+            return TxnErrorCode.NONE
         meta = self.coordinator.get(transactional_id)
         if meta is None or meta.producer_id != producer_id:
             return TxnErrorCode.INVALID_PRODUCER_ID_MAPPING

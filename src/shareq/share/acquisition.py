@@ -23,6 +23,7 @@ from collections.abc import Iterable, Sequence
 
 from shareq.share import key_order as _key_order
 from shareq.share.acquisition_lock import AcquisitionLock
+from shareq.share.durable_counts import acquisition_write
 from shareq.share.in_flight import InFlightBatch, InFlightMap
 from shareq.share.partition_state import PartitionState
 from shareq.share.record_state import RecordState
@@ -32,6 +33,7 @@ from shareq.share.types import AcquiredRecords, AcquireResult, PendingWrite
 
 _ACQUIRED = RecordState.ACQUIRED
 _AVAILABLE = RecordState.AVAILABLE
+_ARCHIVED = RecordState.ARCHIVED
 _EMPTY = AcquireResult(records=(), acquired_count=0, lock_deadline=None)
 
 
@@ -56,7 +58,7 @@ def acquire(
     cfg = partition.config
     runs = partition.runs
     fetch = partition.next_fetch_offset()
-    window_end = partition.spso + cfg.max_record_locks  # first-time acquisitions stay below this
+    window_end = partition.window_end()  # first-time acquisitions stay below this
     dc_limit = cfg.delivery_count_limit
     threshold = poison_threshold(dc_limit)
     deadline = now + cfg.record_lock_duration_ms
@@ -66,6 +68,8 @@ def acquire(
     out: list[list[int]] = []
     lock: AcquisitionLock | None = None
     stale: list[InFlightBatch] = []
+    exhausted: list[tuple[InFlightBatch, RecordState]] = []
+    durable = cfg.durable_counts
     prev_end = fetch
     old_end = partition.end
     new_end = -1
@@ -102,6 +106,7 @@ def acquire(
                 piece = InFlightBatch(pos, e, _ACQUIRED, 1, member, lock)
                 runs.insert(piece)
                 n = e - pos + 1
+                partition.covered += n
                 lock.held += n
                 acquired += n
                 new_end = e
@@ -114,9 +119,15 @@ def acquire(
             a = run.first if run.first > pos else pos
             e = run.last if run.last < pl else pl
             pos = e + 1
-            if run.state is not _AVAILABLE or run.txn is not None:
-                continue
+            if run.state is not _AVAILABLE or run.txn is not None or run.due:
+                continue  # not acquirable (a delayed run waits for its due time)
             d = run.count
+            if d >= dc_limit and durable:  # loaded with its deliveries used up (durable counts)
+                runs.isolate(a, e)
+                piece_or_none = runs.get(a)
+                assert piece_or_none is not None
+                exhausted.append((piece_or_none, partition.release_target(piece_or_none)))
+                continue
             if d + 1 >= dc_limit or d >= threshold:
                 cap = 1 if d + 1 >= dc_limit else max(1, max_records >> (d - threshold + 1))
                 if cap < limit:
@@ -149,16 +160,21 @@ def acquire(
             break
     if new_end >= partition.end:
         partition.end = new_end + 1
-    write = _archive_vanished(partition, stale) if stale else None
+    if stale or exhausted:
+        write = _archive_vanished(partition, [(run, _ARCHIVED) for run in stale] + exhausted)
+    else:
+        write = None
     if lock is None:
         return AcquireResult(records=(), acquired_count=0, lock_deadline=None, write=write)
     lock.last = out[-1][1]
     runs.coalesce(lock.first, lock.last)
+    records = tuple(AcquiredRecords(first_offset=f, last_offset=la, delivery_count=c) for f, la, c in out)
     return AcquireResult(
-        records=tuple(AcquiredRecords(first_offset=f, last_offset=la, delivery_count=c) for f, la, c in out),
+        records=records,
         acquired_count=acquired,
         lock_deadline=deadline,
         write=write,
+        counts=acquisition_write(partition, records) if durable else None,
     )
 
 
@@ -193,12 +209,15 @@ def _vanished(
         partition.gap_cursor = last + 1
 
 
-def _archive_vanished(partition: PartitionState, pieces: Iterable[InFlightBatch]) -> PendingWrite | None:
-    """Start archiving ``pieces`` (AVAILABLE runs the log no longer holds): outside the table, so
-    the transition is an ARCHIVE, which the commit lets through."""
+def _archive_vanished(
+    partition: PartitionState, pieces: Iterable[tuple[InFlightBatch, RecordState]]
+) -> PendingWrite | None:
+    """Start archiving ``pieces`` (AVAILABLE runs the log no longer holds, or loaded with their
+    deliveries used up) to their targets: outside the table, so the transition is an ARCHIVE,
+    which the commit lets through."""
     txn = StateTransition(partition.next_handle(), TransitionKind.ARCHIVE)
-    for run in pieces:
+    for run, target in pieces:
         run.txn = txn
         partition.runs.reindex(run)
-        txn.pieces.append((run, RecordState.ARCHIVED))
+        txn.pieces.append((run, target))
     return start_write(partition, txn) if txn.pieces else None

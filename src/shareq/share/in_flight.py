@@ -7,7 +7,9 @@ re-acquisition) and coalesced with equal neighbours afterwards, so the common wh
 one entry per fetched batch and cost follows the number of runs touched, never the record count.
 
 A second index holds the first offsets of acquirable runs (AVAILABLE, no transition in progress) so
-the next fetch offset is found without a scan.
+the next fetch offset is found without a scan. An AVAILABLE run with a redelivery due time (``due``,
+epoch ms) waits in a heap by due time instead, and joins the acquirable index when ``mature(now)``
+reaches it; the heap is cleaned lazily (an entry whose run changed since is dropped when seen).
 
 A run whose records the client is done with (each ACKNOWLEDGED, ARCHIVING or ARCHIVED) may keep a
 state per offset instead of being cut into pieces: ``marks``, one state byte per record, as Kafka's
@@ -20,6 +22,7 @@ lock, no member and is never acquirable, so acquisition, expiry and member relea
 
 from __future__ import annotations
 
+import heapq
 import itertools
 import re
 from collections.abc import Iterable, Iterator, Sequence
@@ -110,7 +113,7 @@ class StagedAck:
 class InFlightBatch:
     """One run ``first..last`` (inclusive) of in-flight offsets with one state."""
 
-    __slots__ = ("count", "first", "last", "lock", "marks", "member", "staged", "state", "txn")
+    __slots__ = ("count", "due", "first", "last", "lock", "marks", "member", "staged", "state", "txn")
 
     def __init__(
         self,
@@ -132,6 +135,8 @@ class InFlightBatch:
         self.marks: bytearray | None = None
         """A state byte per record, for a run whose records the client is done with (see the
         module docstring); None when every record has ``state``."""
+        self.due = 0
+        """An AVAILABLE run's redelivery due time (epoch ms) until it matures; 0: acquirable."""
 
     @property
     def size(self) -> int:
@@ -236,6 +241,7 @@ class InFlightBatch:
             and other.marks is None
             and self.state == other.state
             and self.count == other.count
+            and self.due == other.due
             and self.member == other.member
             and self.lock is other.lock
             and (self.staged is None if other.staged is None else other.staged.same_as(self.staged))
@@ -253,11 +259,13 @@ def _pid(run: InFlightBatch) -> int | None:
 class InFlightMap:
     """The runs of one share-partition, keyed by first offset, plus the acquirable-run index."""
 
-    __slots__ = ("_acquirable", "_runs")
+    __slots__ = ("_acquirable", "_delayed", "_runs")
 
     def __init__(self) -> None:
         self._runs: SortedDict = SortedDict()
         self._acquirable: SortedSet = SortedSet()
+        self._delayed: list[tuple[int, int]] = []
+        """A heap of ``(due, first offset)`` of delayed AVAILABLE runs (stale entries included)."""
 
     # --- queries -------------------------------------------------------------------------------
     def __len__(self) -> int:
@@ -317,6 +325,7 @@ class InFlightMap:
                         and prev.delivery_count == run.count
                         and prev.member == run.member
                         and prev.producer_id == _pid(run)
+                        and prev.available_at == whole.due
                     ):
                         out[-1] = replace(prev, last_offset=run.last)
                         continue
@@ -328,22 +337,78 @@ class InFlightMap:
                         delivery_count=run.count,
                         member=run.member,
                         producer_id=_pid(run),
+                        available_at=whole.due,
                     )
                 )
         return tuple(out)
+
+    # --- redelivery delays -----------------------------------------------------------------------
+    def _waiting(self, due: int, first: int) -> InFlightBatch | None:
+        """The run a heap entry stands for, if it still waits for exactly that due time."""
+        run: InFlightBatch | None = self._runs.get(first)
+        if run is None or run.due != due or run.state is not _AVAILABLE or run.txn is not None:
+            return None
+        return run
+
+    def next_due(self) -> int | None:
+        """The earliest due time of a delayed AVAILABLE run (stale heap entries dropped)."""
+        heap = self._delayed
+        while heap:
+            due, first = heap[0]
+            if self._waiting(due, first) is not None:
+                return due
+            heapq.heappop(heap)
+        return None
+
+    def mature(self, now: int) -> bool:
+        """Delayed runs due at ``now`` become acquirable; whether any did."""
+        heap = self._delayed
+        matured = False
+        while heap and heap[0][0] <= now:
+            due, first = heapq.heappop(heap)
+            run = self._waiting(due, first)
+            if run is None:
+                continue
+            run.due = 0
+            self._acquirable.add(first)
+            self.coalesce(run.first, run.last)
+            matured = True
+        return matured
+
+    def delayed(self) -> tuple[int, int | None]:
+        """(records waiting for a due time, the earliest due time): a walk of the heap, for views."""
+        records = 0
+        earliest: int | None = None
+        seen: set[int] = set()
+        for due, first in self._delayed:
+            run = self._waiting(due, first)
+            if run is None or first in seen:
+                continue
+            seen.add(first)
+            records += run.last - run.first + 1
+            if earliest is None or due < earliest:
+                earliest = due
+        return records, earliest
 
     # --- mutation ----------------------------------------------------------------------------------
     def reindex(self, run: InFlightBatch) -> None:
         """Refresh the acquirable index after ``run``'s state or transition changed."""
         if run.state is _AVAILABLE and run.txn is None:
-            self._acquirable.add(run.first)
+            if run.due:
+                self._acquirable.discard(run.first)
+                heapq.heappush(self._delayed, (run.due, run.first))
+            else:
+                self._acquirable.add(run.first)
         else:
             self._acquirable.discard(run.first)
 
     def insert(self, run: InFlightBatch) -> None:
         self._runs[run.first] = run
         if run.state is _AVAILABLE and run.txn is None:
-            self._acquirable.add(run.first)
+            if run.due:
+                heapq.heappush(self._delayed, (run.due, run.first))
+            else:
+                self._acquirable.add(run.first)
 
     def remove(self, run: InFlightBatch) -> None:
         del self._runs[run.first]
@@ -368,6 +433,7 @@ class InFlightMap:
         right = InFlightBatch(offset, run.last, run.state, run.count, run.member, run.lock)
         right.txn = run.txn
         right.staged = run.staged
+        right.due = run.due
         marks = run.marks
         if marks is not None:
             cut = offset - run.first
@@ -417,6 +483,7 @@ class InFlightMap:
                 right = InFlightBatch(seg_last + 1, cur.last, cur.state, cur.count, cur.member, cur.lock)
                 right.txn = cur.txn
                 right.staged = cur.staged
+                right.due = cur.due
                 cur.last = seg_last
                 new[right.first] = right
                 out.append((cur, tag))
@@ -426,7 +493,10 @@ class InFlightMap:
             acquirable = self._acquirable
             for piece in new.values():
                 if piece.state is _AVAILABLE and piece.txn is None:
-                    acquirable.add(piece.first)
+                    if piece.due:
+                        heapq.heappush(self._delayed, (piece.due, piece.first))
+                    else:
+                        acquirable.add(piece.first)
         return out
 
     def coalesce(self, first: int, last: int) -> None:

@@ -119,10 +119,9 @@ def allowed_ranges(
 
 
 def _delayed(run: InFlightBatch, now: int) -> bool:
-    """An AVAILABLE run that may not be acquired before a later instant (a redelivery delay) keeps
-    its key blocked until then, like a held one: the key waits out the delay in order."""
-    available_at = getattr(run, "available_at", None)
-    return available_at is not None and available_at > now
+    """An AVAILABLE run waiting out a redelivery backoff (``due`` ahead) keeps its key blocked until
+    then, like a held one: the key waits out the delay, in order."""
+    return run.due > now
 
 
 def _open_ranges(ok: np.ndarray, lo: int, batches: Sequence[tuple[int, int]]) -> Iterator[tuple[int, int]]:

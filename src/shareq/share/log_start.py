@@ -79,6 +79,7 @@ def commit_move(partition: PartitionState, txn: StateTransition) -> None:
             raise ShareEngineBug(f"run {first} below the new start offset {limit} is not archived")
         runs.remove(first)
         partition.dcc -= first.size
+        partition.covered -= first.size
         first = runs.first_run()
     partition.log_start_floor = -1
     partition.spso = max(partition.spso, limit)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 
+from shareq.share import window as _window
 from shareq.share.acquisition_lock import AcquisitionLock, DeadlineIndex
 from shareq.share.in_flight import ARCHIVING_BYTE, InFlightBatch, InFlightMap
 from shareq.share.persister import NO_START_OFFSET, SharePartitionKey
@@ -30,6 +31,7 @@ class PartitionState:
     __slots__ = (
         "absent_span",
         "config",
+        "covered",
         "dcc",
         "durable_spso",
         "end",
@@ -70,6 +72,8 @@ class PartitionState:
         """[gap_cursor, gap_end): the read-gap window persisted state left, not yet filled."""
         self.dcc = 0
         """Delivery-complete count: terminal records at or after the SPSO."""
+        self.covered = 0
+        """Records the in-flight runs cover (at or after the SPSO): ``covered - dcc`` are in play."""
         self.absent_span = (0, 0)
         """[from, to): offsets up to the end offset that hold share state alone (pass_absent)."""
         self.log_start_floor = -1
@@ -92,6 +96,15 @@ class PartitionState:
         if hole is not None and hole < best:
             best = hole
         return best if best >= self.log_start_floor else self.log_start_floor
+
+    def window_end(self) -> int:
+        """The first offset a first-time acquisition may not reach: SPSO + the cap (Kafka's span
+        rule), or in ``count`` mode the end offset plus the cap's room left by the non-terminal
+        records, never past the span guard (``WINDOW_SPAN_GUARD`` caps from the SPSO)."""
+        cfg = self.config
+        if not cfg.window_count:
+            return self.spso + cfg.max_record_locks
+        return _window.count_window_end(self.covered - self.dcc, self.spso, self.end, cfg.max_record_locks)
 
     def release_target(self, run: InFlightBatch) -> RecordState:
         """Where a released run goes: AVAILABLE, or archived once out of deliveries."""
@@ -187,6 +200,7 @@ class PartitionState:
         if first is not None and first.first < spso and first.marks is not None:  # stops inside it
             runs.trim_front(first, spso)
         self.dcc -= dropped
+        self.covered -= dropped  # every record the SPSO passes is terminal
         self.spso = spso
         if self.end < spso:
             self.end = spso

@@ -78,6 +78,15 @@ def state_batch(first_offset: int, last_offset: int, delivery_state: int, delive
     return _tuple_new(StateBatch, (first_offset, last_offset, delivery_state, delivery_count))
 
 
+class RedeliveryDelay(NamedTuple):
+    """AVAILABLE offsets ``first_offset..last_offset`` not acquirable before ``due_ms`` (epoch ms):
+    a redelivery backoff, durable so that a restart honours the rest of the delay."""
+
+    first_offset: int
+    last_offset: int
+    due_ms: int
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PendingTxnBatch:
     """Offsets ``first_offset..last_offset`` staged (TX_PENDING) by transaction ``producer_id``.
@@ -113,6 +122,9 @@ class WriteStateParams:
     staged: tuple[PendingTxnBatch, ...] = ()
     """Acknowledgements a transaction stages (written as a transactional update: the transaction's
     marker resolves them); a staging write carries nothing else."""
+    delays: tuple[RedeliveryDelay, ...] = ()
+    """Due times of AVAILABLE records among ``state_batches`` (ascending, disjoint); the offsets of
+    ``state_batches`` that none covers have none (any earlier one is gone)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -126,6 +138,8 @@ class ShareState:
     state_batches: tuple[StateBatch, ...]
     pending_txn_batches: tuple[PendingTxnBatch, ...] = ()
     """Staged acknowledgements whose transaction has not ended (TX_PENDING after a restart)."""
+    delays: tuple[RedeliveryDelay, ...] = ()
+    """Redelivery due times of AVAILABLE records (ascending, disjoint)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -52,7 +52,12 @@ TXN_ACK_TYPES: frozenset[AcknowledgeType] = frozenset(
 
 FORCED_ARCHIVE_FROM: frozenset[RecordState] = frozenset({RecordState.AVAILABLE})
 """States the engine itself may archive outside the table: records that vanished from the log
-(compaction) are archived so they do not pin the SPSO."""
+(compaction) are archived so they do not pin the SPSO, and records loaded with their deliveries
+used up are diverted."""
+
+FORCED_ARCHIVE_TO: frozenset[RecordState] = frozenset({RecordState.ARCHIVED, RecordState.ARCHIVING})
+"""What a forced archive may give: ARCHIVED, or ARCHIVING for the dead-letter queue (a record loaded
+with its deliveries used up, under crash-durable counts)."""
 
 TERMINAL: frozenset[RecordState] = frozenset({RecordState.ACKNOWLEDGED, RecordState.ARCHIVED})
 
@@ -70,7 +75,7 @@ def validate_transition(old: RecordState, new: RecordState, *, forced_archive: b
     """Raise ``IllegalStateTransition`` unless ``old -> new`` is allowed."""
     if new in TRANSITIONS[old]:
         return
-    if forced_archive and new is RecordState.ARCHIVED and old in FORCED_ARCHIVE_FROM:
+    if forced_archive and new in FORCED_ARCHIVE_TO and old in FORCED_ARCHIVE_FROM:
         return
     raise IllegalStateTransition(f"illegal record-state transition {old.name} -> {new.name}")
 

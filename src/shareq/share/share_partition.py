@@ -15,6 +15,7 @@ from collections.abc import Iterator, Sequence
 
 from shareq.protocol.acknowledge_type import AcknowledgeType
 from shareq.share import acquisition as _acq
+from shareq.share import backoff as _backoff
 from shareq.share import dead_letter_handoff as _dlq
 from shareq.share import key_order as _key_order
 from shareq.share import log_start as _log_start
@@ -135,7 +136,10 @@ class SharePartition:
         self._state.end = self._state.gap_end = end
         if state.pending_txn_batches:
             _txn.load_pending(self._state, state.pending_txn_batches)
+        if state.delays:
+            _backoff.load_delays(runs, state.delays, spso)
         runs.coalesce(spso, self._state.end)
+        self._state.covered = sum(run.last - run.first + 1 for run in runs)
         self._state.advance_spso()
 
     # ------------------------------------------------------------------ introspection
@@ -197,8 +201,22 @@ class SharePartition:
         return _txn.pending_by_producer(self._state)
 
     def next_deadline(self) -> int | None:
-        """The earliest acquisition-lock deadline still holding records (ms), or None."""
-        return self._state.locks.next_deadline()
+        """The earliest acquisition-lock deadline still holding records, or redelivery due time
+        of a delayed record (ms), or None."""
+        lock = self._state.locks.next_deadline()
+        due = self._state.runs.next_due()
+        if due is None:
+            return lock
+        return due if lock is None or due < lock else lock
+
+    def mature(self, now: int) -> bool:
+        """Delayed records due at ``now`` become acquirable; whether any did (the shell then
+        wakes fetches parked on this share-partition)."""
+        return self._state.runs.mature(now)
+
+    def delayed(self) -> tuple[int, int | None]:
+        """(records waiting for their redelivery due time, the earliest due time in epoch ms)."""
+        return self._state.runs.delayed()
 
     def next_fetch_offset(self) -> int:
         """Where the next log read starts: the first AVAILABLE offset with no transition in
@@ -215,7 +233,7 @@ class SharePartition:
         batch-optimized lease runs on to its batch's end, which the log read includes anyway).
         """
         start = self.next_fetch_offset()
-        window_last = self._state.spso + self._state.config.max_record_locks - 1
+        window_last = self._state.window_end() - 1
         if start >= self._state.end and start > window_last:
             return None
         return min(start + max(max_records, 1) - 1, max(self._state.end - 1, window_last))
@@ -269,6 +287,7 @@ class SharePartition:
         batches read) records whose key another record holds are looked past (``key_order.py``).
         """
         self._require_initialized()
+        self._state.runs.mature(now)
         allowed = None
         if keys is not None and batches:
             if self.key_stats is None:
@@ -292,7 +311,12 @@ class SharePartition:
 
     # ------------------------------------------------------------------ acknowledge
     def acknowledge(
-        self, member: str, batches: Sequence[AcknowledgementBatch], *, now: int
+        self,
+        member: str,
+        batches: Sequence[AcknowledgementBatch],
+        *,
+        now: int,
+        release_delays: Sequence[tuple[int, int, int]] = (),
     ) -> AcknowledgeResult:
         """Start the transitions a client asked for; all or nothing.
 
@@ -300,7 +324,8 @@ class SharePartition:
         (not in flight, not acquired by ``member``, transition already in progress, one offset
         acknowledged twice, a RENEW the group turned off); then nothing changed. Offsets below
         the SPSO are skipped. Returns the write to persist (None when only renewals were asked;
-        they applied).
+        they applied). ``release_delays``: ``(first, last, ms)`` a client asked the RELEASEs there
+        to wait before redelivery (capped by ``delay_ceiling_ms``, used instead of the backoff).
         """
         self._require_initialized()
         grouped = validate_acknowledgements(
@@ -318,6 +343,8 @@ class SharePartition:
         pieces = txn.pieces
         durable = False
         targets = ACK_TARGETS[self._state.config.dlq_enabled]
+        if release_delays:  # RELEASEs asking for different delays become runs of their own
+            grouped = [_backoff.cut_at(stretch, release_delays) for stretch in grouped]
         for stretch in grouped:
             if len(stretch) >= _MARK_MIN_SEGMENTS and {seg[2] for seg in stretch} <= _DONE_ACKS:
                 self._acknowledge_marked(txn, stretch, targets, now)
@@ -334,7 +361,16 @@ class SharePartition:
         if not durable:
             self._commit(txn, now)
             return AcknowledgeResult(write=None)
+        if release_delays:
+            _backoff.requested(txn, release_delays, self._state.config.delay_ceiling_ms, now)
+        self._delay(txn, _backoff.Trigger.RELEASE, now)
         return AcknowledgeResult(write=start_write(self._state, txn))
+
+    def _delay(self, txn: StateTransition, trigger: _backoff.Trigger, now: int) -> None:
+        """Give the records ``txn`` makes AVAILABLE their redelivery due time, if the group delays."""
+        backoff = self._state.config.backoff
+        if backoff is not None and backoff.base_ms > 0:
+            _backoff.schedule(backoff, self.key, txn, trigger, now)
 
     def _acknowledge_marked(
         self,
@@ -441,7 +477,10 @@ class SharePartition:
         txn = StateTransition(self._state.next_handle(), TransitionKind.EXPIRE)
         for lock in due:
             self._collect_release(txn, lock, None)
-        return start_write(self._state, txn) if txn.pieces else None
+        if not txn.pieces:
+            return None
+        self._delay(txn, _backoff.Trigger.TIMEOUT, now)
+        return start_write(self._state, txn)
 
     def release_member(self, member: str, now: int) -> PendingWrite | None:
         """A member left (or its share session closed): release its records at once.
@@ -460,7 +499,10 @@ class SharePartition:
                 kept.append(lock)
         if kept:
             self._state.member_locks[member] = kept
-        return start_write(self._state, txn) if txn.pieces else None
+        if not txn.pieces:
+            return None
+        self._delay(txn, _backoff.Trigger.LEAVE, now)
+        return start_write(self._state, txn)
 
     def _collect_release(self, txn: StateTransition, lock: AcquisitionLock, member: str | None) -> int:
         """Add ``lock``'s idle ACQUIRED runs to ``txn``; returns how many records that took."""
@@ -571,6 +613,7 @@ class SharePartition:
         touched: list[tuple[int, int]] = []
         committed: dict[RecordState, int] = {}  # records per target, for the counters
         marked = txn.marks
+        dues = txn.dues
         for run, target in txn.pieces:
             run.txn = None
             size = run.last - run.first + 1
@@ -597,6 +640,8 @@ class SharePartition:
                 self._state.dcc += size
             elif target is _AVAILABLE:
                 released = True
+                if dues is not None:
+                    run.due = dues.get(run.first, 0)
             if state is _AVAILABLE or target is _AVAILABLE:  # only these are or become acquirable
                 runs.reindex(run)
         for target, size in committed.items():
@@ -649,6 +694,7 @@ class SharePartition:
                 for run in lapsed:
                     run.txn = expiry
                     expiry.pieces.append((run, self._state.release_target(run)))
+                self._delay(expiry, _backoff.Trigger.TIMEOUT, now)
                 follow_ups = (start_write(self._state, expiry),)
         elif txn.kind in (TransitionKind.EXPIRE, TransitionKind.RELEASE_MEMBER):
             retry: dict[int, AcquisitionLock] = {}

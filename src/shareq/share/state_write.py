@@ -15,12 +15,19 @@ from collections.abc import Iterable
 
 from shareq.share.in_flight import InFlightBatch, marked_terminal
 from shareq.share.partition_state import PartitionState
-from shareq.share.persister import NO_START_OFFSET, StateBatch, WriteStateParams, state_batch
+from shareq.share.persister import (
+    NO_START_OFFSET,
+    RedeliveryDelay,
+    StateBatch,
+    WriteStateParams,
+    state_batch,
+)
 from shareq.share.record_state import RecordState
 from shareq.share.transition import StateTransition, TransitionKind
 from shareq.share.types import PendingWrite
 
 _ACQUIRED = RecordState.ACQUIRED
+_AVAILABLE = RecordState.AVAILABLE
 _ACKNOWLEDGED = RecordState.ACKNOWLEDGED
 _ARCHIVED = RecordState.ARCHIVED
 _TX_PENDING = RecordState.TX_PENDING
@@ -96,6 +103,7 @@ def start_write(partition: PartitionState, txn: StateTransition) -> PendingWrite
             cur_first, cur_last, cur_state, cur_count = first, last, int(mark), count
     if cur_last >= 0:
         deltas.append(state_batch(cur_first, cur_last, cur_state, cur_count))
+    dues = txn.dues
     params = WriteStateParams(
         key=partition.key,
         state_epoch=partition.state_epoch,
@@ -103,8 +111,22 @@ def start_write(partition: PartitionState, txn: StateTransition) -> PendingWrite
         start_offset=txn.start_offset,
         delivery_complete_count=partition.dcc + newly_terminal - dropped,
         state_batches=tuple(deltas),
+        delays=() if dues is None else _delays(durable, dues),
     )
     return PendingWrite(handle=txn.handle, params=params)
+
+
+def _delays(
+    durable: list[tuple[InFlightBatch, RecordState]], dues: dict[int, int]
+) -> tuple[RedeliveryDelay, ...]:
+    """The due times of the runs a write makes AVAILABLE with a redelivery delay, in offset order."""
+    out = [
+        RedeliveryDelay(run.first, run.last, dues[run.first])
+        for run, target in durable
+        if target is _AVAILABLE and run.first in dues
+    ]
+    out.sort()
+    return tuple(out)
 
 
 def start_offset_write(partition: PartitionState) -> PendingWrite | None:

@@ -26,6 +26,8 @@ class TransitionKind(enum.Enum):
     INITIALIZE = "initialize"
     LOG_START = "log_start"
     STAGE = "stage"
+    ACQUISITION = "acquisition"
+    """An acquisition's delivery counts written (crash-durable counts): no state changes."""
 
 
 class MarkedTarget:
@@ -51,7 +53,7 @@ class MarkedTarget:
 class StateTransition:
     """The runs one pending write will change, and to what."""
 
-    __slots__ = ("handle", "kind", "marks", "pieces", "start_offset")
+    __slots__ = ("dues", "handle", "kind", "marks", "pieces", "start_offset")
 
     def __init__(self, handle: int, kind: TransitionKind) -> None:
         self.handle = handle
@@ -61,6 +63,9 @@ class StateTransition:
         self.marks: dict[int, MarkedTarget] | None = None
         """Per piece whose records take states of their own (keyed by the run's first offset):
         its target ``marks`` (the piece's target state is their summary)."""
+        self.dues: dict[int, int] | None = None
+        """Per piece going AVAILABLE with a redelivery delay (keyed by the run's first offset):
+        the instant (epoch ms) it becomes acquirable (see ``backoff``)."""
 
     def check_legal(self) -> None:
         """Raise ``IllegalStateTransition`` unless every piece may go from the state it holds to its

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from shareq.protocol.acknowledge_type import AcknowledgeType
 from shareq.share.persister import WriteStateParams
 from shareq.share.record_state import RecordState
+
+if TYPE_CHECKING:
+    from shareq.share.backoff import RedeliveryBackoff
 
 
 class AcquireMode(enum.Enum):
@@ -38,6 +41,15 @@ class ShareConfig:
     """``share.renew.acknowledge.enable``: off, a RENEW acknowledgement is refused."""
     persist_retry_backoff_ms: int = 1_000
     """Delay before a lock expiry or member release whose write failed is tried again."""
+    backoff: RedeliveryBackoff | None = None
+    """Redelivery backoff (None: records come back at once, as Kafka's)."""
+    delay_ceiling_ms: int = 900_000
+    """The longest delay a client may ask for on a RELEASE (longer ones are capped)."""
+    window_count: bool = False
+    """``count`` window mode: only AVAILABLE, ACQUIRED and ARCHIVING records count against
+    ``max_record_locks`` (bounded by a span guard); off, Kafka's span rule."""
+    durable_counts: bool = False
+    """Acquisitions are written (their delivery counts survive a crash) before they are handed out."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -69,6 +81,9 @@ class AcquireResult:
     acquired_count: int
     lock_deadline: int | None
     write: PendingWrite | None = None
+    counts: PendingWrite | None = None
+    """With crash-durable counts: the write of the acquired records' delivery counts, which must
+    be durable before they are handed out (completed like any write; it changes no state)."""
 
 
 class AcknowledgementBatch(NamedTuple):
@@ -128,3 +143,5 @@ class RunView:
     member: str | None
     producer_id: int | None = None
     """The producer id of the transaction holding a TX_PENDING run."""
+    available_at: int = 0
+    """An AVAILABLE run's redelivery due time (epoch ms; 0: acquirable now)."""

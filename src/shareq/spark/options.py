@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 KAFKA_PREFIX = "kafka."
 SHARE_PREFIX = "share."
+SHAREQ_PREFIX = "shareq."
 DEFAULT_ACK_TOPIC = "shareq-spark-acks"
 
 
@@ -155,6 +156,7 @@ SHARE_OPTIONS = _options(
     "renewLocks",
     "triggerIntervalMs",
     "exactlyOnce",
+    "failedRows",
 )
 # A streaming writer is handed the query's own options (checkpointLocation, path) too.
 SINK_OPTIONS = _options("topic", "checkpointLocation", "path", "exactlyOnce", "ackTopic")
@@ -204,7 +206,7 @@ def check_options(options: Mapping[str, str], role: str) -> None:
                     + ", ".join(sorted(settings))
                 )
             continue
-        if role == SHARE_READ and lowered.startswith(SHARE_PREFIX):
+        if role == SHARE_READ and lowered.startswith((SHARE_PREFIX, SHAREQ_PREFIX)):
             continue  # share-group configs, checked by the broker when the query sets them
         if lowered in known:
             continue
@@ -220,9 +222,14 @@ def _spelled(names: Mapping[str, str]) -> list[str]:
 
 def group_configs(options: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
     """``share.*`` options are share-group configs (``share.auto.offset.reset``,
-    ``share.record.lock.duration.ms``, ...), set on the group when the query starts;
-    ``startingOffsets`` (earliest/latest) is shorthand for ``share.auto.offset.reset``."""
-    out = {key.lower(): value for key, value in options.items() if key.lower().startswith(SHARE_PREFIX)}
+    ``share.record.lock.duration.ms``, ...), set on the group when the query starts, and so are
+    shareq's own (``shareq.redelivery.backoff.ms``, ...); ``startingOffsets`` (earliest/latest) is
+    shorthand for ``share.auto.offset.reset``."""
+    out = {
+        key.lower(): value
+        for key, value in options.items()
+        if key.lower().startswith((SHARE_PREFIX, SHAREQ_PREFIX))
+    }
     starting = _get(options, "startingOffsets")
     if starting is not None:
         if starting.strip().lower() not in ("earliest", "latest"):
@@ -346,6 +353,10 @@ class ShareSourceOptions:
     trigger_interval_ms: int = 0
     group_configs: tuple[tuple[str, str], ...] = ()
     exactly_once: bool = False
+    release_failed: bool = False
+    """``failedRows=release``: rows marked failed with REJECT are RELEASEd instead, so they come back
+    after the group's redelivery backoff (``shareq.redelivery.backoff.ms``), up to its delivery
+    limit, rather than being archived at once."""
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> ShareSourceOptions:
@@ -353,6 +364,15 @@ class ShareSourceOptions:
         group = _get(options, "group.id") or _get(options, "kafka.group.id")
         if not group:
             raise OptionError("option 'group.id' (the share group) is required")
+        failed = (_get(options, "failedRows") or "reject").strip().lower()
+        if failed not in ("reject", "release"):
+            raise OptionError(f"option 'failedRows' is 'reject' or 'release', got {failed!r}")
+        exactly_once = _bool(options, "exactlyOnce", False)
+        if failed == "release" and exactly_once:
+            raise OptionError(
+                "option 'failedRows=release' cannot go with 'exactlyOnce': a transaction can accept or "
+                "reject a record, not release it"
+            )
         return cls(
             connect=ConnectOptions.parse(options),
             topics=Subscription.parse(options, share=True).topics,
@@ -368,7 +388,8 @@ class ShareSourceOptions:
             renew_locks=_bool(options, "renewLocks", True),
             trigger_interval_ms=_int(options, "triggerIntervalMs", None) or 0,
             group_configs=group_configs(options),
-            exactly_once=_bool(options, "exactlyOnce", False),
+            exactly_once=exactly_once,
+            release_failed=failed == "release",
         )
 
 

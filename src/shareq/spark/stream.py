@@ -206,6 +206,8 @@ class ShareDriver:
             fault("source.before_ack", done.seq - 1)  # (a batch's end offset is its Spark batch id + 1)
             self.decisions.poll()
             acks = [ack for batch in batches for ack in self.decisions.split(batch.acquired)]
+            if self.options.release_failed:
+                acks = release_failed(acks)
             acks += self._release_carried_behind(acks)
             errors = self.session.acknowledge(acks)
         for error in errors:
@@ -541,3 +543,11 @@ class ShareStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self._driver is not None:
             self._driver.close()
             self._driver = None
+
+
+def release_failed(
+    acks: list[tuple[str, int, int, int, AckType]],
+) -> list[tuple[str, int, int, int, AckType]]:
+    """``failedRows=release``: REJECT decisions become RELEASEs (the group's backoff then spaces
+    out the redeliveries; its delivery limit still archives a record that keeps failing)."""
+    return [(t, p, f, la, AckType.RELEASE if k is AckType.REJECT else k) for t, p, f, la, k in acks]

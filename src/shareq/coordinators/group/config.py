@@ -18,6 +18,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 
 from shareq.coordinators.group.errors import GroupErrorCode, GroupRequestError
+from shareq.coordinators.group.retry_config import (
+    BACKOFF_CEILING_PROPERTY,
+    DEFAULT_BACKOFF_CEILING_MS,
+    RETRY_CONFIG_DEFAULTS,
+    RETRY_CONFIG_NAMES,
+    RetryConfig,
+    resolve_retry_config,
+)
 
 RECORD_LOCK_DURATION_MS = "share.record.lock.duration.ms"
 DELIVERY_COUNT_LIMIT = "share.delivery.count.limit"
@@ -55,6 +63,7 @@ GROUP_CONFIG_NAMES: tuple[str, ...] = (
     CONSUMER_HEARTBEAT_INTERVAL_MS,
     SHARE_ORDERING,
     SHARE_KEY_LOOKAHEAD,
+    *RETRY_CONFIG_NAMES,
 )
 
 ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
@@ -105,6 +114,8 @@ class ShareBrokerConfig:
     consumer_heartbeat_interval_ms: int = 5_000
     consumer_min_heartbeat_interval_ms: int = 5_000
     consumer_max_heartbeat_interval_ms: int = 15_000
+    redelivery_backoff_ceiling_ms: int = DEFAULT_BACKOFF_CEILING_MS
+    """``shareq.redelivery.backoff.ceiling.ms``: no redelivery delay is longer."""
     explicit: frozenset[str] = field(default=frozenset())
     """Broker property names set by the operator (described with source STATIC_BROKER_CONFIG)."""
 
@@ -123,6 +134,8 @@ class ShareBrokerConfig:
 
 def _broker_prop(attr: str) -> str:
     """``min_record_lock_duration_ms`` -> ``group.share.min.record.lock.duration.ms``."""
+    if attr == "redelivery_backoff_ceiling_ms":
+        return BACKOFF_CEILING_PROPERTY
     if attr == "auto_offset_reset":
         return "group.share.auto.offset.reset"
     if attr == "isolation_level":
@@ -166,6 +179,8 @@ class ShareGroupConfig:
     """``shareq.share.ordering``: ``none`` or ``key``."""
     key_lookahead: int = KEY_LOOKAHEAD_DEFAULT
     """``shareq.share.key.lookahead``: records a ``key`` acquisition may look past blocked ones."""
+    retry: RetryConfig = field(default_factory=RetryConfig)
+    """shareq's retry configs (redelivery backoff, window mode, durable counts)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -312,6 +327,7 @@ def resolve_group_config(overrides: Mapping[str, str], broker: ShareBrokerConfig
     if ordering not in ORDERING_MODES:
         raise _invalid(f"{SHARE_ORDERING} must be one of {', '.join(ORDERING_MODES)}, got {ordering!r}")
     lookahead = num(SHARE_KEY_LOOKAHEAD, KEY_LOOKAHEAD_DEFAULT, *KEY_LOOKAHEAD_BOUNDS)
+    retry = resolve_retry_config(overrides, b.redelivery_backoff_ceiling_ms)
     return ShareGroupConfig(
         record_lock_duration_ms=lock,
         delivery_count_limit=count,
@@ -328,6 +344,7 @@ def resolve_group_config(overrides: Mapping[str, str], broker: ShareBrokerConfig
         consumer_heartbeat_interval_ms=consumer_heartbeat,
         ordering=ordering,
         key_lookahead=lookahead,
+        retry=retry,
     )
 
 
@@ -351,6 +368,7 @@ _GROUP_ONLY_DEFAULTS = {
     RENEW_ACKNOWLEDGE_ENABLE: "true",
     SHARE_ORDERING: "none",
     SHARE_KEY_LOOKAHEAD: str(KEY_LOOKAHEAD_DEFAULT),
+    **RETRY_CONFIG_DEFAULTS,
 }
 
 

@@ -9,10 +9,14 @@ costs what it adds and what it prunes, not the size of the state kept.
 
 from __future__ import annotations
 
-from bisect import bisect_left
+import operator
+from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 
 from shareq.share.persister import NO_START_OFFSET, StateBatch
+
+_FIRST = operator.itemgetter(0)
+_LAST = operator.itemgetter(1)
 
 
 def _is_normal(batches: Sequence[StateBatch]) -> bool:
@@ -180,4 +184,18 @@ def combine_state_batches(
         and _is_normal(current)
     ):
         return Combined(_prune_and_coalesce([*current, *new], start))
+    if type(current) is Combined and new and _is_normal(new):
+        return _splice(current, new, start)
     return Combined(_prune_and_coalesce(_overlay(_normalize(current), _normalize(new)), start))
+
+
+def _splice(current: Combined, new: Sequence[StateBatch], start: int) -> Combined:
+    """Normal ``new`` laid over the stretch of ``current`` it spans (with one neighbour each side,
+    where a join may appear), the rest of ``current`` kept as it is: a write in the middle of a
+    large state (records redelivered after a backoff, below thousands of acknowledged runs) costs
+    what it touches and a slice, not a walk of every batch."""
+    lo, hi = new[0].first_offset, new[-1].last_offset
+    i = max(bisect_left(current, lo, key=_LAST) - 1, 0)
+    j = min(bisect_right(current, hi, key=_FIRST) + 1, len(current))
+    middle = _prune_and_coalesce(_overlay(list(current[i:j]), new), -1)
+    return Combined(prune_joined([*current[:i], *middle, *current[j:]], start))

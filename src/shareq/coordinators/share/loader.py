@@ -24,9 +24,15 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterable
 
-from shareq.share.persister import NO_START_OFFSET, UNINITIALIZED_DELIVERY_COMPLETE_COUNT, StateBatch
+from shareq.share.persister import (
+    NO_START_OFFSET,
+    UNINITIALIZED_DELIVERY_COMPLETE_COUNT,
+    StateBatch,
+    state_batch,
+)
 
 from .combiner import combine_state_batches
+from .delays import combine_delays
 from .records import (
     VALUE_VERSION,
     RecordType,
@@ -126,8 +132,9 @@ class ShardLoader:
         self._snapshot_offsets = {}
 
 
-def _decode_update(value: bytes) -> tuple[int, int, int, int, tuple[Run, ...]]:
-    """snapshot_epoch, leader_epoch, start_offset, delivery_complete_count, runs of an update."""
+def _decode_update(value: bytes) -> tuple[int, int, int, int, tuple[Run, ...] | None]:
+    """snapshot_epoch, leader_epoch, start_offset, delivery_complete_count, runs of an update
+    (None for one that carries due times)."""
     n = len(value)
     if n == _ONE_DCC.size and value[18] == 2 and value[39:42] == _DCC_TAG:
         version, s_epoch, l_epoch, start, _, first, last, state, count, tags, _, _, _, dcc = _ONE_DCC.unpack(
@@ -147,6 +154,8 @@ def _decode_update(value: bytes) -> tuple[int, int, int, int, tuple[Run, ...]]:
             )
     u = decode_value(RecordType.UPDATE, value)
     assert isinstance(u, ShareUpdate)
+    if u.delays:  # due times: the fold below takes the slow path, which keeps them
+        return u.snapshot_epoch, u.leader_epoch, u.start_offset, u.delivery_complete_count, None
     runs = tuple((b.first_offset, b.last_offset, b.delivery_state, b.delivery_count) for b in u.state_batches)
     return u.snapshot_epoch, u.leader_epoch, u.start_offset, u.delivery_complete_count, runs
 
@@ -182,7 +191,7 @@ def fold_raw_updates(
             version, s_epoch, l_epoch, u_start, _, first_o, last_o, state, count, tags, _, _, _, u_dcc = (
                 unpack(value)
             )
-            u_runs: tuple[Run, ...] = ((first_o, last_o, state, count),)
+            u_runs: tuple[Run, ...] | None = ((first_o, last_o, state, count),)
             if version or tags:
                 s_epoch, l_epoch, u_start, u_dcc, u_runs = _decode_update(value)
         else:
@@ -190,8 +199,11 @@ def fold_raw_updates(
         if s_epoch != epoch:
             continue
         applied += 1
+        if u_runs is None:
+            simple = False
         if not simple:
             continue  # still count and validate; the slow fold below does the rest
+        assert u_runs is not None
         leader_epoch = l_epoch
         if u_start != NO_START_OFFSET:
             if u_start < start:
@@ -227,6 +239,9 @@ def fold_raw_updates(
         batches: tuple[StateBatch, ...] = combine_state_batches(snapshot.state_batches, layered, start)
     else:
         batches = snapshot.state_batches
+    delays = snapshot.delays
+    if delays:  # the updates' runs are the newest word on their offsets
+        delays = combine_delays(delays, [state_batch(*r) for r in runs], (), start)
     return (
         ShareSnapshot(
             snapshot_epoch=epoch,
@@ -238,6 +253,7 @@ def fold_raw_updates(
             write_timestamp=snapshot.write_timestamp,
             state_batches=batches,
             pending_txn_batches=snapshot.pending_txn_batches,
+            delays=delays,
         ),
         applied,
     )

@@ -14,7 +14,8 @@ version 0)::
              | state_batches | tagged fields
     state_batches  compact array: uvarint (count + 1), then per batch
                    first_offset i64 | last_offset i64 | delivery_state i8 | delivery_count i16
-                   | tagged fields (uvarint 0)
+                   | tagged fields: tag 0 = available_at i64 (epoch ms), on an AVAILABLE batch
+                     whose redelivery is delayed (shareq; none otherwise, as Kafka writes them)
     tagged fields  uvarint count, then per field uvarint tag | uvarint size | bytes;
                    tag 0 = delivery_complete_count i32, written only when it is not -1;
                    tag 1 (snapshots) = pending_txn_batches, written only when some are pending
@@ -52,12 +53,15 @@ from shareq.protocol.varint import read_uvarint, write_uvarint
 from shareq.share.persister import (
     UNINITIALIZED_DELIVERY_COMPLETE_COUNT,
     PendingTxnBatch,
+    RedeliveryDelay,
     SharePartitionKey,
     StateBatch,
     state_batch,
 )
 
 VALUE_VERSION = 0
+_TAG_AVAILABLE_AT = 0
+"""A state batch's tagged field: the epoch ms before which its records are not redelivered."""
 _TAG_DELIVERY_COMPLETE_COUNT = 0
 _TAG_PENDING_TXN_BATCHES = 1
 
@@ -88,6 +92,8 @@ class ShareSnapshot:
     write_timestamp: int
     state_batches: tuple[StateBatch, ...]
     pending_txn_batches: tuple[PendingTxnBatch, ...] = ()
+    delays: tuple[RedeliveryDelay, ...] = ()
+    """Redelivery due times of AVAILABLE offsets (on the wire: their state batches' tag 0)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -102,6 +108,8 @@ class ShareUpdate:
     start_offset: int
     delivery_complete_count: int
     state_batches: tuple[StateBatch, ...]
+    delays: tuple[RedeliveryDelay, ...] = ()
+    """Due times the update gives offsets among its state batches."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -150,6 +158,7 @@ _BATCH_GROUP = struct.Struct(">" + "qqbhx" * _GROUP)
 """``_GROUP`` state batches in one pack: a write with a REJECT every tenth record carries
 hundreds."""
 _I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
 _PENDING = struct.Struct(">qhqqbhbB")
 _STAGE_HEAD = struct.Struct(">hiiqh")
 _MARKER_KEY = struct.Struct(">hq")
@@ -188,7 +197,61 @@ def decode_key(data: bytes) -> tuple[RecordType, SharePartitionKey]:
     )
 
 
-def _encode_batches_and_tags(out: bytearray, batches: tuple[StateBatch, ...], dcc: int) -> None:
+_BATCH_DUE = struct.Struct(">qqbhBBBq")
+"""A state batch with one tagged field, its available_at (tag 0, 8 bytes)."""
+
+
+def _with_delays(
+    batches: tuple[StateBatch, ...], delays: tuple[RedeliveryDelay, ...]
+) -> list[tuple[StateBatch, int]]:
+    """``batches`` cut where ``delays`` begin and end, each piece with its due time (0: none)."""
+    out: list[tuple[StateBatch, int]] = []
+    i = 0
+    n = len(delays)
+    for b in batches:
+        first, last = b.first_offset, b.last_offset
+        while i < n and delays[i].last_offset < first:
+            i += 1
+        j = i
+        while first <= last:
+            if j >= n or delays[j].first_offset > last:
+                out.append((state_batch(first, last, b.delivery_state, b.delivery_count), 0))
+                break
+            d = delays[j]
+            if d.first_offset > first:
+                out.append((state_batch(first, d.first_offset - 1, b.delivery_state, b.delivery_count), 0))
+                first = d.first_offset
+            end = min(last, d.last_offset)
+            out.append((state_batch(first, end, b.delivery_state, b.delivery_count), d.due_ms))
+            first = end + 1
+            if d.last_offset <= last:
+                j += 1
+    return out
+
+
+def _encode_delayed_batches(
+    out: bytearray, batches: tuple[StateBatch, ...], delays: tuple[RedeliveryDelay, ...]
+) -> None:
+    """The state batch array, each batch a due time covers tagged with it."""
+    pieces = _with_delays(batches, delays)
+    write_uvarint(out, len(pieces) + 1)
+    for b, due in pieces:
+        if due:
+            out += _BATCH_DUE.pack(*b, 1, _TAG_AVAILABLE_AT, 8, due)
+        else:
+            out += _BATCH_UNTAGGED.pack(*b)
+
+
+def _encode_batches_and_tags(
+    out: bytearray, batches: tuple[StateBatch, ...], dcc: int, delays: tuple[RedeliveryDelay, ...] = ()
+) -> None:
+    if delays:
+        _encode_delayed_batches(out, batches, delays)
+        if dcc == UNINITIALIZED_DELIVERY_COMPLETE_COUNT:
+            out.append(0)
+        else:
+            out += b"\x01\x00\x04" + _I32.pack(dcc)
+        return
     write_uvarint(out, len(batches) + 1)
     # A StateBatch is the wire's fields in order: whole groups of them go through one pack.
     full = len(batches) - len(batches) % _GROUP
@@ -256,7 +319,7 @@ def encode_value(value: ShareRecordValue) -> bytes:
         return bytes(out)
     if isinstance(value, ShareTxnMarker):
         return _MARKER.pack(VALUE_VERSION, value.producer_epoch, 1 if value.commit else 0, 0)
-    if type(value) is ShareUpdate and len(value.state_batches) == 1:
+    if type(value) is ShareUpdate and len(value.state_batches) == 1 and not value.delays:
         # The acknowledgement update, in one pack (the same bytes as the general path below).
         b = value.state_batches[0]
         dcc = value.delivery_complete_count
@@ -285,14 +348,17 @@ def encode_value(value: ShareRecordValue) -> bytes:
             return bytes(out)
     else:
         out += _UPDATE_HEAD.pack(VALUE_VERSION, value.snapshot_epoch, value.leader_epoch, value.start_offset)
-    _encode_batches_and_tags(out, value.state_batches, value.delivery_complete_count)
+    _encode_batches_and_tags(out, value.state_batches, value.delivery_complete_count, value.delays)
     return bytes(out)
 
 
 def _encode_snapshot_with_pending(out: bytearray, value: ShareSnapshot) -> None:
-    write_uvarint(out, len(value.state_batches) + 1)
-    for b in value.state_batches:
-        out += _BATCH.pack(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count, 0)
+    if value.delays:
+        _encode_delayed_batches(out, value.state_batches, value.delays)
+    else:
+        write_uvarint(out, len(value.state_batches) + 1)
+        for b in value.state_batches:
+            out += _BATCH.pack(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count, 0)
     tags = bytearray()
     ntags = 1
     if value.delivery_complete_count != UNINITIALIZED_DELIVERY_COMPLETE_COUNT:
@@ -335,25 +401,68 @@ def _read_tagged_fields(buf: bytes, pos: int) -> tuple[int, tuple[PendingTxnBatc
     return dcc, pending, pos
 
 
-def _decode_batches_and_tags(buf: bytes, pos: int) -> tuple[tuple[StateBatch, ...], int]:
-    batches, dcc, _ = _decode_batches_and_all_tags(buf, pos)
-    return batches, dcc
+def _read_batch_tags(buf: bytes, pos: int) -> tuple[int, int]:
+    """A state batch's tagged fields: (its available_at or 0, next position)."""
+    due = 0
+    count, pos = _read_uvarint(buf, pos)
+    for _ in range(count):
+        tag, pos = _read_uvarint(buf, pos)
+        size, pos = _read_uvarint(buf, pos)
+        if pos + size > len(buf):
+            raise StateRecordError("tagged field runs past the end of the value")
+        if tag == _TAG_AVAILABLE_AT:
+            if size != 8:
+                raise StateRecordError("available_at tag must be 8 bytes")
+            due = _I64.unpack_from(buf, pos)[0]
+        pos += size
+    return due, pos
+
+
+def _joined_with_delays(
+    pieces: list[StateBatch], dues: list[tuple[int, int, int]]
+) -> tuple[tuple[StateBatch, ...], tuple[RedeliveryDelay, ...]]:
+    """Pieces cut at due times joined back into batches, and the due times as delays."""
+    batches: list[StateBatch] = []
+    for b in pieces:
+        if batches:
+            p = batches[-1]
+            if p[1] + 1 == b[0] and p[2] == b[2] and p[3] == b[3]:
+                batches[-1] = state_batch(p[0], b[1], p[2], p[3])
+                continue
+        batches.append(b)
+    delays: list[RedeliveryDelay] = []
+    for first, last, due in dues:
+        if delays and delays[-1].last_offset + 1 == first and delays[-1].due_ms == due:
+            delays[-1] = RedeliveryDelay(delays[-1].first_offset, last, due)
+        else:
+            delays.append(RedeliveryDelay(first, last, due))
+    return tuple(batches), tuple(delays)
+
+
+def _decode_batches_and_tags(
+    buf: bytes, pos: int
+) -> tuple[tuple[StateBatch, ...], int, tuple[RedeliveryDelay, ...]]:
+    batches, dcc, _, delays = _decode_batches_and_all_tags(buf, pos)
+    return batches, dcc, delays
 
 
 def _decode_batches_and_all_tags(
     buf: bytes, pos: int
-) -> tuple[tuple[StateBatch, ...], int, tuple[PendingTxnBatch, ...]]:
+) -> tuple[tuple[StateBatch, ...], int, tuple[PendingTxnBatch, ...], tuple[RedeliveryDelay, ...]]:
     n, pos = _read_uvarint(buf, pos)
     if n == 0:
         raise StateRecordError("state batches may not be null")
     n -= 1
     batches: list[StateBatch] = []
+    dues: list[tuple[int, int, int]] = []
     unpack = _BATCH.unpack_from
     try:
         for _ in range(n):
             first, last, state, count, tags = unpack(buf, pos)
             if tags:
-                _, pos = _skip_tagged_fields(buf, pos + 19)
+                due, pos = _read_batch_tags(buf, pos + 19)
+                if due:
+                    dues.append((first, last, due))
             else:
                 pos += 20
             batches.append(state_batch(first, last, state, count))
@@ -362,7 +471,10 @@ def _decode_batches_and_all_tags(
     dcc, pending, pos = _read_tagged_fields(buf, pos)
     if pos != len(buf):
         raise StateRecordError("trailing bytes after a state record value")
-    return tuple(batches), dcc, pending
+    if dues:
+        joined, delays = _joined_with_delays(batches, dues)
+        return joined, dcc, pending, delays
+    return tuple(batches), dcc, pending, ()
 
 
 def decode_value(record_type: RecordType, data: bytes) -> ShareRecordValue:
@@ -391,7 +503,7 @@ def decode_value(record_type: RecordType, data: bytes) -> ShareRecordValue:
             version, s_epoch, st_epoch, l_epoch, start, created, written = _SNAPSHOT_HEAD.unpack_from(data)
             if version != VALUE_VERSION:
                 raise StateRecordError(f"unknown ShareSnapshot value version {version}")
-            batches, dcc, pending = _decode_batches_and_all_tags(data, _SNAPSHOT_HEAD.size)
+            batches, dcc, pending, delays = _decode_batches_and_all_tags(data, _SNAPSHOT_HEAD.size)
             return ShareSnapshot(
                 snapshot_epoch=s_epoch,
                 state_epoch=st_epoch,
@@ -402,6 +514,7 @@ def decode_value(record_type: RecordType, data: bytes) -> ShareRecordValue:
                 write_timestamp=written,
                 state_batches=batches,
                 pending_txn_batches=pending,
+                delays=delays,
             )
         if len(data) == _UPDATE_ONE_DCC.size and data[18] == 2 and data[39:42] == _DCC_TAG:
             version, s_epoch, l_epoch, start, _, first, last, state, count, tags, _, _, _, dcc = (
@@ -421,13 +534,14 @@ def decode_value(record_type: RecordType, data: bytes) -> ShareRecordValue:
         raise StateRecordError("truncated state record value") from None
     if version != VALUE_VERSION:
         raise StateRecordError(f"unknown ShareUpdate value version {version}")
-    batches, dcc = _decode_batches_and_tags(data, _UPDATE_HEAD.size)
+    batches, dcc, delays = _decode_batches_and_tags(data, _UPDATE_HEAD.size)
     return ShareUpdate(
         snapshot_epoch=s_epoch,
         leader_epoch=l_epoch,
         start_offset=start,
         delivery_complete_count=dcc,
         state_batches=batches,
+        delays=delays,
     )
 
 
@@ -445,6 +559,7 @@ _SU_LEADER_EPOCH = _setter(ShareUpdate, "leader_epoch")
 _SU_START = _setter(ShareUpdate, "start_offset")
 _SU_DCC = _setter(ShareUpdate, "delivery_complete_count")
 _SU_BATCHES = _setter(ShareUpdate, "state_batches")
+_SU_DELAYS = _setter(ShareUpdate, "delays")
 
 
 def _one_batch_update(
@@ -457,6 +572,7 @@ def _one_batch_update(
     _SU_START(update, start)
     _SU_DCC(update, dcc)
     _SU_BATCHES(update, (batch,))
+    _SU_DELAYS(update, ())
     return update
 
 

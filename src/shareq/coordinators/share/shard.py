@@ -32,6 +32,7 @@ from shareq.share.persister import (
 )
 
 from .combiner import combine_state_batches, prune_joined
+from .delays import combine_delays, prune_delays
 from .pending import add_staged, resolve_marker
 from .records import MARKER_KEY, ShareSnapshot, ShareTxnMarker, ShareTxnStage, ShareUpdate, StateRecord
 
@@ -119,6 +120,9 @@ def _apply(cur: ShareSnapshot, update: ShareUpdate, batches: tuple[StateBatch, .
         write_timestamp=cur.write_timestamp,
         state_batches=batches,
         pending_txn_batches=cur.pending_txn_batches,
+        delays=combine_delays(cur.delays, update.state_batches, update.delays, start)
+        if cur.delays or update.delays
+        else (),
     )
 
 
@@ -162,6 +166,11 @@ def fold_updates(cur: ShareSnapshot, updates: list[ShareUpdate]) -> ShareSnapsho
             cur = _apply(cur, u, None)
         return cur
     layered = [b for u in updates for b in u.state_batches]
+    delays = cur.delays
+    if delays or any(u.delays for u in updates):
+        for u in updates:
+            delays = combine_delays(delays, u.state_batches, u.delays, NO_START_OFFSET)
+        delays = prune_delays(delays, start)
     return ShareSnapshot(
         snapshot_epoch=cur.snapshot_epoch,
         state_epoch=cur.state_epoch,
@@ -174,6 +183,7 @@ def fold_updates(cur: ShareSnapshot, updates: list[ShareUpdate]) -> ShareSnapsho
         if layered or start != cur.start_offset
         else cur.state_batches,
         pending_txn_batches=cur.pending_txn_batches,
+        delays=delays,
     )
 
 
@@ -185,6 +195,7 @@ def _to_share_state(s: ShareSnapshot, leader_epoch: int | None = None) -> ShareS
         delivery_complete_count=s.delivery_complete_count,
         state_batches=s.state_batches,
         pending_txn_batches=s.pending_txn_batches,
+        delays=s.delays,
     )
 
 
@@ -281,6 +292,7 @@ class ShareCoordinatorShard:
                 create_timestamp=now_ms,
                 write_timestamp=now_ms,
                 state_batches=combine_state_batches((), params.state_batches, start),
+                delays=prune_delays(params.delays, start),
             )
             return CoordinatorResult(records=(StateRecord(key=key, value=snapshot),), response=ErrorCode.none)
         cur = ks.current
@@ -311,6 +323,9 @@ class ShareCoordinatorShard:
                 write_timestamp=now_ms,
                 state_batches=combined,
                 pending_txn_batches=cur.pending_txn_batches,
+                delays=combine_delays(cur.delays, params.state_batches, params.delays, start)
+                if cur.delays or params.delays
+                else (),
             )
         else:
             value = ShareUpdate(
@@ -319,6 +334,7 @@ class ShareCoordinatorShard:
                 start_offset=params.start_offset,
                 delivery_complete_count=dcc,
                 state_batches=_delta(params.state_batches, start, joined),
+                delays=prune_delays(params.delays, start),
             )
             self._memo = (cur, value, combined)
         return CoordinatorResult(records=(StateRecord(key=key, value=value),), response=ErrorCode.none)
@@ -450,6 +466,7 @@ class ShareCoordinatorShard:
                     write_timestamp=now_ms,
                     state_batches=cur.state_batches,
                     pending_txn_batches=cur.pending_txn_batches,
+                    delays=cur.delays,
                 )
                 out.append(StateRecord(key=key, value=snap))
         return tuple(out)

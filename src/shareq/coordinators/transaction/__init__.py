@@ -4,6 +4,8 @@ from .coordinator import TransactionCoordinator, TxnConfig, TxnWrite
 from .records import TxnRecordError, decode_key, decode_value, encode_key, encode_value
 from .state import (
     NO_PRODUCER_ID,
+    TV_0,
+    TV_2,
     TopicPartition,
     TxnErrorCode,
     TxnMetadata,
@@ -13,6 +15,8 @@ from .state import (
 
 __all__ = [
     "NO_PRODUCER_ID",
+    "TV_0",
+    "TV_2",
     "TopicPartition",
     "TransactionCoordinator",
     "TxnConfig",

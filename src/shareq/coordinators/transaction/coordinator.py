@@ -5,7 +5,7 @@ which the shell calls once the record is durable in ``__transaction_state`` (loa
 the same replay). A write in PrepareCommit/PrepareAbort is a decision: the shell then writes the
 markers to every participant and persists :meth:`complete`'s CompleteCommit/CompleteAbort.
 
-Transitions follow Kafka's ``TransactionCoordinator`` (TV1):
+Transitions follow Kafka's ``TransactionCoordinator``; for a client before KIP-890 (TV1):
 
 - unknown id: InitProducerId gives a new producer id at epoch 0; anything else is
   INVALID_PRODUCER_ID_MAPPING;
@@ -16,6 +16,18 @@ Transitions follow Kafka's ``TransactionCoordinator`` (TV1):
   (NONE if already in); EndTxn decides (PrepareCommit/PrepareAbort); the timeout aborts at
   epoch + 1;
 - Prepare*: CONCURRENT_TRANSACTIONS for every request.
+
+With ``transaction.version`` 2 (KIP-890 part 2: EndTxn v5, Produce v12+, TxnOffsetCommit v5):
+
+- partitions join implicitly (:meth:`add_partitions` from the produce and offset-commit paths;
+  Empty or Complete* then opens the transaction) and may be verified without being added
+  (:meth:`verify_partitions`, AddPartitionsToTxn v4+ with ``verify_only``);
+- every EndTxn bumps the epoch: the decision is written at epoch + 1, so are its markers, and the
+  producer continues at that epoch (a new producer id at epoch 0 when the epoch is exhausted);
+- an EndTxn at the previous epoch (or, after a rotation, the previous producer id at the
+  exhausted epoch) is a retry: NONE once complete, CONCURRENT_TRANSACTIONS while preparing;
+- an abort with no transaction open (Empty, Complete*) is allowed and bumps the epoch (the
+  producer cannot know whether a partition was added), a commit then is INVALID_TXN_STATE.
 
 A producer id or epoch that does not match the current one is fenced (PRODUCER_FENCED; the
 server edge answers INVALID_PRODUCER_EPOCH to request versions that predate it).
@@ -30,6 +42,8 @@ from dataclasses import dataclass
 from .state import (
     MAX_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
+    TV_0,
+    TV_2,
     TopicPartition,
     TxnErrorCode,
     TxnMetadata,
@@ -184,8 +198,10 @@ class TransactionCoordinator:
         partitions: Iterable[TopicPartition],
         *,
         now_ms: int,
+        client_version: int = TV_0,
     ) -> TxnWrite | None:
-        """AddPartitionsToTxn / AddOffsetsToTxn: ``None`` if every partition is in already."""
+        """AddPartitionsToTxn / AddOffsetsToTxn, or a partition added implicitly (``client_version``
+        TV_2: Produce v12+, TxnOffsetCommit v5): ``None`` if every partition is in already."""
         meta = self._current(transactional_id, producer_id, producer_epoch)
         if meta.state.preparing:
             raise TxnRequestError(TxnErrorCode.CONCURRENT_TRANSACTIONS, "a decision is being applied")
@@ -193,33 +209,157 @@ class TransactionCoordinator:
         if meta.state is TxnState.ONGOING:
             if wanted <= meta.partitions:
                 return None
-            return TxnWrite(dataclasses.replace(meta, partitions=meta.partitions | wanted, update_ms=now_ms))
+            return TxnWrite(
+                dataclasses.replace(
+                    meta, partitions=meta.partitions | wanted, update_ms=now_ms, client_version=client_version
+                )
+            )
         return TxnWrite(
             dataclasses.replace(
-                meta, state=TxnState.ONGOING, partitions=wanted, start_ms=now_ms, update_ms=now_ms
+                meta,
+                state=TxnState.ONGOING,
+                partitions=wanted,
+                start_ms=now_ms,
+                update_ms=now_ms,
+                client_version=client_version,
             )
         )
 
+    def verify_partitions(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        partitions: Iterable[TopicPartition],
+    ) -> dict[TopicPartition, TxnErrorCode]:
+        """AddPartitionsToTxn v4+ with ``verify_only``: NONE for each partition in the open
+        transaction, TRANSACTION_ABORTABLE for the others. Raises :class:`TxnRequestError`."""
+        meta = self._current(transactional_id, producer_id, producer_epoch)
+        if meta.state.preparing:
+            raise TxnRequestError(TxnErrorCode.CONCURRENT_TRANSACTIONS, "a decision is being applied")
+        return {
+            tp: TxnErrorCode.NONE if tp in meta.partitions else TxnErrorCode.TRANSACTION_ABORTABLE
+            for tp in partitions
+        }
+
     def end_txn(
-        self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool, *, now_ms: int
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        commit: bool,
+        *,
+        now_ms: int,
+        tv2: bool = False,
+        allocate: Callable[[], int] | None = None,
     ) -> TxnWrite | None:
         """EndTxn: the PrepareCommit/PrepareAbort decision, or ``None`` for a retry of a
-        completed one. Raises :class:`TxnRequestError`."""
+        completed one. ``tv2`` (EndTxn v5): the decision bumps the epoch, ``allocate`` gives the
+        next producer id when it is exhausted. Raises :class:`TxnRequestError`."""
+        if tv2:
+            return self._end_txn_tv2(
+                transactional_id, producer_id, producer_epoch, commit, now_ms=now_ms, allocate=allocate
+            )
         meta = self._current(transactional_id, producer_id, producer_epoch)
         state = meta.state
         if state.preparing:
             raise TxnRequestError(TxnErrorCode.CONCURRENT_TRANSACTIONS, "a decision is being applied")
         if state is TxnState.ONGOING:
             target = TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT
-            return TxnWrite(dataclasses.replace(meta, state=target, update_ms=now_ms))
+            return TxnWrite(dataclasses.replace(meta, state=target, update_ms=now_ms, client_version=TV_0))
         if (state is TxnState.COMPLETE_COMMIT and commit) or (
             state is TxnState.COMPLETE_ABORT and not commit
         ):
             return None
-        raise TxnRequestError(
+        raise self._invalid_state(meta, commit)
+
+    def _end_txn_tv2(
+        self,
+        transactional_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        commit: bool,
+        *,
+        now_ms: int,
+        allocate: Callable[[], int] | None,
+    ) -> TxnWrite | None:
+        meta = self._txns.get(transactional_id)
+        if meta is None or meta.state is TxnState.DEAD:
+            raise TxnRequestError(TxnErrorCode.INVALID_PRODUCER_ID_MAPPING, "unknown transactional id")
+        state = meta.state
+        # a retry of an EndTxn whose bump rotated the producer id (the epoch was exhausted) ...
+        retry_on_rotation = (
+            meta.previous_producer_id == producer_id
+            and producer_epoch == MAX_PRODUCER_EPOCH - 1
+            and meta.producer_epoch == 0
+        )
+        # ... or of one whose bump is stored
+        retry_on_bump = meta.producer_epoch == producer_epoch + 1
+        if meta.producer_id != producer_id and not retry_on_rotation:
+            raise TxnRequestError(
+                TxnErrorCode.INVALID_PRODUCER_ID_MAPPING,
+                f"producer {producer_id} is not the one of transactional id {transactional_id}",
+            )
+        if state.preparing:
+            valid = retry_on_bump
+        elif state.complete:
+            valid = retry_on_bump or retry_on_rotation or producer_epoch == meta.producer_epoch
+        else:
+            valid = producer_epoch == meta.producer_epoch
+        if not valid:
+            raise TxnRequestError(
+                TxnErrorCode.PRODUCER_FENCED,
+                f"epoch {producer_epoch} of producer {producer_id} is not the current {meta.producer_epoch}",
+            )
+        retry = retry_on_bump or retry_on_rotation
+        if state is TxnState.ONGOING:
+            return self._decide_tv2(meta, commit, now_ms, allocate)
+        if state.preparing:
+            if commit == (state is TxnState.PREPARE_COMMIT):
+                raise TxnRequestError(TxnErrorCode.CONCURRENT_TRANSACTIONS, "a decision is being applied")
+            raise self._invalid_state(meta, commit)
+        completed_commit = state is TxnState.COMPLETE_COMMIT
+        if retry:
+            if state.complete and commit == completed_commit:
+                return None
+            raise self._invalid_state(meta, commit)
+        if not commit:  # Empty or Complete*: abort what the producer may have added, at a new epoch
+            return self._decide_tv2(meta, commit, now_ms, allocate, nothing_added=True)
+        raise self._invalid_state(meta, commit)
+
+    def _decide_tv2(
+        self,
+        meta: TxnMetadata,
+        commit: bool,
+        now_ms: int,
+        allocate: Callable[[], int] | None,
+        *,
+        nothing_added: bool = False,
+    ) -> TxnWrite:
+        next_pid = NO_PRODUCER_ID
+        if meta.producer_epoch >= MAX_PRODUCER_EPOCH - 1:
+            if allocate is None:
+                raise ValueError("the epoch is exhausted and no producer id allocator was given")
+            next_pid = allocate()
+        return TxnWrite(
+            dataclasses.replace(
+                meta,
+                producer_epoch=meta.producer_epoch + 1,
+                state=TxnState.PREPARE_COMMIT if commit else TxnState.PREPARE_ABORT,
+                partitions=frozenset() if nothing_added else meta.partitions,
+                start_ms=now_ms if nothing_added else meta.start_ms,
+                update_ms=now_ms,
+                next_producer_id=next_pid,
+                client_version=TV_2,
+            )
+        )
+
+    @staticmethod
+    def _invalid_state(meta: TxnMetadata, commit: bool) -> TxnRequestError:
+        return TxnRequestError(
             TxnErrorCode.INVALID_TXN_STATE,
-            f"cannot {'commit' if commit else 'abort'} transactional id {transactional_id} in state "
-            f"{state.display}",
+            f"cannot {'commit' if commit else 'abort'} transactional id {meta.transactional_id} in state "
+            f"{meta.state.display}",
         )
 
     def complete(self, transactional_id: str, *, now_ms: int) -> TxnWrite:
@@ -230,7 +370,16 @@ class TransactionCoordinator:
         target = (
             TxnState.COMPLETE_COMMIT if meta.state is TxnState.PREPARE_COMMIT else TxnState.COMPLETE_ABORT
         )
-        return TxnWrite(dataclasses.replace(meta, state=target, partitions=frozenset(), update_ms=now_ms))
+        done = dataclasses.replace(meta, state=target, partitions=frozenset(), update_ms=now_ms)
+        if meta.next_producer_id != NO_PRODUCER_ID:  # TV2, the epoch exhausted: the new producer id
+            done = dataclasses.replace(
+                done,
+                producer_id=meta.next_producer_id,
+                producer_epoch=0,
+                previous_producer_id=meta.producer_id,
+                next_producer_id=NO_PRODUCER_ID,
+            )
+        return TxnWrite(done)
 
     def abort(self, transactional_id: str, *, now_ms: int) -> TxnWrite:
         """An operator's abort of an open transaction (fences its producer, as a timeout does)."""
@@ -245,14 +394,18 @@ class TransactionCoordinator:
         self, producer_id: int, producer_epoch: int, partition: TopicPartition
     ) -> TxnErrorCode:
         """May this transactional batch be appended? The partition must be in the producer's
-        open transaction (so no late retry can open a transaction nobody ends)."""
+        open transaction (so no late retry can open a transaction nobody ends): otherwise
+        TRANSACTION_ABORTABLE, which the server edge answers as INVALID_TXN_STATE to request
+        versions that predate it."""
         meta = self.by_producer(producer_id)
         if meta is None:
             return TxnErrorCode.INVALID_PRODUCER_ID_MAPPING
         if producer_epoch != meta.producer_epoch:
             return TxnErrorCode.INVALID_PRODUCER_EPOCH
+        if meta.state.preparing:
+            return TxnErrorCode.CONCURRENT_TRANSACTIONS
         if meta.state is not TxnState.ONGOING or partition not in meta.partitions:
-            return TxnErrorCode.INVALID_TXN_STATE
+            return TxnErrorCode.TRANSACTION_ABORTABLE
         return TxnErrorCode.NONE
 
     # -- timers ----------------------------------------------------------------------------------

@@ -7,22 +7,31 @@ Value (``None`` is a tombstone, written when an idle id expires)::
     >q transaction start ms | >q last update ms | >i partition count
     partition count x (>H topic length, topic UTF-8, >i partition)
 
-The fields are those of Kafka's TransactionLogValue v0; state ids are Kafka's.
+Version 1 appends the fields of transaction.version 2 (Kafka's TransactionLogValue v1 tagged
+fields)::
+
+    >q previous producer id | >q next producer id | >b client transaction version
+
+A value whose three are their defaults is written as version 0, as before they existed.
+
+The fields are those of Kafka's TransactionLogValue; state ids are Kafka's.
 """
 
 from __future__ import annotations
 
 import struct
 
-from .state import TxnMetadata, TxnState
+from .state import NO_PRODUCER_ID, TV_0, TxnMetadata, TxnState
 
 KEY_VERSION = 0
 VALUE_VERSION = 0
+VALUE_VERSION_TV2 = 1
 
 _H = struct.Struct(">h")
 _UH = struct.Struct(">H")
 _HEAD = struct.Struct(">hqhibqqi")
 _I = struct.Struct(">i")
+_TV2_TAIL = struct.Struct(">qqb")
 
 
 class TxnRecordError(ValueError):
@@ -59,9 +68,11 @@ def decode_key(key: bytes) -> str:
 
 def encode_value(meta: TxnMetadata) -> bytes:
     partitions = sorted(meta.partitions)
+    tail = (meta.previous_producer_id, meta.next_producer_id, meta.client_version)
+    version = VALUE_VERSION if tail == (NO_PRODUCER_ID, NO_PRODUCER_ID, TV_0) else VALUE_VERSION_TV2
     out = bytearray(
         _HEAD.pack(
-            VALUE_VERSION,
+            version,
             meta.producer_id,
             meta.producer_epoch,
             meta.timeout_ms,
@@ -74,6 +85,8 @@ def encode_value(meta: TxnMetadata) -> bytes:
     for topic, partition in partitions:
         _string(out, topic)
         out += _I.pack(partition)
+    if version == VALUE_VERSION_TV2:
+        out += _TV2_TAIL.pack(*tail)
     return bytes(out)
 
 
@@ -81,7 +94,7 @@ def decode_value(transactional_id: str, value: bytes) -> TxnMetadata:
     if len(value) < _HEAD.size:
         raise TxnRecordError("truncated transaction value")
     version, pid, epoch, timeout, state, start, update, count = _HEAD.unpack_from(value)
-    if version != VALUE_VERSION:
+    if version not in (VALUE_VERSION, VALUE_VERSION_TV2):
         raise TxnRecordError(f"unknown transaction value version {version}")
     pos = _HEAD.size
     partitions = []
@@ -91,6 +104,11 @@ def decode_value(transactional_id: str, value: bytes) -> TxnMetadata:
             raise TxnRecordError("truncated partition")
         partitions.append((topic, _I.unpack_from(value, pos)[0]))
         pos += 4
+    previous, next_pid, client_version = NO_PRODUCER_ID, NO_PRODUCER_ID, TV_0
+    if version == VALUE_VERSION_TV2:
+        if pos + _TV2_TAIL.size > len(value):
+            raise TxnRecordError("truncated transaction.version 2 fields")
+        previous, next_pid, client_version = _TV2_TAIL.unpack_from(value, pos)
     return TxnMetadata(
         transactional_id=transactional_id,
         producer_id=pid,
@@ -100,4 +118,7 @@ def decode_value(transactional_id: str, value: bytes) -> TxnMetadata:
         partitions=frozenset(partitions),
         start_ms=start,
         update_ms=update,
+        previous_producer_id=previous,
+        next_producer_id=next_pid,
+        client_version=client_version,
     )

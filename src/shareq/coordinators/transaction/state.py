@@ -16,6 +16,12 @@ NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
 MAX_PRODUCER_EPOCH = 32767
 
+TV_0 = 0
+"""``transaction.version`` of a client that predates KIP-890 (Kafka's ``TransactionVersion.TV_0``)."""
+TV_2 = 2
+"""``transaction.version`` 2 (KIP-890 part 2): the producer epoch is bumped at every EndTxn (v5) and
+partitions are added implicitly by Produce (v12+) and TxnOffsetCommit (v5)."""
+
 
 class TxnState(enum.IntEnum):
     EMPTY = 0
@@ -52,6 +58,7 @@ class TxnErrorCode(enum.IntEnum):
     CONCURRENT_TRANSACTIONS = 51
     TRANSACTIONAL_ID_NOT_FOUND = 105
     PRODUCER_FENCED = 90
+    TRANSACTION_ABORTABLE = 120
 
 
 class TxnRequestError(Exception):
@@ -74,3 +81,15 @@ class TxnMetadata:
     partitions: frozenset[TopicPartition] = field(default=frozenset())
     start_ms: int = -1
     update_ms: int = -1
+    previous_producer_id: int = NO_PRODUCER_ID
+    """The producer id before the last rotation at an EndTxn that exhausted the epoch (TV2), so a
+    retry of that EndTxn is recognised."""
+    next_producer_id: int = NO_PRODUCER_ID
+    """In Prepare*: the producer id the transactional id takes at completion (TV2, epoch exhausted)."""
+    client_version: int = TV_0
+    """The ``transaction.version`` of the request that last moved this transaction (Kafka's
+    ``ClientTransactionVersion``): TV_2 when the epoch is bumped at every EndTxn."""
+
+    @property
+    def tv2(self) -> bool:
+        return self.client_version >= TV_2

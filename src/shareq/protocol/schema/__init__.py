@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from kio.index import load_request_schema
+from kio.index import load_request_schema, load_response_schema
 
-from ..api_keys import DESCRIBE_SHARE_GROUP_OFFSETS, TXN_SHARE_ACKNOWLEDGE
+from ..api_keys import DESCRIBE_SHARE_GROUP_OFFSETS, SHARE_ACKNOWLEDGE, TXN_SHARE_ACKNOWLEDGE
 from .describe_share_group_offsets.v1 import response as _dsgo_resp
+from .share_acknowledge.v1 import request as _sa1_req
+from .share_acknowledge.v2 import request as _sa2_req
 from .txn_share_acknowledge.v0 import request as _tsa_req
 from .txn_share_acknowledge.v0 import response as _tsa_resp
 
@@ -19,5 +21,8 @@ LOCAL_SCHEMAS: dict[tuple[int, int], tuple[type[Any], type[Any]]] = {
         load_request_schema(DESCRIBE_SHARE_GROUP_OFFSETS, 1),
         _dsgo_resp.DescribeShareGroupOffsetsResponse,
     ),
+    # Kafka's response; the request with shareq's tagged release delay per batch (see the modules).
+    (SHARE_ACKNOWLEDGE, 1): (_sa1_req.ShareAcknowledgeRequest, load_response_schema(SHARE_ACKNOWLEDGE, 1)),
+    (SHARE_ACKNOWLEDGE, 2): (_sa2_req.ShareAcknowledgeRequest, load_response_schema(SHARE_ACKNOWLEDGE, 2)),
 }
 """(api key, version) -> (request class, response class)."""

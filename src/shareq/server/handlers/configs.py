@@ -15,6 +15,12 @@ from kio.schema.errors import ErrorCode
 
 from shareq.config import SETTINGS, ConfigError, config_text
 from shareq.coordinators.group import GroupRequestError
+from shareq.coordinators.group.retry_config import (
+    RETRY_BOOLEAN_CONFIGS,
+    RETRY_CONFIG_DEFAULTS,
+    RETRY_DOUBLE_CONFIGS,
+    RETRY_STRING_CONFIGS,
+)
 from shareq.protocol import VersionRange
 from shareq.protocol.api_keys import (
     ALTER_CONFIGS,
@@ -58,16 +64,20 @@ GROUP = 32
 
 # ConfigType values of the protocol (DescribeConfigs v3+).
 _TYPES = {bool: 1, str: 2, int: 5, float: 6}
-_GROUP_STRING_CONFIGS = frozenset(
-    {
-        "share.auto.offset.reset",
-        "share.isolation.level",
-        "errors.deadletterqueue.topic.name",
-        "shareq.share.ordering",
-    }
+_GROUP_STRING_CONFIGS = (
+    frozenset(
+        {
+            "share.auto.offset.reset",
+            "share.isolation.level",
+            "errors.deadletterqueue.topic.name",
+            "shareq.share.ordering",
+        }
+    )
+    | RETRY_STRING_CONFIGS
 )
-_GROUP_BOOLEAN_CONFIGS = frozenset(
-    {"errors.deadletterqueue.copy.record.enable", "share.renew.acknowledge.enable"}
+_GROUP_BOOLEAN_CONFIGS = (
+    frozenset({"errors.deadletterqueue.copy.record.enable", "share.renew.acknowledge.enable"})
+    | RETRY_BOOLEAN_CONFIGS
 )
 
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
@@ -137,14 +147,20 @@ def handle_describe_configs(request: Any, ctx: RequestContext) -> Any:
             try:
                 for entry in coordinator(ctx).describe_configs(resource.resource_name):
                     kind = (
-                        _TYPES[str]
+                        _TYPES[float]
+                        if entry.name in RETRY_DOUBLE_CONFIGS
+                        else _TYPES[str]
                         if entry.name in _GROUP_STRING_CONFIGS
                         else _TYPES[bool]
                         if entry.name in _GROUP_BOOLEAN_CONFIGS
                         else _INT
                     )
                     broker_key = GROUP_CONFIG_SYNONYMS.get(entry.name)
-                    default = "" if broker_key is None else ctx.broker.config.text(broker_key)
+                    default = (
+                        RETRY_CONFIG_DEFAULTS.get(entry.name, "")
+                        if broker_key is None
+                        else ctx.broker.config.text(broker_key)
+                    )
                     overridden = entry.source == _GROUP_SOURCE
                     where = describe_group_config(entry.name, entry.value, default, overridden, layers)
                     described.append((entry.name, entry.value, where, kind, False))

@@ -9,6 +9,7 @@ from typing import Any
 
 from kio.schema.errors import ErrorCode
 
+from shareq.coordinators.transaction import TxnErrorCode
 from shareq.log.batch import HEADER, HEADER_SIZE, TRANSACTIONAL_MASK
 from shareq.log.errors import LogError, RecordErrors
 from shareq.protocol import VersionRange
@@ -17,6 +18,7 @@ from shareq.protocol.api_keys import PRODUCE
 from ..clock import now_ms
 from ..context import RequestContext
 from ..errors import error_code
+from ..features import finalized_level
 from ..quotas import muted_for_s, produce_throttle_ms
 
 log = logging.getLogger("shareq.server.produce")
@@ -116,7 +118,10 @@ def _transaction_check(
     ctx: RequestContext, head: bytes, topic: str | None, index: int
 ) -> tuple[ErrorCode, str] | None:
     """A transactional batch must belong to its producer's open transaction on this partition
-    (INVALID_TXN_STATE otherwise: a late retry must not open a transaction nobody ends)."""
+    (INVALID_TXN_STATE otherwise: a late retry must not open a transaction nobody ends). From
+    v12, with transaction.version 2 finalized (KIP-890 part 2), the batch adds its partition to
+    the transaction itself, as Kafka's leader does through AddPartitionsToTxn: such a producer
+    bumps its epoch at every EndTxn, so a late retry of an ended transaction is fenced instead."""
     if len(head) < HEADER_SIZE or topic is None:
         return None
     h = HEADER.unpack_from(head)
@@ -125,9 +130,16 @@ def _transaction_check(
     txns = ctx.broker.transactions
     if txns is None:
         return ErrorCode.coordinator_load_in_progress, "transactions are not running"
-    code = txns.verify_produce(h[9], h[10], topic, index)
+    if ctx.version >= 12 and finalized_level("transaction.version") >= 2:
+        code = txns.add_produced_partition(h[9], h[10], topic, index)
+    else:
+        code = txns.verify_produce(h[9], h[10], topic, index)
     if code.value == 0:
         return None
+    if code is TxnErrorCode.PRODUCER_FENCED:  # a Produce answers a fenced producer this way
+        code = TxnErrorCode.INVALID_PRODUCER_EPOCH
+    elif code is TxnErrorCode.TRANSACTION_ABORTABLE and ctx.version < 11:
+        code = TxnErrorCode.INVALID_TXN_STATE
     return ErrorCode(
         code.value
     ), f"producer {h[9]} epoch {h[10]} has no open transaction with {topic}-{index}"

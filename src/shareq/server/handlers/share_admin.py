@@ -32,6 +32,7 @@ from shareq.share.persister import (
     WriteStateParams,
 )
 
+from ..clock import now_ms
 from ..context import NO_THROTTLE, RequestContext
 from .group_support import (
     AdminFailure,
@@ -174,11 +175,12 @@ async def _describe_offsets(ctx: RequestContext, group_id: str, wanted: Any) -> 
             code, message = ErrorCode.none, None
             start, leader_epoch, lag = UNINITIALIZED_START_OFFSET, 0, UNINITIALIZED_LAG
             pending: tuple[Any, ...] = ()
+            delayed, next_due = 0, 0
             if tid is not None:
                 key = SharePartitionKey(group_id=group_id, topic_id=tid, partition=p)
                 try:
                     start, leader_epoch, lag = await _offset_and_lag(ctx, store, key, name)
-                    pending = await _pending_transactions(ctx, store, key)
+                    pending, delayed, next_due = await _pending_and_delayed(ctx, store, key)
                 except PersisterError as error:  # this share-partition only, e.g. still loading
                     code, message = ErrorCode(error.error_code), str(error)
             rows.append(
@@ -191,6 +193,8 @@ async def _describe_offsets(ctx: RequestContext, group_id: str, wanted: Any) -> 
                     error_code=code,
                     error_message=message,
                     pending_transactions=pending,
+                    delayed_records=delayed,
+                    next_redelivery_ms=next_due,
                 )
             )
         out.append(
@@ -223,27 +227,32 @@ async def _offset_and_lag(
     return start, summary.leader_epoch, max(end, start) - start - summary.delivery_complete_count
 
 
-async def _pending_transactions(
+async def _pending_and_delayed(
     ctx: RequestContext, store: Persister, key: SharePartitionKey
-) -> tuple[Any, ...]:
-    """The transactions holding records of ``key`` in TX_PENDING (KIP-1289), from the durable
-    state: (producer id, epoch, records), in producer id order. Only v1 (shareq's tagged field)
-    carries them."""
+) -> tuple[tuple[Any, ...], int, int]:
+    """The transactions holding records of ``key`` in TX_PENDING (KIP-1289), and the records
+    waiting out a redelivery backoff with the earliest due time, from the durable state. Only v1
+    (shareq's tagged fields) carries them."""
     if ctx.version < 1:
-        return ()
+        return (), 0, 0
     state = await store.read_state(key, leader_epoch=-1)
     if state is None:
-        return ()
+        return (), 0, 0
+    now = now_ms()
+    waiting = [d for d in state.delays if d.due_ms > now]
+    delayed = sum(d.last_offset - d.first_offset + 1 for d in waiting)
+    next_due = min((d.due_ms for d in waiting), default=0)
     held: dict[tuple[int, int], int] = {}
     for batch in state.pending_txn_batches:
         pid = (batch.producer_id, batch.producer_epoch)
         held[pid] = held.get(pid, 0) + batch.last_offset - batch.first_offset + 1
-    return tuple(
+    pending = tuple(
         ctx.build(
             "DescribeShareGroupOffsetsPendingTransaction", producer_id=pid, producer_epoch=epoch, records=n
         )
         for (pid, epoch), n in sorted(held.items())
     )
+    return pending, delayed, next_due
 
 
 # ----------------------------------------------------------------------------- AlterShareGroupOffsets

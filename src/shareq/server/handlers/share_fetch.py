@@ -30,7 +30,7 @@ from ..quotas import fetch_max_bytes, share_fetch_throttle_ms, wait_out_mute
 from ..share import ShareServices
 from ..share.acknowledge import acknowledge_all
 from ..share.locate import locate, resolve
-from ..share.manager import Acquired
+from ..share.manager import NOTHING, Acquired
 from .share_response import FetchedPartition, ShareReply, error_response, share_reply
 
 _rotation = itertools.count()
@@ -92,12 +92,25 @@ async def handle_share_fetch(request: Any, ctx: RequestContext) -> Any:
         else:
             partitions = sorted(update.partitions)
             results = await _acquire(share, ctx, request, member_id, partitions, writing)
+        await _counted(results)
     finally:
         codes = await writing if writing is not None else []
     ack_codes = {tip: code for (tip, _), code in zip(acks, codes, strict=True)}
     handed_out = sum(len(a.records) for _, a in results.values() if a is not None)
     throttle_ms = await share_fetch_throttle_ms(ctx, handed_out)
     return _response(share, ctx, group_id, results, ack_codes, throttle_ms)
+
+
+async def _counted(results: dict[TopicIdPartition, tuple[ErrorCode, Acquired | None]]) -> None:
+    """Wait for the acquisitions' delivery counts to be durable (crash-durable counts); records
+    whose write failed are not handed out (their locks lapse and they come back)."""
+    pending = [(tip, a) for tip, (_, a) in results.items() if a is not None and a.counted is not None]
+    if not pending:
+        return
+    codes = await asyncio.gather(*(asyncio.shield(a.counted) for _, a in pending if a.counted is not None))
+    for (tip, _), code in zip(pending, codes, strict=True):
+        if code != ErrorCode.none:
+            results[tip] = (ErrorCode.none, NOTHING)
 
 
 async def _acquire(

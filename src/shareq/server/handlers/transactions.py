@@ -1,8 +1,17 @@
-"""The transactional producer's APIs: AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, TxnOffsetCommit
-(TV1: versions 0-3), plus InitProducerId's transactional branch (``producer_id.py`` calls it).
+"""The transactional producer's APIs: AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, TxnOffsetCommit,
+plus InitProducerId's transactional branch (``producer_id.py`` calls it).
+
+Versions as Kafka 4.4 serves them. Versions 4 add the TRANSACTION_ABORTABLE error (AddOffsetsToTxn,
+EndTxn, TxnOffsetCommit) and AddPartitionsToTxn v4+ is the batched, broker-to-broker form with a
+verify-only flag (CLUSTER_ACTION). transaction.version 2 (KIP-890 part 2) is the request version:
+EndTxn v5 bumps the producer epoch and answers the producer id and epoch to continue with,
+TxnOffsetCommit v5 adds the group's offsets to the transaction itself (as Produce v12+ does for
+its partition, ``produce.py``).
 
 PRODUCER_FENCED (90) exists only from InitProducerId v4 and AddPartitionsToTxn, AddOffsetsToTxn
 and EndTxn v2; older versions (librdkafka sends v0, v0 and v1) get INVALID_PRODUCER_EPOCH (47).
+TRANSACTION_ABORTABLE (120) is answered as INVALID_TXN_STATE before AddPartitionsToTxn v5 and
+TxnOffsetCommit v4 (and Produce v11).
 """
 
 from __future__ import annotations
@@ -12,7 +21,7 @@ from typing import Any
 from kio.schema.errors import ErrorCode
 
 from shareq.coordinators.classic import ClassicRequestError
-from shareq.coordinators.transaction import TxnErrorCode, TxnRequestError
+from shareq.coordinators.transaction import TV_2, TxnErrorCode, TxnRequestError
 from shareq.log.errors import LogError
 from shareq.protocol import VersionRange
 from shareq.protocol.api_keys import ADD_OFFSETS_TO_TXN, ADD_PARTITIONS_TO_TXN, END_TXN, TXN_OFFSET_COMMIT
@@ -67,6 +76,8 @@ def init_transactional_producer_id(request: Any, ctx: RequestContext) -> Any:
 
 
 def handle_add_partitions(request: Any, ctx: RequestContext) -> Any:
+    if ctx.version >= 4:
+        return _add_partitions_batched(request, ctx)
     topics = request.v3_and_below_topics
     known = ctx.broker.topics
     wanted: list[tuple[str, int]] = []
@@ -114,6 +125,75 @@ def handle_add_partitions(request: Any, ctx: RequestContext) -> Any:
     )
 
 
+def _add_partitions_batched(request: Any, ctx: RequestContext) -> Any:
+    """AddPartitionsToTxn v4+: per transaction, add its partitions or (``verify_only``) check
+    that they are in its open transaction."""
+    known = ctx.broker.topics
+    results = []
+    for txn in request.transactions:
+        wanted = [(t.name, p) for t in txn.topics for p in t.partitions]
+        unknown = {
+            (name, p)
+            for name, p in wanted
+            if (info := known.get(name)) is None or not 0 <= p < info.partitions
+        }
+        codes: dict[tuple[str, int], ErrorCode]
+        if unknown:
+            codes = {tp: ErrorCode.operation_not_attempted for tp in wanted}
+            codes.update(dict.fromkeys(unknown, ErrorCode.unknown_topic_or_partition))
+        else:
+            codes = _add_or_verify(ctx, txn, wanted)
+        results.append(
+            ctx.build(
+                "AddPartitionsToTxnResult",
+                transactional_id=txn.transactional_id,
+                topic_results=tuple(
+                    ctx.build(
+                        "AddPartitionsToTxnTopicResult",
+                        name=topic.name,
+                        results_by_partition=tuple(
+                            ctx.build(
+                                "AddPartitionsToTxnPartitionResult",
+                                partition_index=p,
+                                partition_error_code=codes[(topic.name, p)],
+                            )
+                            for p in topic.partitions
+                        ),
+                    )
+                    for topic in txn.topics
+                ),
+            )
+        )
+    return ctx.build(
+        throttle_time=NO_THROTTLE, error_code=ErrorCode.none, results_by_transaction=tuple(results)
+    )
+
+
+def _add_or_verify(
+    ctx: RequestContext, txn: Any, wanted: list[tuple[str, int]]
+) -> dict[tuple[str, int], ErrorCode]:
+    try:
+        if txn.verify_only:
+            found = services(ctx).verify_partitions(
+                txn.transactional_id, txn.producer_id, txn.producer_epoch, wanted
+            )
+            return {tp: _abortable(ctx, code) for tp, code in found.items()}
+        services(ctx).add_partitions(
+            txn.transactional_id, txn.producer_id, txn.producer_epoch, wanted, client_version=TV_2
+        )
+    except TxnRequestError as error:
+        return dict.fromkeys(wanted, _abortable(ctx, error.code))
+    except LogError as error:
+        return dict.fromkeys(wanted, error_code(error))
+    return dict.fromkeys(wanted, ErrorCode.none)
+
+
+def _abortable(ctx: RequestContext, code: TxnErrorCode) -> ErrorCode:
+    if code is TxnErrorCode.TRANSACTION_ABORTABLE and ctx.version < 5:
+        return ErrorCode.invalid_txn_state
+    return wire_code(code, fenced_supported=True)
+
+
 def handle_add_offsets(request: Any, ctx: RequestContext) -> Any:
     code = _run(
         ctx,
@@ -131,7 +211,11 @@ async def handle_end_txn(request: Any, ctx: RequestContext) -> Any:
         ctx,
         lambda: pending.append(
             services(ctx).end_txn(
-                request.transactional_id, request.producer_id, request.producer_epoch, bool(request.committed)
+                request.transactional_id,
+                request.producer_id,
+                request.producer_epoch,
+                bool(request.committed),
+                tv2=ctx.version >= 5,
             )
         ),
         fenced_from=2,
@@ -141,7 +225,10 @@ async def handle_end_txn(request: Any, ctx: RequestContext) -> Any:
             await pending[0]
         except PersisterError as error:
             code = persister_error_code(error)
-    return ctx.build(throttle_time=NO_THROTTLE, error_code=code)
+    pid, epoch = -1, -1
+    if code is ErrorCode.none and ctx.version >= 5:  # the producer continues at the bumped epoch
+        pid, epoch = services(ctx).producer(request.transactional_id)
+    return ctx.build(throttle_time=NO_THROTTLE, error_code=code, producer_id=pid, producer_epoch=epoch)
 
 
 def handle_txn_offset_commit(request: Any, ctx: RequestContext) -> Any:
@@ -152,8 +239,15 @@ def handle_txn_offset_commit(request: Any, ctx: RequestContext) -> Any:
     check = (
         TxnErrorCode.COORDINATOR_LOAD_IN_PROGRESS
         if txns is None or groups is None
-        else txns.verify_offsets(request.transactional_id, request.producer_id, request.producer_epoch)
+        else txns.verify_offsets(
+            request.transactional_id,
+            request.producer_id,
+            request.producer_epoch,
+            implicit=ctx.version >= 5 and bool(commits),
+        )
     )
+    if check is TxnErrorCode.TRANSACTION_ABORTABLE and ctx.version < 4:
+        check = TxnErrorCode.INVALID_TXN_STATE
     if check is not TxnErrorCode.NONE:
         for c in commits:
             codes[(c.topic, c.partition)] = wire_code(check, fenced_supported=False)
@@ -186,8 +280,8 @@ def handle_txn_offset_commit(request: Any, ctx: RequestContext) -> Any:
 
 
 HANDLERS = {
-    ADD_PARTITIONS_TO_TXN: (VersionRange(0, 3), handle_add_partitions),
-    ADD_OFFSETS_TO_TXN: (VersionRange(0, 3), handle_add_offsets),
-    END_TXN: (VersionRange(0, 3), handle_end_txn),
-    TXN_OFFSET_COMMIT: (VersionRange(0, 3), handle_txn_offset_commit),
+    ADD_PARTITIONS_TO_TXN: (VersionRange(0, 5), handle_add_partitions),
+    ADD_OFFSETS_TO_TXN: (VersionRange(0, 4), handle_add_offsets),
+    END_TXN: (VersionRange(0, 5), handle_end_txn),
+    TXN_OFFSET_COMMIT: (VersionRange(0, 5), handle_txn_offset_commit),
 }

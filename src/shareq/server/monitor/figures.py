@@ -51,6 +51,9 @@ class SharePartitionFigures:
     batches: int  # in-flight runs
     expiring: int  # ACQUIRED records whose lock is about to expire
     stats: SharePartitionStats
+    delayed: int  # AVAILABLE records waiting out a redelivery backoff
+    next_redelivery_ms: int | None  # when the first of them is due (epoch ms)
+    window_mode: str  # span (Kafka's) or count
     sp: SharePartition = field(repr=False)
     log: Partition | None = field(repr=False)
     runs: list[Run] = field(default_factory=list)  # filled by ``add_detail``
@@ -140,6 +143,7 @@ def _figures(
         plog = partition.log
         end = max(plog.visible_stable_offset if read_committed else plog.visible_end_offset, end)
     lag = max(end - spso - sp.delivery_complete_count, 0)
+    delayed, next_due = sp.delayed()
     return SharePartitionFigures(
         group=sp.key.group_id,
         topic=topic,
@@ -153,6 +157,9 @@ def _figures(
         batches=batches,
         expiring=expiring,
         stats=sp.stats,
+        delayed=delayed,
+        next_redelivery_ms=next_due,
+        window_mode="count" if sp.config.window_count else "span",
         sp=sp,
         log=partition,
     )

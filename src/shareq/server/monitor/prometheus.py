@@ -255,6 +255,17 @@ class BrokerCollector(Collector):
             "shareq_share_partition_key_waiting_records",
             "Key-ordered groups: records the last acquisition looked past because their key was held.",
         )
+        delayed = gauge(
+            "shareq_share_partition_delayed_records", "AVAILABLE records waiting out a redelivery backoff."
+        )
+        next_due = gauge(
+            "shareq_share_partition_next_redelivery_timestamp_seconds",
+            "When the first delayed record becomes deliverable again (0: none).",
+        )
+        window = gauge(
+            "shareq_share_partition_window_count_mode",
+            "1 when the in-flight window counts records (count mode).",
+        )
         acquired = counter("shareq_share_partition_records_acquired", "Records acquired (every delivery).")
         redelivered = counter(
             "shareq_share_partition_records_redelivered", "Records acquired again (delivery count above 1)."
@@ -281,6 +292,9 @@ class BrokerCollector(Collector):
             ordered.add_metric(values, 1 if f.ordering == "key" else 0)
             blocked.add_metric(values, f.blocked_keys)
             waiting.add_metric(values, f.key_waiting)
+            delayed.add_metric(values, f.delayed)
+            next_due.add_metric(values, (f.next_redelivery_ms or 0) / 1000.0)
+            window.add_metric(values, 1 if f.window_mode == "count" else 0)
             for state in (
                 RecordState.AVAILABLE,
                 RecordState.ACQUIRED,
@@ -304,7 +318,8 @@ class BrokerCollector(Collector):
                 group_latency.buckets[i] += n
             group_latency.count += stats.ack_latency_count
             group_latency.total += stats.ack_latency_sum_ms
-        yield from (in_flight, batches, timeouts, spso, speo, lag, lag_s, states, ordered, blocked, waiting)
+        yield from (in_flight, batches, timeouts, spso, speo, lag, lag_s, states, delayed, next_due, window)
+        yield from (ordered, blocked, waiting)
         yield from (acquired, redelivered, archived, dead, released)
         acks = CounterMetricFamily(
             "kafka_server_sharegroupmetrics_recordacknowledgementspersec",

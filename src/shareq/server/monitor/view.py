@@ -96,6 +96,9 @@ def _partition_row(f: SharePartitionFigures) -> dict[str, Any]:
         "ordering": f.ordering,
         "blocked_keys": f.blocked_keys,
         "key_waiting": f.key_waiting,
+        "delayed": f.delayed,
+        "next_redelivery_ms": f.next_redelivery_ms,
+        "window_mode": f.window_mode,
         "strip": strip(f.runs, f.spso, f.speo),
     }
 
@@ -184,6 +187,10 @@ def _share_groups(broker: Broker, figures: list[SharePartitionFigures], now_ms: 
                 "lock_duration_ms": config.record_lock_duration_ms,
                 "delivery_count_limit": config.delivery_count_limit,
                 "dlq_topic": config.dlq_topic_name or None,
+                "window_mode": "count" if config.retry.window_count else "span",
+                "redelivery_backoff_ms": config.retry.backoff_ms,
+                "stall_warning": config.retry.stall_warning,
+                "delayed": sum(f.delayed for f in parts),
                 "lag": sum(f.lag for f in parts),
                 "members": [
                     {

@@ -85,7 +85,17 @@ async def acknowledge_one(
         sp, code = await resolve(share, group_id, tip)  # not loaded yet
         if sp is None:
             return code
-    return await share.partitions.acknowledge(sp, member_id, batches)
+    delays = release_delays(wire)
+    return await share.partitions.acknowledge(sp, member_id, batches, release_delays=delays)
+
+
+def release_delays(wire: Sequence[Any]) -> tuple[tuple[int, int, int], ...]:
+    """``(first, last, delay ms)`` of the batches carrying shareq's release delay (ShareAcknowledge)."""
+    return tuple(
+        (int(b.first_offset), int(b.last_offset), int(b.release_delay_ms))
+        for b in wire
+        if getattr(b, "release_delay_ms", 0) > 0
+    )
 
 
 async def acknowledge_all(

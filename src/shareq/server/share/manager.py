@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.errors import ErrorCode
 
 from shareq.coordinators.group import ShareGroupConfig
+from shareq.coordinators.group.retry_config import RetryConfig
 from shareq.log.batch import LOG_OVERHEAD
 from shareq.log.errors import LogError, OffsetOutOfRangeError
 from shareq.log.key_hashes import KeyHashIndex
@@ -37,6 +38,7 @@ from shareq.share import (
     SharePartition,
     ShareRequestError,
 )
+from shareq.share.backoff import RedeliveryBackoff, Trigger
 from shareq.share.key_order import KeyView
 from shareq.share.persister import PersisterError, SharePartitionKey, refused
 
@@ -59,21 +61,47 @@ def share_config(group: ShareGroupConfig) -> ShareConfig:
         max_record_locks=group.partition_max_record_locks,
         dlq_enabled=bool(group.dlq_topic_name),
         renew_enabled=group.renew_acknowledge_enable,
+        backoff=redelivery_backoff(group.retry),
+        delay_ceiling_ms=group.retry.ceiling_ms,
+        window_count=group.retry.window_count,
+        durable_counts=group.retry.durable_counts,
+    )
+
+
+def redelivery_backoff(retry: RetryConfig) -> RedeliveryBackoff | None:
+    """The engine's backoff for a group's shareq retry configs (None: Kafka's behaviour)."""
+    if retry.backoff_ms <= 0:
+        return None
+    return RedeliveryBackoff(
+        base_ms=retry.backoff_ms,
+        multiplier=retry.multiplier,
+        max_ms=retry.max_ms,
+        jitter=retry.jitter,
+        on=frozenset(Trigger(t) for t in retry.on),
+        ceiling_ms=retry.ceiling_ms,
     )
 
 
 class Acquired:
     """What one share-partition contributes to a ShareFetch response, and what the log read cost."""
 
-    __slots__ = ("bytes_read", "count", "ranges", "records")
+    __slots__ = ("bytes_read", "count", "counted", "ranges", "records")
 
     def __init__(
-        self, ranges: tuple[AcquiredRecords, ...], records: bytes | memoryview, count: int, bytes_read: int
+        self,
+        ranges: tuple[AcquiredRecords, ...],
+        records: bytes | memoryview,
+        count: int,
+        bytes_read: int,
+        counted: asyncio.Future[ErrorCode] | None = None,
     ) -> None:
         self.ranges = ranges
         self.records = records
         self.count = count
         self.bytes_read = bytes_read
+        self.counted = counted
+        """With crash-durable counts: the write of the delivery counts, awaited before the
+        records are handed out (not handed out if it fails)."""
 
 
 NOTHING = Acquired((), b"", 0, 0)
@@ -183,6 +211,7 @@ class SharePartitionManager:
         if partition is None or max_records <= 0:
             return NOTHING
         plog = partition.log
+        sp.mature(now)
         group = self._services.coordinator.group_config(sp.key.group_id)
         by_key = group.ordering == "key"
         reach = max_records
@@ -250,9 +279,11 @@ class SharePartitionManager:
             ranges, count = self._archive_aborted(sp, member, ranges, aborted, count, now)
         if result.lock_deadline is not None:
             self._services.schedule(result.lock_deadline)
+        # queued now, beside the request's acknowledgements: they share the persister's group commit
+        counted = asyncio.ensure_future(self.write(sp, result.counts)) if result.counts is not None else None
         if not ranges:
-            return Acquired((), b"", 0, read)
-        return Acquired(ranges, slice_batches(data.records, data.batches, ranges), count, read)
+            return Acquired((), b"", 0, read, counted)
+        return Acquired(ranges, slice_batches(data.records, data.batches, ranges), count, read, counted)
 
     def _key_view(self, sp: SharePartition, plog: PartitionLog, last_read: int) -> KeyView:
         """The key hash of every offset from the SPSO through the end offset or ``last_read``."""
@@ -317,12 +348,17 @@ class SharePartitionManager:
     # -- acknowledge / writes ------------------------------------------------------------------
 
     async def acknowledge(
-        self, sp: SharePartition, member: str, batches: Sequence[AcknowledgementBatch]
+        self,
+        sp: SharePartition,
+        member: str,
+        batches: Sequence[AcknowledgementBatch],
+        release_delays: Sequence[tuple[int, int, int]] = (),
     ) -> ErrorCode:
-        """Validate, persist, then commit; answers only after the durable write."""
+        """Validate, persist, then commit; answers only after the durable write. ``release_delays``:
+        ``(first, last, ms)`` a client asked its RELEASEs there to wait (capped by the ceiling)."""
         now = self._services.now_ms()
         try:
-            result = sp.acknowledge(member, batches, now=now)
+            result = sp.acknowledge(member, batches, now=now, release_delays=release_delays)
         except ShareRequestError as exc:
             return exc.error_code
         if result.write is None:
@@ -447,6 +483,8 @@ class SharePartitionManager:
         for sp in list(self._partitions.values()):
             deadline = sp.next_deadline()
             if deadline is not None and deadline <= now:
+                if sp.mature(now):  # delayed records are due: parked fetches may take them
+                    self.wake(sp.key)
                 pending = sp.expire(now)
                 if pending is not None:
                     self.spawn_write(sp, pending)

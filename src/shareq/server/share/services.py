@@ -97,7 +97,8 @@ class ShareServices:
         props = {
             name: str(value)
             for name, value in config.items()
-            if name.startswith(("group.share.", "group.consumer.")) and value != _default(name)
+            if name.startswith(("group.share.", "group.consumer.", "shareq.redelivery."))
+            and value != _default(name)
         }
         self.broker_config = ShareBrokerConfig.from_properties(props)
         self.coordinator = ShareGroupCoordinator(self.broker_config)
@@ -383,6 +384,9 @@ class ShareServices:
     def group_config_changed(self, group_id: str) -> None:
         """A group's configs were altered: later acquisitions use the new values."""
         group = self.coordinator.group_config(group_id)
+        warning = group.retry.stall_warning
+        if warning:
+            log.warning("share group %s: %s", group_id, warning)
         config = share_config(group)
         by_key = group.ordering == "key"
         for key in self.partitions.keys_of_group(group_id):

@@ -60,7 +60,12 @@ function shareGroup(g) {
   box.append(el("div", { class: "meta" },
     `lag ${num(g.lag)} · lock ${num(g.lock_duration_ms)} ms · delivery limit ${g.delivery_count_limit}` +
     (g.dlq_topic ? ` · DLQ ${g.dlq_topic}` : "") +
+    (g.redelivery_backoff_ms ? ` · backoff ${num(g.redelivery_backoff_ms)} ms` : "") +
+    ` · window ${g.window_mode}` + (g.delayed ? ` · ${num(g.delayed)} delayed` : "") +
     (g.partitions.some((p) => p.ordering === "key") ? " · ordered by key" : "")));
+  if (g.stall_warning) {
+    box.append(el("p", { class: "warn" }, g.stall_warning));
+  }
   if (g.members.length) {
     box.append(table(["member", "client", "host", "epoch", "assignment"], g.members.map((m) => el("tr", {},
       el("td", { class: "member" }, m.member_id),
@@ -83,6 +88,8 @@ function shareGroup(g) {
     el("td", { class: "num" }, seconds(p.lag_seconds)),
     el("td", { class: "num" + (p.expiring ? " warn" : "") }, num(p.expiring)),
     el("td", { class: "num" }, num(p.redelivered)),
+    el("td", { class: "num", title: p.next_redelivery_ms ? `next ${new Date(p.next_redelivery_ms).toISOString()}` : "" },
+      num(p.delayed)),
     el("td", { class: "num" }, num(p.archived)),
     el("td", { class: "num" }, num(p.dead_lettered))));
   if (g.more.count) {
@@ -92,14 +99,14 @@ function shareGroup(g) {
       el("td", { class: "muted" }, states || "nothing in flight"),
       el("td", {}), el("td", {}),
       el("td", { class: "num" }, num(g.more.lag)),
-      el("td", {}), el("td", {}), el("td", {}),
+      el("td", {}), el("td", {}), el("td", {}), el("td", {}),
       el("td", { class: "num" }, num(g.more.archived)),
       el("td", { class: "num" }, num(g.more.dead_lettered))));
   }
   if (rows.length) {
     box.append(table(
       ["share-partition", "SPSO → SPEO", "SPSO", "SPEO", "lag", "oldest", "locks expiring", "redelivered",
-        "archived", "dead-lettered"], rows));
+        "delayed", "archived", "dead-lettered"], rows));
   }
   return box;
 }

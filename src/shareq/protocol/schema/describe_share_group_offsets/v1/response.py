@@ -3,7 +3,8 @@
 Each partition carries a tagged field (tag 10000, far from the tags Kafka hands out from 0) naming
 the transactions holding records of the share-partition in TX_PENDING (KIP-1289): producer id,
 epoch and how many records. Kafka clients skip tagged fields they do not know, so the response
-stays Kafka's for them; shareq's admin client reads it.
+stays Kafka's for them; shareq's admin client reads it. Two more (tags 10001 and 10002) give the
+records waiting out a redelivery backoff and the earliest instant one becomes deliverable again.
 """
 
 import uuid
@@ -17,6 +18,8 @@ from kio.static.constants import EntityType
 from kio.static.primitive import i16, i32, i32Timedelta, i64
 
 PENDING_TRANSACTIONS_TAG = 10000
+DELAYED_RECORDS_TAG = 10001
+NEXT_REDELIVERY_TAG = 10002
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -57,6 +60,12 @@ class DescribeShareGroupOffsetsResponsePartition:
         metadata={"tag": PENDING_TRANSACTIONS_TAG}, default=()
     )
     """shareq: the transactions holding records in TX_PENDING (tagged; empty is not sent)."""
+    delayed_records: i64 = field(metadata={"kafka_type": "int64", "tag": DELAYED_RECORDS_TAG}, default=i64(0))
+    """shareq: records waiting out a redelivery backoff (tagged; 0 is not sent)."""
+    next_redelivery_ms: i64 = field(
+        metadata={"kafka_type": "int64", "tag": NEXT_REDELIVERY_TAG}, default=i64(0)
+    )
+    """shareq: when the first of them becomes deliverable again (epoch ms; 0: none)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
