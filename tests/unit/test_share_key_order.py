@@ -280,3 +280,17 @@ def test_engine_against_the_reference_model() -> None:
             suppress_health_check=list(HealthCheck),
         ),
     )
+
+
+def test_a_key_waits_out_the_redelivery_backoff_of_its_released_record() -> None:
+    from shareq.share.backoff import RedeliveryBackoff
+
+    h = Harness(ShareConfig(backoff=RedeliveryBackoff(base_ms=1_000, jitter=0.0)))
+    h.produce([5, 5, 7])
+    assert [o for o, _ in h.acquire("a", max_records=1, exact=True)] == [0]
+    h.ack("a", [0], AcknowledgeType.RELEASE)  # record 0 comes back in 1 s
+    assert [o for o, _ in h.acquire("b", max_records=10)] == [2]  # key 5 waits; key 7 goes
+    h.now = 999
+    assert h.acquire("c", max_records=10) == []
+    h.now = 1_000
+    assert [o for o, _ in h.acquire("c", max_records=10)] == [0, 1]
