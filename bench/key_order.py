@@ -1,6 +1,7 @@
 """Key-ordered share groups (``shareq.share.ordering=key``) against unordered ones, side by side.
 
     PYTHONPATH=src python bench/key_order.py [--records 400000] [--keys 10000] [--consumers 8]
+                                             [--window span|count]
 
 One fresh broker subprocess; records of 100 B on 4 partitions, keyed over ``--keys`` distinct keys
 (librdkafka's default partitioner puts each key on one partition). Each phase has its own share
@@ -40,6 +41,8 @@ import broker_process
 from broker_process import free_port
 
 PARTITIONS = 4
+GROUP_EXTRA: dict[str, str] = {}
+"""Group configs every phase's group gets (``--window count``)."""
 
 
 def produce(bootstrap: str, topic: str, keys: list[bytes], linger_ms: int | None) -> float:
@@ -147,7 +150,7 @@ def phase(
     with Admin(bootstrap) as admin:
         admin.alter_configs(
             ConfigResource(ResourceType.GROUP, group),
-            {"share.auto.offset.reset": "earliest", "shareq.share.ordering": ordering},
+            {"share.auto.offset.reset": "earliest", "shareq.share.ordering": ordering, **GROUP_EXTRA},
         )
     ready, start, done, others_done = (mp.Value("i", 0) for _ in range(4))
     out: mp.Queue[tuple[float, float, float]] = mp.Queue()
@@ -185,7 +188,12 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=400_000)
     parser.add_argument("--keys", type=int, default=10_000)
     parser.add_argument("--consumers", type=int, default=8)
+    parser.add_argument(
+        "--window", choices=("span", "count"), default="span", help="shareq.share.window.mode of every group"
+    )
     args = parser.parse_args()
+    if args.window == "count":
+        GROUP_EXTRA["shareq.share.window.mode"] = "count"
     n, consumers = args.records, args.consumers
     rnd = random.Random(7)
     plain = [b"k%d" % rnd.randrange(args.keys) for _ in range(n)]
