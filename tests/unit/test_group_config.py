@@ -153,3 +153,26 @@ def test_alter_is_atomic_and_validate_only_changes_nothing() -> None:
     assert c.alter_configs("g", {"share.delivery.count.limit": "3"}, validate_only=True) == ()
     assert c.group_config("g").delivery_count_limit == 5
     assert c.alter_configs("g", {}) == ()
+
+
+def test_share_ordering_defaults_to_none_and_is_described() -> None:
+    c = ShareGroupCoordinator()
+    assert c.group_config("g").ordering == "none"
+    entries = {e.name: e for e in c.describe_configs("g")}
+    assert entries["shareq.share.ordering"].value == "none"
+    assert entries["shareq.share.ordering"].is_default
+    assert entries["shareq.share.key.lookahead"].value == "5000"
+    c.alter_configs("g", {"shareq.share.ordering": "key"})
+    assert c.group_config("g").ordering == "key"
+    entries = {e.name: e for e in c.describe_configs("g")}
+    assert entries["shareq.share.ordering"].source is ConfigSource.DYNAMIC_GROUP_CONFIG
+
+
+def test_unknown_ordering_is_invalid_config_naming_the_key_and_the_allowed_values() -> None:
+    with pytest.raises(GroupRequestError) as info:
+        resolve_group_config({"shareq.share.ordering": "partition"}, B)
+    assert info.value.code is GroupErrorCode.INVALID_CONFIG
+    assert "shareq.share.ordering" in str(info.value)
+    assert "none, key" in str(info.value)
+    with pytest.raises(GroupRequestError):
+        resolve_group_config({"shareq.share.key.lookahead": "0"}, B)

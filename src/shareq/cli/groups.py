@@ -74,6 +74,7 @@ def describe_group(group: str, bootstrap: str, as_json: bool) -> None:
             return
         description = admin.describe_share_group(group)
         offsets = _share_offsets(admin, group)
+        ordering = _ordering(admin, group)
         retry = _retry_configs(admin, group)
     delayed = [o for _key, o in sorted(offsets.items()) if o.delayed_records]
     warning = _stall_warning(retry)
@@ -81,6 +82,7 @@ def describe_group(group: str, bootstrap: str, as_json: bool) -> None:
         emit_json(
             {
                 **description_json(description),
+                "ordering": ordering,
                 "tx_pending": [
                     {"topic": o.topic, "partition": o.partition, **pending_json(o)}
                     for _key, o in sorted(offsets.items())
@@ -104,8 +106,8 @@ def describe_group(group: str, bootstrap: str, as_json: bool) -> None:
     d = description
     click.echo(
         table(
-            ["GROUP", "STATE", "GROUP-EPOCH", "ASSIGNMENT-EPOCH", "ASSIGNOR", "#MEMBERS"],
-            [[d.group_id, d.state, d.group_epoch, d.assignment_epoch, d.assignor, len(d.members)]],
+            ["GROUP", "STATE", "GROUP-EPOCH", "ASSIGNMENT-EPOCH", "ASSIGNOR", "ORDERING", "#MEMBERS"],
+            [[d.group_id, d.state, d.group_epoch, d.assignment_epoch, d.assignor, ordering, len(d.members)]],
         )
     )
     if d.members:
@@ -168,6 +170,20 @@ def _when(epoch_ms: int | None) -> str:
     return datetime.datetime.fromtimestamp(epoch_ms / 1000, tz=datetime.UTC).isoformat(
         timespec="milliseconds"
     )
+
+
+ORDERING_KEY = "shareq.share.ordering"
+
+
+def _ordering(admin: Admin, group: str) -> str:
+    """The group's ``shareq.share.ordering`` (``none`` on a broker that does not know it: Kafka)."""
+    resource = ConfigResource(ResourceType.GROUP, group)
+    try:
+        entries = admin.describe_configs([resource], keys=[ORDERING_KEY])
+    except KafkaError:
+        return "none"
+    entry = entries.get(resource, {}).get(ORDERING_KEY)
+    return entry.value if entry is not None and entry.value else "none"
 
 
 def _share_offsets(admin: Admin, group: str) -> dict[tuple[str, int], ShareGroupOffset]:

@@ -271,6 +271,11 @@ class PartitionLog:
                 self._data_end = nxt
                 return
 
+    def segment_extents(self) -> tuple[tuple[int, int, int, Path], ...]:
+        """``(base offset, next offset, size in bytes, log file)`` of every segment, oldest first
+        (for caches kept beside the segments, such as the key-hash sidecars)."""
+        return tuple((seg.base_offset, seg.next_offset, seg.size, seg.log_path) for seg in self._segments)
+
     @property
     def size_bytes(self) -> int:
         return sum(seg.size for seg in self._segments)
@@ -704,6 +709,7 @@ class PartitionLog:
             seg.discard_indexes()
             seg.index_path.unlink(missing_ok=True)
             seg.timeindex_path.unlink(missing_ok=True)
+            seg.keys_path.unlink(missing_ok=True)
             os.replace(cleaned.cleaned_path, seg.log_path)
             seg.size = cleaned.size
             self._rebuild_indexes(seg)

@@ -21,6 +21,7 @@ from .index import OffsetIndex, TimeIndex
 
 SCAN_CHUNK = 1 << 20
 LOG_SUFFIX = ".log"
+KEYS_SUFFIX = ".keys"
 INDEX_SUFFIX = ".index"
 TIMEINDEX_SUFFIX = ".timeindex"
 MAX_RELATIVE_OFFSET = (1 << 31) - 1
@@ -159,6 +160,11 @@ class LogSegment:
     @property
     def timeindex_path(self) -> Path:
         return self.directory / (segment_stem(self.base_offset) + TIMEINDEX_SUFFIX)
+
+    @property
+    def keys_path(self) -> Path:
+        """The key-hash sidecar (``log/key_hashes.py``): a cache, deleted with the segment."""
+        return self.directory / (segment_stem(self.base_offset) + KEYS_SUFFIX)
 
     # -- file handle -------------------------------------------------------------------------------
 
@@ -321,5 +327,5 @@ class LogSegment:
 
     def delete_files(self) -> None:
         self.close()
-        for path in (self.log_path, self.index_path, self.timeindex_path):
+        for path in (self.log_path, self.index_path, self.timeindex_path, self.keys_path):
             path.unlink(missing_ok=True)

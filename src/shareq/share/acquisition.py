@@ -9,6 +9,9 @@ AVAILABLE, so compaction cannot pin the SPSO.
 The in-flight window (SPSO + ``max_record_locks``) is exact in record-limit mode; in batch-optimized
 mode it is checked where a first-time lease starts, which then runs to the end of its log batch.
 
+A key-ordered group passes ``allowed`` (``key_order.allowed_ranges``): the walk visits only those
+ranges of each batch, in offset order, so records whose key is blocked are looked past.
+
 Poison isolation, as Kafka's newest code: a record on its last delivery attempt is delivered alone;
 a record with at least ``max(2, ceil(limit / 2))`` deliveries halves the records this acquisition may
 return for each delivery beyond that threshold.
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from shareq.share import key_order as _key_order
 from shareq.share.acquisition_lock import AcquisitionLock
 from shareq.share.durable_counts import acquisition_write
 from shareq.share.in_flight import InFlightBatch, InFlightMap
@@ -47,6 +51,7 @@ def acquire(
     batch_size: int,
     exact: bool,
     now: int,
+    allowed: Sequence[tuple[int, int]] | None = None,
 ) -> AcquireResult:
     if max_records <= 0 or not batches:
         return _EMPTY
@@ -66,20 +71,25 @@ def acquire(
     exhausted: list[tuple[InFlightBatch, RecordState]] = []
     durable = cfg.durable_counts
     prev_end = fetch
+    old_end = partition.end
     new_end = -1
     stop = False
-    for bf, bl in batches:
+    for bf, pf, pl, bl in _key_order.pieces(batches, allowed):  # pieces: key_order.py
         if bl < fetch:
             continue
         lo = bf if bf > fetch else fetch
         if lo > prev_end:
             _vanished(partition, runs, prev_end, lo - 1, stale)
         prev_end = bl + 1
+        lo = pf if pf > lo else lo
+        if pl < lo:
+            continue
         pos = lo
-        segments: list[InFlightBatch | None] = list(runs.overlapping(lo, bl))
+        # past the end offset nothing is in flight but what this walk leased before ``lo``
+        segments: list[InFlightBatch | None] = list(runs.overlapping(lo, pl)) if lo < old_end else []
         segments.append(None)
         for run in segments:
-            seg_end = bl if run is None else run.first - 1
+            seg_end = pl if run is None else run.first - 1
             if pos <= seg_end:
                 # Offsets no run covers: leased for the first time, inside the window. Batch
                 # optimized, a batch that starts inside the window is leased to its end (as Kafka
@@ -107,7 +117,7 @@ def acquire(
             if run is None:
                 break
             a = run.first if run.first > pos else pos
-            e = run.last if run.last < bl else bl
+            e = run.last if run.last < pl else pl
             pos = e + 1
             if run.state is not _AVAILABLE or run.txn is not None or run.due:
                 continue  # not acquirable (a delayed run waits for its due time)

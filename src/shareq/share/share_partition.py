@@ -17,6 +17,7 @@ from shareq.protocol.acknowledge_type import AcknowledgeType
 from shareq.share import acquisition as _acq
 from shareq.share import backoff as _backoff
 from shareq.share import dead_letter_handoff as _dlq
+from shareq.share import key_order as _key_order
 from shareq.share import log_start as _log_start
 from shareq.share import txn_pending as _txn
 from shareq.share.acknowledgement import validate_acknowledgements
@@ -67,6 +68,8 @@ class SharePartition:
         self._state = PartitionState(key, config if config is not None else ShareConfig(), leader_epoch)
         self._initialized = False
         self.stats = SharePartitionStats()  # counters for metrics (read at scrape time)
+        self.key_stats: _key_order.KeyOrderStats | None = None
+        """Set once the group orders by key (``acquire`` with ``keys``): blocked keys, records waiting."""
 
     # ------------------------------------------------------------------ initialization
     def initialize(
@@ -272,15 +275,25 @@ class SharePartition:
         batch_size: int | None = None,
         mode: AcquireMode = AcquireMode.BATCH_OPTIMIZED,
         now: int,
+        keys: _key_order.KeyView | None = None,
     ) -> AcquireResult:
         """Lease records from ``batches`` (bounds of log batches read at ``next_fetch_offset()``).
 
         Re-delivers AVAILABLE records (delivery count + 1), leases new records up to the in-flight
         window (SPSO + max_record_locks), isolates records near the delivery limit, and archives
         in-flight records the log no longer holds.
+
+        With ``keys`` (a key-ordered group: the key hash of every offset from the SPSO through the
+        batches read) records whose key another record holds are looked past (``key_order.py``).
         """
         self._require_initialized()
         self._state.runs.mature(now)
+        allowed = None
+        if keys is not None and batches:
+            if self.key_stats is None:
+                self.key_stats = _key_order.KeyOrderStats()
+            allowed = _key_order.allowed_ranges(self._state, batches, keys, self.key_stats, now)
+        old_end = self._state.end
         result = _acq.acquire(
             self._state,
             member,
@@ -289,7 +302,10 @@ class SharePartition:
             batch_size=batch_size if batch_size is not None else max_records,
             exact=mode is AcquireMode.RECORD_LIMIT,
             now=now,
+            allowed=allowed,
         )
+        if allowed is not None:
+            _key_order.hold_back(self._state, batches, allowed, old_end)
         self.stats.on_acquired(result)
         return result
 

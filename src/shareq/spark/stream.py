@@ -64,6 +64,7 @@ log = logging.getLogger(__name__)
 
 LOCK_DURATION_CONFIG = "share.record.lock.duration.ms"
 WINDOW_CONFIG = "share.partition.max.record.locks"
+ORDERING_CONFIG = "shareq.share.ordering"
 WINDOW_BOUND_CONFIG = "group.share.max.partition.max.record.locks"
 DEFAULT_LOCK_DURATION_MS = 30_000
 LOCK_MARGIN_MS = 10_000
@@ -207,9 +208,43 @@ class ShareDriver:
             acks = [ack for batch in batches for ack in self.decisions.split(batch.acquired)]
             if self.options.release_failed:
                 acks = release_failed(acks)
+            acks += self._release_carried_behind(acks)
             errors = self.session.acknowledge(acks)
         for error in errors:
             log.warning("acknowledgement failed (records will be redelivered): %s", error)
+
+    def _release_carried_behind(
+        self, acks: list[tuple[str, int, int, int, AckType]]
+    ) -> list[tuple[str, int, int, int, AckType]]:
+        """On a key-ordered group (``shareq.share.ordering=key``), records carried over to the next
+        micro-batch from the acquisition of a record the pipeline now RELEASEs may hold later records
+        of its key: delivered next, they would overtake it. The driver never reads keys, so every
+        carried record of that partition past the released offset is released with it (it comes
+        back after, in order). Called with the lock held."""
+        released: dict[tuple[str, int], int] = {}
+        for topic, partition, first, _last, kind in acks:
+            if kind is AckType.RELEASE:
+                where = (topic, partition)
+                released[where] = min(first, released.get(where, first))
+        if not released or not self.carry or not self._orders_by_key():
+            return []
+        kept: list[AcquiredRun] = []
+        back: list[tuple[str, int, int, int, AckType]] = []
+        for run in self.carry:
+            topic, partition, first, last, _count = run
+            if last > released.get((topic, partition), last):
+                back.append((topic, partition, first, last, AckType.RELEASE))
+            else:
+                kept.append(run)
+        self.carry = kept
+        return back
+
+    def _orders_by_key(self) -> bool:
+        try:
+            return self.cluster.group_config(self.options.group_id, ORDERING_CONFIG) == "key"
+        except Exception as exc:  # a Kafka cluster, or no answer: unordered
+            log.info("could not read %s of group %s: %s", ORDERING_CONFIG, self.options.group_id, exc)
+            return False
 
     def _forget_through(self, done: ShareBatchOffset) -> None:
         with self._lock:

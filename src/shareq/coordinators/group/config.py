@@ -62,6 +62,12 @@ CONSUMER_HEARTBEAT_INTERVAL_MS = "consumer.heartbeat.interval.ms"
 STORED_ONLY_GROUP_CONFIGS: tuple[str, ...] = tuple(name for name in GROUP_CONFIGS if name not in _ACTED_ON)
 """Kafka's other group configs (streams groups' and the consumer assignment interval): a group
 takes them, validated as Kafka validates them, and describes them; nothing in shareq reads them."""
+SHARE_ORDERING = "shareq.share.ordering"
+"""``none`` (Kafka's unordered sharing) or ``key``: a key's records are held by one member at a time,
+in offset order (see docs/key-ordering.md)."""
+SHARE_KEY_LOOKAHEAD = "shareq.share.key.lookahead"
+"""How many records past the next fetch offset a ``key`` group's acquisition may look at to find
+records whose key is not blocked."""
 
 GROUP_CONFIG_NAMES: tuple[str, ...] = (
     RECORD_LOCK_DURATION_MS,
@@ -77,11 +83,16 @@ GROUP_CONFIG_NAMES: tuple[str, ...] = (
     DLQ_COPY_RECORD_ENABLE,
     CONSUMER_SESSION_TIMEOUT_MS,
     CONSUMER_HEARTBEAT_INTERVAL_MS,
+    SHARE_ORDERING,
+    SHARE_KEY_LOOKAHEAD,
     *RETRY_CONFIG_NAMES,
     *STORED_ONLY_GROUP_CONFIGS,
 )
 
 ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
+ORDERING_MODES = ("none", "key")
+KEY_LOOKAHEAD_DEFAULT = 5_000
+KEY_LOOKAHEAD_BOUNDS = (1, 1_000_000)
 
 
 class ConfigSource(enum.IntEnum):
@@ -197,6 +208,10 @@ class ShareGroupConfig:
     renew_acknowledge_enable: bool = True
     consumer_session_timeout_ms: int = 45_000
     consumer_heartbeat_interval_ms: int = 5_000
+    ordering: str = "none"
+    """``shareq.share.ordering``: ``none`` or ``key``."""
+    key_lookahead: int = KEY_LOOKAHEAD_DEFAULT
+    """``shareq.share.key.lookahead``: records a ``key`` acquisition may look past blocked ones."""
     retry: RetryConfig = field(default_factory=RetryConfig)
     """shareq's retry configs (redelivery backoff, window mode, durable counts)."""
 
@@ -379,6 +394,10 @@ def resolve_group_config(overrides: Mapping[str, str], broker: ShareBrokerConfig
             f"{CONSUMER_HEARTBEAT_INTERVAL_MS} ({consumer_heartbeat}) must be less than "
             f"{CONSUMER_SESSION_TIMEOUT_MS} ({consumer_session})"
         )
+    ordering = overrides.get(SHARE_ORDERING, "none").strip().lower()
+    if ordering not in ORDERING_MODES:
+        raise _invalid(f"{SHARE_ORDERING} must be one of {', '.join(ORDERING_MODES)}, got {ordering!r}")
+    lookahead = num(SHARE_KEY_LOOKAHEAD, KEY_LOOKAHEAD_DEFAULT, *KEY_LOOKAHEAD_BOUNDS)
     retry = resolve_retry_config(overrides, b.redelivery_backoff_ceiling_ms)
     return ShareGroupConfig(
         record_lock_duration_ms=lock,
@@ -394,6 +413,8 @@ def resolve_group_config(overrides: Mapping[str, str], broker: ShareBrokerConfig
         renew_acknowledge_enable=renew,
         consumer_session_timeout_ms=consumer_session,
         consumer_heartbeat_interval_ms=consumer_heartbeat,
+        ordering=ordering,
+        key_lookahead=lookahead,
         retry=retry,
     )
 
@@ -416,6 +437,8 @@ _GROUP_ONLY_DEFAULTS = {
     DLQ_TOPIC_NAME: "",
     DLQ_COPY_RECORD_ENABLE: "false",
     RENEW_ACKNOWLEDGE_ENABLE: "true",
+    SHARE_ORDERING: "none",
+    SHARE_KEY_LOOKAHEAD: str(KEY_LOOKAHEAD_DEFAULT),
     **RETRY_CONFIG_DEFAULTS,
 }
 

@@ -74,7 +74,14 @@ logger = logging.getLogger(__name__)
 # ConfigType values of the protocol (DescribeConfigs v3+).
 _TYPES = {bool: 1, str: 2, int: 5, float: 6}
 _GROUP_STRING_CONFIGS = (
-    frozenset({"share.auto.offset.reset", "share.isolation.level", "errors.deadletterqueue.topic.name"})
+    frozenset(
+        {
+            "share.auto.offset.reset",
+            "share.isolation.level",
+            "errors.deadletterqueue.topic.name",
+            "shareq.share.ordering",
+        }
+    )
     | RETRY_STRING_CONFIGS
 )
 _GROUP_BOOLEAN_CONFIGS = (

@@ -57,6 +57,9 @@ class SharePartitionFigures:
     sp: SharePartition = field(repr=False)
     log: Partition | None = field(repr=False)
     runs: list[Run] = field(default_factory=list)  # filled by ``add_detail``
+    ordering: str = "none"  # the group's shareq.share.ordering
+    blocked_keys: int = 0  # key-ordered: distinct keys with a held record (at the last acquisition)
+    key_waiting: int = 0  # key-ordered: records the last acquisition looked past (their key held)
 
 
 def share_partition_figures(
@@ -78,6 +81,10 @@ def share_partition_figures(
         partition = broker.partition(topic.name, sp.key.partition)
         read_committed = share.coordinator.group_config(sp.key.group_id).isolation_level == "read_committed"
         figures = _figures(sp, topic.name, partition, now_ms, read_committed)
+        figures.ordering = share.coordinator.group_config(sp.key.group_id).ordering
+        if sp.key_stats is not None:
+            figures.blocked_keys = sp.key_stats.blocked_keys
+            figures.key_waiting = sp.key_stats.waiting
         if detail:
             add_detail(figures, now_ms, runs=False)
         out.append(figures)

@@ -243,6 +243,18 @@ class BrokerCollector(Collector):
             "shareq_share_partition_lag_seconds", "Age of the record at the SPSO while it is not done."
         )
         states = gauge("shareq_share_partition_records", "In-flight records by state.", ["state"])
+        ordered = gauge(
+            "shareq_share_partition_key_ordered",
+            "1 when the group orders by key (shareq.share.ordering=key).",
+        )
+        blocked = gauge(
+            "shareq_share_partition_blocked_keys",
+            "Key-ordered groups: distinct keys with a record held (at the last acquisition).",
+        )
+        waiting = gauge(
+            "shareq_share_partition_key_waiting_records",
+            "Key-ordered groups: records the last acquisition looked past because their key was held.",
+        )
         delayed = gauge(
             "shareq_share_partition_delayed_records", "AVAILABLE records waiting out a redelivery backoff."
         )
@@ -277,6 +289,9 @@ class BrokerCollector(Collector):
             speo.add_metric(values, f.speo)
             lag.add_metric(values, f.lag)
             lag_s.add_metric(values, f.lag_seconds or 0.0)
+            ordered.add_metric(values, 1 if f.ordering == "key" else 0)
+            blocked.add_metric(values, f.blocked_keys)
+            waiting.add_metric(values, f.key_waiting)
             delayed.add_metric(values, f.delayed)
             next_due.add_metric(values, (f.next_redelivery_ms or 0) / 1000.0)
             window.add_metric(values, 1 if f.window_mode == "count" else 0)
@@ -304,6 +319,7 @@ class BrokerCollector(Collector):
             group_latency.count += stats.ack_latency_count
             group_latency.total += stats.ack_latency_sum_ms
         yield from (in_flight, batches, timeouts, spso, speo, lag, lag_s, states, delayed, next_due, window)
+        yield from (ordered, blocked, waiting)
         yield from (acquired, redelivered, archived, dead, released)
         acks = CounterMetricFamily(
             "kafka_server_sharegroupmetrics_recordacknowledgementspersec",

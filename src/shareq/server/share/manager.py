@@ -23,6 +23,8 @@ from shareq.coordinators.group import ShareGroupConfig
 from shareq.coordinators.group.retry_config import RetryConfig
 from shareq.log.batch import LOG_OVERHEAD
 from shareq.log.errors import LogError, OffsetOutOfRangeError
+from shareq.log.key_hashes import KeyHashIndex
+from shareq.log.partition_log import PartitionLog
 from shareq.log.share_control import visible_batches
 from shareq.log.transactions import stable_batches, subtract_ranges
 from shareq.share import (
@@ -37,6 +39,7 @@ from shareq.share import (
     ShareRequestError,
 )
 from shareq.share.backoff import RedeliveryBackoff, Trigger
+from shareq.share.key_order import KeyView
 from shareq.share.persister import PersisterError, SharePartitionKey, refused
 
 from ..errors import persister_error_code
@@ -112,6 +115,8 @@ class SharePartitionManager:
         self._partitions: dict[SharePartitionKey, SharePartition] = {}
         self._loading: dict[SharePartitionKey, asyncio.Future[SharePartition]] = {}
         self._waiters: dict[SharePartitionKey, set[asyncio.Future[None]]] = {}
+        self._key_hashes: dict[tuple[uuid.UUID, int], KeyHashIndex] = {}
+        """Key hashes of the partitions a key-ordered group reads (made on its first read)."""
 
     # -- cache ---------------------------------------------------------------------------------
 
@@ -127,6 +132,9 @@ class SharePartitionManager:
     def forget(self, key: SharePartitionKey) -> None:
         """Drop a share-partition (its topic or group was deleted)."""
         self._partitions.pop(key, None)
+        where = (key.topic_id, key.partition)
+        if not any((k.topic_id, k.partition) == where for k in self._partitions):
+            self._key_hashes.pop(where, None)
         self.wake(key)
 
     async def get(self, key: SharePartitionKey) -> SharePartition:
@@ -204,6 +212,14 @@ class SharePartitionManager:
             return NOTHING
         plog = partition.log
         sp.mature(now)
+        group = self._services.coordinator.group_config(sp.key.group_id)
+        by_key = group.ordering == "key"
+        reach = max_records
+        if by_key:
+            # a key-ordered group reads ahead past records whose key is held: as far again as the
+            # last acquisition found waiting (twice, so it can grow), within the lookahead
+            waiting = sp.key_stats.waiting if sp.key_stats is not None else 0
+            reach = max(max_records, min(group.key_lookahead, max_records + 2 * waiting + 64))
         offset = sp.next_fetch_offset()
         if offset < plog.log_start_offset:  # retention or DeleteRecords passed the SPSO
             self.update_log_start(sp, plog.log_start_offset)
@@ -212,7 +228,7 @@ class SharePartitionManager:
             return NOTHING
         read = 0
         while True:  # past reads that held share state alone (see share_control.py)
-            end = sp.read_end(max_records)
+            end = sp.read_end(reach)
             if end is None:  # the window is full: reading would only be thrown away
                 return NOTHING
             try:
@@ -250,8 +266,9 @@ class SharePartitionManager:
             batches = kept
             if not batches:
                 return NOTHING
+        keys = self._key_view(sp, plog, batches[-1][1]) if by_key else None
         result = sp.acquire(
-            member, batches, max_records=max_records, batch_size=batch_size, mode=mode, now=now
+            member, batches, max_records=max_records, batch_size=batch_size, mode=mode, now=now, keys=keys
         )
         if seen.trailing:  # moves the end offset only if the acquisition reached the run
             sp.pass_absent(*seen.hidden[-1])
@@ -267,6 +284,15 @@ class SharePartitionManager:
         if not ranges:
             return Acquired((), b"", 0, read, counted)
         return Acquired(ranges, slice_batches(data.records, data.batches, ranges), count, read, counted)
+
+    def _key_view(self, sp: SharePartition, plog: PartitionLog, last_read: int) -> KeyView:
+        """The key hash of every offset from the SPSO through the end offset or ``last_read``."""
+        where = (sp.key.topic_id, sp.key.partition)
+        index = self._key_hashes.get(where)
+        if index is None or index.log is not plog:
+            index = self._key_hashes[where] = KeyHashIndex(plog)
+        first = sp.spso
+        return KeyView(first, index.hashes(first, max(sp.end_offset - 1, last_read)))
 
     def _archive_aborted(
         self,
@@ -422,7 +448,8 @@ class SharePartitionManager:
             services.dead_letters.notify(sp.key)
         for follow in done.writes:  # includes the SPSO catch-up after writes raced each other
             self.spawn_write(sp, follow)
-        if done.records_released or not ok or done.spso != spso:  # the SPSO moving opens the window
+        # the SPSO moving opens the window; in a key-ordered group any acknowledgement may free a key
+        if done.records_released or not ok or done.spso != spso or sp.key_stats is not None:
             self.wake(sp.key)
         services.schedule_from(sp)
         return code

@@ -388,10 +388,23 @@ class ShareServices:
         if warning:
             log.warning("share group %s: %s", group_id, warning)
         config = share_config(group)
+        by_key = group.ordering == "key"
         for key in self.partitions.keys_of_group(group_id):
             sp = self.partitions.cached(key)
             if sp is not None:
                 sp.alter_config(config)
+                if by_key != (sp.key_stats is not None):
+                    in_flight = sp.end_offset - sp.spso - sp.delivery_complete_count
+                    if in_flight > 0:
+                        log.info(
+                            "%s: shareq.share.ordering is now %s; it applies to new acquisitions "
+                            "(%d records in flight keep their holders)",
+                            key,
+                            group.ordering,
+                            in_flight,
+                        )
+                    if not by_key:
+                        sp.key_stats = None
                 if sp.archiving_count():  # the DLQ changed: pending dead letters follow at once
                     self.dead_letters.notify(key)
 

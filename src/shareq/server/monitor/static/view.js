@@ -61,7 +61,8 @@ function shareGroup(g) {
     `lag ${num(g.lag)} · lock ${num(g.lock_duration_ms)} ms · delivery limit ${g.delivery_count_limit}` +
     (g.dlq_topic ? ` · DLQ ${g.dlq_topic}` : "") +
     (g.redelivery_backoff_ms ? ` · backoff ${num(g.redelivery_backoff_ms)} ms` : "") +
-    ` · window ${g.window_mode}` + (g.delayed ? ` · ${num(g.delayed)} delayed` : "")));
+    ` · window ${g.window_mode}` + (g.delayed ? ` · ${num(g.delayed)} delayed` : "") +
+    (g.partitions.some((p) => p.ordering === "key") ? " · ordered by key" : "")));
   if (g.stall_warning) {
     box.append(el("p", { class: "warn" }, g.stall_warning));
   }
@@ -76,7 +77,10 @@ function shareGroup(g) {
     box.append(el("p", { class: "muted" }, "No members."));
   }
   const rows = g.partitions.map((p) => el("tr", { "data-topic": p.topic, "data-partition": p.partition },
-    el("td", {}, `${p.topic}-${p.partition}`),
+    el("td", {}, `${p.topic}-${p.partition}`,
+      p.ordering === "key"
+        ? el("div", { class: "muted" }, `${num(p.blocked_keys)} keys held · ${num(p.key_waiting)} waiting`)
+        : null),
     el("td", {}, strip(p, g.group_id)),
     el("td", { class: "num" }, num(p.spso)),
     el("td", { class: "num" }, num(p.speo)),
