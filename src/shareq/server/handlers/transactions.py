@@ -107,21 +107,28 @@ def handle_add_partitions(request: Any, ctx: RequestContext) -> Any:
         codes = dict.fromkeys(wanted, code)
     return ctx.build(
         throttle_time=NO_THROTTLE,
-        results_by_topic_v3_and_below=tuple(
-            ctx.build(
-                "AddPartitionsToTxnTopicResult",
-                name=topic.name,
-                results_by_partition=tuple(
-                    ctx.build(
-                        "AddPartitionsToTxnPartitionResult",
-                        partition_index=p,
-                        partition_error_code=codes[(topic.name, p)],
-                    )
-                    for p in topic.partitions
-                ),
-            )
-            for topic in topics
-        ),
+        results_by_topic_v3_and_below=_topic_results(ctx, topics, codes),
+    )
+
+
+def _topic_results(
+    ctx: RequestContext, topics: Any, codes: dict[tuple[str, int], ErrorCode]
+) -> tuple[Any, ...]:
+    """AddPartitionsToTxn's per-topic results, one code per requested partition."""
+    return tuple(
+        ctx.build(
+            "AddPartitionsToTxnTopicResult",
+            name=topic.name,
+            results_by_partition=tuple(
+                ctx.build(
+                    "AddPartitionsToTxnPartitionResult",
+                    partition_index=p,
+                    partition_error_code=codes[(topic.name, p)],
+                )
+                for p in topic.partitions
+            ),
+        )
+        for topic in topics
     )
 
 
@@ -147,21 +154,7 @@ def _add_partitions_batched(request: Any, ctx: RequestContext) -> Any:
             ctx.build(
                 "AddPartitionsToTxnResult",
                 transactional_id=txn.transactional_id,
-                topic_results=tuple(
-                    ctx.build(
-                        "AddPartitionsToTxnTopicResult",
-                        name=topic.name,
-                        results_by_partition=tuple(
-                            ctx.build(
-                                "AddPartitionsToTxnPartitionResult",
-                                partition_index=p,
-                                partition_error_code=codes[(topic.name, p)],
-                            )
-                            for p in topic.partitions
-                        ),
-                    )
-                    for topic in txn.topics
-                ),
+                topic_results=_topic_results(ctx, txn.topics, codes),
             )
         )
     return ctx.build(
