@@ -297,10 +297,13 @@ class InFlightMap:
         One search for the run that may start before ``first``, then the keys after it in order:
         no positional lookups, so the cost follows the runs returned, not the runs held."""
         runs = self._runs
+        run = runs.get(first)
+        if run is not None and run.last >= last:  # one run from ``first`` on covers it all (a hash lookup)
+            return [run]
         out: list[InFlightBatch] = []
         i = runs.bisect_right(first) - 1
         if i >= 0:
-            run: InFlightBatch = runs.peekitem(i)[1]
+            run = runs.peekitem(i)[1]
             if run.last >= first:
                 out.append(run)
         out.extend([runs[key] for key in runs.irange(first, last, inclusive=(False, True))])
@@ -427,6 +430,8 @@ class InFlightMap:
 
     def split(self, offset: int) -> None:
         """Make ``offset`` the first offset of a run, if a run covers it from further left."""
+        if offset in self._runs:  # a run starts there already (one hash lookup, no search)
+            return
         run = self.run_at(offset)
         if run is None or run.first == offset:
             return
