@@ -472,6 +472,10 @@ class InFlightMap:
         REJECT every tenth record, say) is cut where its types change, without a search per piece.
         """
         first, last = segments[0][0], segments[-1][1]
+        if len(segments) == 1:  # one segment on exactly one run (a record re-delivered alone)
+            whole = self._runs.get(first)
+            if whole is not None and whole.last == last:
+                return [(whole, segments[0][2])]
         self.isolate(first, last)
         out: list[tuple[InFlightBatch, _T]] = []
         new: dict[int, InFlightBatch] = {}
@@ -507,6 +511,10 @@ class InFlightMap:
     def coalesce(self, first: int, last: int) -> None:
         """Merge equal neighbours among the runs touching ``first-1..last+1``."""
         runs = self._runs
+        only: InFlightBatch | None = runs.get(first)
+        if only is not None and only.last == last:  # one run: its two neighbours, without a range walk
+            self._coalesce_run(only)
+            return
         i = runs.bisect_right(first - 1) - 1
         start = runs.keys()[i] if i >= 0 else first
         prev: InFlightBatch | None = None
@@ -522,6 +530,21 @@ class InFlightMap:
                 self.remove(run)
                 continue
             prev = run
+
+    def _coalesce_run(self, run: InFlightBatch) -> None:
+        """``coalesce`` of exactly one run (a record re-delivered alone, then acknowledged, or a
+        delayed run maturing): the run after it by a hash lookup, the run before it by position."""
+        runs = self._runs
+        right: InFlightBatch | None = runs.get(run.last + 1)
+        if right is not None and right.state is run.state and run.same_as(right):
+            run.last = right.last
+            self.remove(right)
+        i = runs.bisect_left(run.first)
+        if i:
+            left: InFlightBatch = runs.peekitem(i - 1)[1]
+            if left.last + 1 == run.first and left.state is run.state and left.same_as(run):
+                left.last = run.last
+                self.remove(run)
 
     def coalesce_spans(self, spans: Iterable[tuple[int, int]]) -> None:
         """``coalesce`` each maximal stretch of the adjacent or overlapping ``spans`` once."""
