@@ -207,8 +207,9 @@ def _compile_array(
 
 def _is_ack_batch(cls: type[Any]) -> bool:
     """ShareFetch's and ShareAcknowledge's AcknowledgementBatch: first and last offset, a compact
-    int8 array of types, tagged fields."""
-    names = [f.name for f in dataclasses.fields(cls)]
+    int8 array of types, tagged fields (whichever it declares: shareq's ShareAcknowledge adds its
+    release delay, and the fast walk hands any batch carrying a tagged field to the generic one)."""
+    names = [f.name for f in dataclasses.fields(cls) if "tag" not in f.metadata]
     return cls.__name__ == "AcknowledgementBatch" and names == [
         "first_offset",
         "last_offset",

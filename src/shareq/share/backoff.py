@@ -55,14 +55,21 @@ class RedeliveryBackoff:
 
     def delay(self, key: SharePartitionKey, first_offset: int, count: int) -> int:
         """The delay (ms) before a record of delivery count ``count`` may be delivered again."""
-        exponent = max(count - 1, 0)
-        raw = float(self.base_ms) * self.multiplier ** min(exponent, 64)  # no float overflow
-        base = min(float(self.max_ms), raw)
+        base = _capped(self.base_ms, self.multiplier, self.max_ms, count)
         if self.jitter > 0.0:
             seed = zlib.crc32(b"%d/%d" % (first_offset, count), _key_crc(key))
             u = seed / 0xFFFFFFFF * 2.0 - 1.0  # in [-1, 1]
             base *= 1.0 + self.jitter * u
         return max(0, min(int(base), self.ceiling_ms))
+
+
+@functools.lru_cache(maxsize=1024)
+def _capped(base_ms: int, multiplier: float, max_ms: int, count: int) -> float:
+    """``min(max, base * multiplier ** (count - 1))``, before the jitter: a few delivery counts
+    recur across thousands of released runs, so each is worked out once."""
+    exponent = max(count - 1, 0)
+    raw = float(base_ms) * multiplier ** min(exponent, 64)  # no float overflow
+    return min(float(max_ms), raw)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -78,9 +85,13 @@ def schedule(
     with a delay their client asked for keep it)."""
     if backoff.base_ms <= 0 or trigger not in backoff.on:
         return
+    dues = txn.dues
+    delay = backoff.delay
     for run, target in txn.pieces:
-        if target is _AVAILABLE and (txn.dues is None or run.first not in txn.dues):
-            _set(txn, run.first, now + backoff.delay(key, run.first, run.count))
+        if target is _AVAILABLE and (dues is None or run.first not in dues):
+            if dues is None:
+                dues = txn.dues = {}
+            dues[run.first] = now + delay(key, run.first, run.count)
 
 
 def requested(

@@ -297,10 +297,13 @@ class InFlightMap:
         One search for the run that may start before ``first``, then the keys after it in order:
         no positional lookups, so the cost follows the runs returned, not the runs held."""
         runs = self._runs
+        run = runs.get(first)
+        if run is not None and run.last >= last:  # one run from ``first`` on covers it all (a hash lookup)
+            return [run]
         out: list[InFlightBatch] = []
         i = runs.bisect_right(first) - 1
         if i >= 0:
-            run: InFlightBatch = runs.peekitem(i)[1]
+            run = runs.peekitem(i)[1]
             if run.last >= first:
                 out.append(run)
         out.extend([runs[key] for key in runs.irange(first, last, inclusive=(False, True))])
@@ -427,6 +430,8 @@ class InFlightMap:
 
     def split(self, offset: int) -> None:
         """Make ``offset`` the first offset of a run, if a run covers it from further left."""
+        if offset in self._runs:  # a run starts there already (one hash lookup, no search)
+            return
         run = self.run_at(offset)
         if run is None or run.first == offset:
             return
@@ -467,6 +472,10 @@ class InFlightMap:
         REJECT every tenth record, say) is cut where its types change, without a search per piece.
         """
         first, last = segments[0][0], segments[-1][1]
+        if len(segments) == 1:  # one segment on exactly one run (a record re-delivered alone)
+            whole = self._runs.get(first)
+            if whole is not None and whole.last == last:
+                return [(whole, segments[0][2])]
         self.isolate(first, last)
         out: list[tuple[InFlightBatch, _T]] = []
         new: dict[int, InFlightBatch] = {}
@@ -502,6 +511,10 @@ class InFlightMap:
     def coalesce(self, first: int, last: int) -> None:
         """Merge equal neighbours among the runs touching ``first-1..last+1``."""
         runs = self._runs
+        only: InFlightBatch | None = runs.get(first)
+        if only is not None and only.last == last:  # one run: its two neighbours, without a range walk
+            self._coalesce_run(only)
+            return
         i = runs.bisect_right(first - 1) - 1
         start = runs.keys()[i] if i >= 0 else first
         prev: InFlightBatch | None = None
@@ -517,6 +530,21 @@ class InFlightMap:
                 self.remove(run)
                 continue
             prev = run
+
+    def _coalesce_run(self, run: InFlightBatch) -> None:
+        """``coalesce`` of exactly one run (a record re-delivered alone, then acknowledged, or a
+        delayed run maturing): the run after it by a hash lookup, the run before it by position."""
+        runs = self._runs
+        right: InFlightBatch | None = runs.get(run.last + 1)
+        if right is not None and right.state is run.state and run.same_as(right):
+            run.last = right.last
+            self.remove(right)
+        i = runs.bisect_left(run.first)
+        if i:
+            left: InFlightBatch = runs.peekitem(i - 1)[1]
+            if left.last + 1 == run.first and left.state is run.state and left.same_as(run):
+                left.last = run.last
+                self.remove(run)
 
     def coalesce_spans(self, spans: Iterable[tuple[int, int]]) -> None:
         """``coalesce`` each maximal stretch of the adjacent or overlapping ``spans`` once."""
