@@ -9,6 +9,7 @@ import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 READY = "shareq listening on "
 
@@ -75,3 +76,37 @@ def start_broker(
             proc.kill()
             proc.wait()
             raise RuntimeError("broker did not start")
+
+
+def settle_assignment(
+    bootstrap: str, group: str, topic: str, consumers: int, partitions: int, timeout: float = 30.0
+) -> None:
+    """Wait until every consumer is a member and the partitions are spread evenly among them.
+
+    librdkafka's members join in the background on ``subscribe``, one after another, so the first
+    assignments are transitional ones (shareq: some members holding two partitions and others
+    none, until the members' next heartbeat, 5 s by default; Kafka: nothing assigned until then).
+    A phase of a second or two would run its whole course on them."""
+    import time
+
+    from shareq.client import Admin, KafkaError
+
+    deadline = time.monotonic() + timeout
+    with Admin(bootstrap) as admin:
+        while time.monotonic() < deadline:
+            try:
+                members = admin.describe_share_group(group).members
+            except KafkaError:
+                members = ()
+            sizes = [len(m.assignment.get(topic, ())) for m in members]
+            held = {p for m in members for p in m.assignment.get(topic, ())}
+            if len(members) == consumers and held == set(range(partitions)) and max(sizes) - min(sizes) <= 1:
+                return
+            time.sleep(0.1)
+    print(f"  (the assignment of {group} did not settle within {timeout:.0f} s: timing anyway)")
+
+
+def cpu_seconds(process: Any) -> float:
+    """User and system CPU seconds of a ``psutil.Process``."""
+    times = process.cpu_times()
+    return float(times.user + times.system)

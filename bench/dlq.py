@@ -51,7 +51,7 @@ from pathlib import Path
 import psutil
 
 import broker_process
-from broker_process import free_port, parse_cpus
+from broker_process import cpu_seconds, free_port, parse_cpus, settle_assignment
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
@@ -198,35 +198,6 @@ def dlq_count(bootstrap: str) -> int:
         consumer.close()
 
 
-def settle_assignment(bootstrap: str, group: str, consumers: int, timeout: float = 30.0) -> None:
-    """Wait until every consumer is a member and the partitions are spread evenly among them.
-
-    librdkafka's members join in the background on ``subscribe``, one after another, so the first
-    assignments are transitional ones (shareq: some members holding two partitions and others
-    none, until the members' next heartbeat, 5 s by default; Kafka: nothing assigned until then).
-    A phase of a second or two would run its whole course on them."""
-    from shareq.client import Admin, KafkaError
-
-    deadline = time.monotonic() + timeout
-    with Admin(bootstrap) as admin:
-        while time.monotonic() < deadline:
-            try:
-                members = admin.describe_share_group(group).members
-            except KafkaError:
-                members = ()
-            sizes = [len(m.assignment.get(TOPIC, ())) for m in members]
-            held = {p for m in members for p in m.assignment.get(TOPIC, ())}
-            if len(members) == consumers and held == set(range(PARTITIONS)) and max(sizes) - min(sizes) <= 1:
-                return
-            time.sleep(0.1)
-    print(f"  (the share group's assignment did not settle within {timeout:.0f} s: timing anyway)")
-
-
-def cpu_seconds(process: psutil.Process) -> float:
-    times = process.cpu_times()
-    return float(times.user + times.system)
-
-
 def phase(
     bootstrap: str,
     broker: psutil.Process,
@@ -259,7 +230,7 @@ def phase(
         p.start()
     while ready.value < consumers:
         time.sleep(0.01)
-    settle_assignment(bootstrap, group, consumers)
+    settle_assignment(bootstrap, group, TOPIC, consumers, PARTITIONS)
     broker_cpu = cpu_seconds(broker)
     began = time.monotonic()
     start.value = 1

@@ -41,7 +41,7 @@ from pathlib import Path
 import psutil
 
 import broker_process
-from broker_process import free_port
+from broker_process import cpu_seconds, free_port
 
 TOPIC = "bench"
 PLAIN = "plain"
@@ -110,11 +110,6 @@ def consumer_process(bootstrap: str, ready: Synchronized[int], done: Synchronize
             done.value += len(messages)
     consumer.commit_sync()
     consumer.close()
-
-
-def cpu_seconds(process: psutil.Process) -> float:
-    times = process.cpu_times()
-    return float(times.user + times.system)
 
 
 def fetch_all(bootstrap: str, topic: str, expected: int) -> float:

@@ -44,7 +44,7 @@ from typing import Any
 import psutil
 
 import broker_process
-from broker_process import free_port
+from broker_process import cpu_seconds, free_port, settle_assignment
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
@@ -204,29 +204,6 @@ def consumer_process(
     out.put((accepted, times.user + times.system, first, acked, last_other))
 
 
-def settle(bootstrap: str, group: str, topic: str, consumers: int, timeout: float = 30.0) -> None:
-    from shareq.client import Admin, KafkaError
-
-    deadline = time.monotonic() + timeout
-    with Admin(bootstrap) as admin:
-        while time.monotonic() < deadline:
-            try:
-                members = admin.describe_share_group(group).members
-            except KafkaError:
-                members = ()
-            sizes = [len(m.assignment.get(topic, ())) for m in members]
-            held = {p for m in members for p in m.assignment.get(topic, ())}
-            if len(members) == consumers and held == set(range(PARTITIONS)) and max(sizes) - min(sizes) <= 1:
-                return
-            time.sleep(0.1)
-    print(f"  (the assignment of {group} did not settle: timing anyway)")
-
-
-def cpu_seconds(process: psutil.Process) -> float:
-    times = process.cpu_times()
-    return float(times.user + times.system)
-
-
 def phase(
     bootstrap: str,
     broker: psutil.Process,
@@ -255,7 +232,7 @@ def phase(
         p.start()
     while ready.value < consumers:
         time.sleep(0.01)
-    settle(bootstrap, group, topic, consumers)
+    settle_assignment(bootstrap, group, topic, consumers, PARTITIONS)
     cpu = cpu_seconds(broker)
     start.value = 1
     results = [out.get(timeout=600) for _ in procs]
