@@ -141,6 +141,8 @@ class KeyHashIndex:
         self.rebuilt = 0
         """Sidecars found missing entries, torn or stale and cut (for tests and logs)."""
         self.batches_hashed = 0
+        self._shape = (plog.log_start_offset, plog.segment_count)
+        """The log's start offset and segment count at the last read (see ``_forget_deleted``)."""
 
     def hashes(self, first: int, last: int) -> np.ndarray:
         """The hash of every offset ``first..last`` (0 where the log holds no keyed record, or no
@@ -148,9 +150,9 @@ class KeyHashIndex:
         out = np.zeros(max(last - first + 1, 0), dtype=np.uint32)
         if last < first:
             return out
-        extents = self.log.segment_extents()
+        self._forget_deleted()
+        extents = self.log.segment_extents_over(first, last)
         bases = [e[0] for e in extents]
-        self._forget_deleted(bases)
         lo = max(first, self.log.log_start_offset)
         while lo <= last:
             i = bisect_right(bases, lo) - 1
@@ -170,12 +172,19 @@ class KeyHashIndex:
 
     # -- segments ---------------------------------------------------------------------------------
 
-    def _forget_deleted(self, bases: list[int]) -> None:
-        """Drop what retention or deletion took (the sidecar went with its segment)."""
-        if self._segments:
-            live = set(bases)
-            for base in [b for b in self._segments if b not in live]:
-                del self._segments[base]
+    def _forget_deleted(self) -> None:
+        """Drop what retention, deletion or compaction took (the sidecar went with its segment):
+        looked at only when the log's segments changed other than by a roll (its start moved or
+        it holds fewer segments than the last look), not on every read."""
+        plog = self.log
+        shape = (plog.log_start_offset, plog.segment_count)
+        seen = self._shape
+        self._shape = shape
+        if not self._segments or (seen[0] == shape[0] and seen[1] <= shape[1]):
+            return
+        live = {e[0] for e in plog.segment_extents()}
+        for base in [b for b in self._segments if b not in live]:
+            del self._segments[base]
 
     def _segment(self, base: int, lo: int, size: int, log_path: Path) -> _SegmentHashes:
         seg = self._segments.get(base)
