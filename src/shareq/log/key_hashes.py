@@ -67,21 +67,30 @@ def batch_hashes(batch: bytes | memoryview) -> tuple[int, np.ndarray]:
     try:
         for _ in range(header.records_count):
             # length, attributes, timestamp delta, offset delta, key length, key (values skipped);
-            # one-byte varints inline (nearly every length and delta), read_varint for the rest
+            # one- and two-byte varints inline (nearly every length and delta), read_varint for
+            # the rest
             b = plain[pos]
             if b < 0x80:
                 length, p = (b >> 1) ^ -(b & 1), pos + 1
+            elif plain[pos + 1] < 0x80:  # two bytes: every record of 64 B to 8 KiB
+                z = (b & 0x7F) | (plain[pos + 1] << 7)
+                length, p = (z >> 1) ^ -(z & 1), pos + 2
             else:
                 length, p = read_varint(plain, pos)
             limit = p + length
             if length < 0 or limit > end:
                 raise CorruptRecordError("record length runs past the end of its batch")
             p += 1
-            b = plain[p]
-            p = p + 1 if b < 0x80 else read_varint(plain, p)[1]
+            # the timestamp delta, skipped: to the first byte without the continuation bit
+            while plain[p] >= 0x80:
+                p += 1
+            p += 1
             b = plain[p]
             if b < 0x80:
                 delta, p = (b >> 1) ^ -(b & 1), p + 1
+            elif plain[p + 1] < 0x80:  # two bytes: the offset deltas 64 to 8191
+                z = (b & 0x7F) | (plain[p + 1] << 7)
+                delta, p = (z >> 1) ^ -(z & 1), p + 2
             else:
                 delta, p = read_varint(plain, p)
             b = plain[p]
