@@ -103,19 +103,21 @@ def allowed_ranges(
         states = np.frombuffer(bytes(marks), dtype=np.uint8)[a - base : e - base]
         cls[a:e] = np.where(states == ARCHIVING_BYTE[0], _HELD, _DONE)
     held = hashes[(cls == _HELD) & (hashes != 0)]
-    candidate = cls == _CANDIDATE
+    # what may go out is only looked for where the batches read lie (the in-flight records
+    # before and after them only block keys)
+    r0 = min(max(batches[0][0], lo) - lo, n)
+    r1 = max(min(batches[-1][1], hi) - lo + 1, r0)
+    candidate = cls[r0:r1] == _CANDIDATE
     if len(held):
         blocked_keys = np.unique(held)
-        blocked = candidate & np.isin(hashes, blocked_keys)
+        blocked = candidate & np.isin(hashes[r0:r1], blocked_keys)
         stats.blocked_keys = len(blocked_keys)
-        read_lo = max(batches[0][0], lo) - lo
-        read_hi = min(batches[-1][1], hi) - lo
-        stats.waiting = int(np.count_nonzero(blocked[read_lo : read_hi + 1])) if read_hi >= read_lo else 0
+        stats.waiting = int(np.count_nonzero(blocked))
         ok = candidate & ~blocked
     else:
         stats.blocked_keys = stats.waiting = 0
         ok = candidate
-    return list(_open_ranges(ok, lo, batches))
+    return list(_open_ranges(ok, lo + r0, batches))
 
 
 def _delayed(run: InFlightBatch, now: int) -> bool:
