@@ -67,21 +67,30 @@ def batch_hashes(batch: bytes | memoryview) -> tuple[int, np.ndarray]:
     try:
         for _ in range(header.records_count):
             # length, attributes, timestamp delta, offset delta, key length, key (values skipped);
-            # one-byte varints inline (nearly every length and delta), read_varint for the rest
+            # one- and two-byte varints inline (nearly every length and delta), read_varint for
+            # the rest
             b = plain[pos]
             if b < 0x80:
                 length, p = (b >> 1) ^ -(b & 1), pos + 1
+            elif plain[pos + 1] < 0x80:  # two bytes: every record of 64 B to 8 KiB
+                z = (b & 0x7F) | (plain[pos + 1] << 7)
+                length, p = (z >> 1) ^ -(z & 1), pos + 2
             else:
                 length, p = read_varint(plain, pos)
             limit = p + length
             if length < 0 or limit > end:
                 raise CorruptRecordError("record length runs past the end of its batch")
             p += 1
-            b = plain[p]
-            p = p + 1 if b < 0x80 else read_varint(plain, p)[1]
+            # the timestamp delta, skipped: to the first byte without the continuation bit
+            while plain[p] >= 0x80:
+                p += 1
+            p += 1
             b = plain[p]
             if b < 0x80:
                 delta, p = (b >> 1) ^ -(b & 1), p + 1
+            elif plain[p + 1] < 0x80:  # two bytes: the offset deltas 64 to 8191
+                z = (b & 0x7F) | (plain[p + 1] << 7)
+                delta, p = (z >> 1) ^ -(z & 1), p + 2
             else:
                 delta, p = read_varint(plain, p)
             b = plain[p]
@@ -141,6 +150,8 @@ class KeyHashIndex:
         self.rebuilt = 0
         """Sidecars found missing entries, torn or stale and cut (for tests and logs)."""
         self.batches_hashed = 0
+        self._shape = (plog.log_start_offset, plog.segment_count)
+        """The log's start offset and segment count at the last read (see ``_forget_deleted``)."""
 
     def hashes(self, first: int, last: int) -> np.ndarray:
         """The hash of every offset ``first..last`` (0 where the log holds no keyed record, or no
@@ -148,9 +159,9 @@ class KeyHashIndex:
         out = np.zeros(max(last - first + 1, 0), dtype=np.uint32)
         if last < first:
             return out
-        extents = self.log.segment_extents()
+        self._forget_deleted()
+        extents = self.log.segment_extents_over(first, last)
         bases = [e[0] for e in extents]
-        self._forget_deleted(bases)
         lo = max(first, self.log.log_start_offset)
         while lo <= last:
             i = bisect_right(bases, lo) - 1
@@ -170,12 +181,19 @@ class KeyHashIndex:
 
     # -- segments ---------------------------------------------------------------------------------
 
-    def _forget_deleted(self, bases: list[int]) -> None:
-        """Drop what retention or deletion took (the sidecar went with its segment)."""
-        if self._segments:
-            live = set(bases)
-            for base in [b for b in self._segments if b not in live]:
-                del self._segments[base]
+    def _forget_deleted(self) -> None:
+        """Drop what retention, deletion or compaction took (the sidecar went with its segment):
+        looked at only when the log's segments changed other than by a roll (its start moved or
+        it holds fewer segments than the last look), not on every read."""
+        plog = self.log
+        shape = (plog.log_start_offset, plog.segment_count)
+        seen = self._shape
+        self._shape = shape
+        if not self._segments or (seen[0] == shape[0] and seen[1] <= shape[1]):
+            return
+        live = {e[0] for e in plog.segment_extents()}
+        for base in [b for b in self._segments if b not in live]:
+            del self._segments[base]
 
     def _segment(self, base: int, lo: int, size: int, log_path: Path) -> _SegmentHashes:
         seg = self._segments.get(base)

@@ -276,6 +276,18 @@ class PartitionLog:
         (for caches kept beside the segments, such as the key-hash sidecars)."""
         return tuple((seg.base_offset, seg.next_offset, seg.size, seg.log_path) for seg in self._segments)
 
+    def segment_extents_over(self, first: int, last: int) -> tuple[tuple[int, int, int, Path], ...]:
+        """``segment_extents`` of the segments holding offsets ``first..last`` only (one search:
+        the cost follows the segments asked for, not the segments the log holds)."""
+        segments = self._segments
+        i = max(bisect_right(self._bases, first) - 1, 0)
+        out: list[tuple[int, int, int, Path]] = []
+        while i < len(segments) and segments[i].base_offset <= last:
+            seg = segments[i]
+            out.append((seg.base_offset, seg.next_offset, seg.size, seg.log_path))
+            i += 1
+        return tuple(out)
+
     @property
     def size_bytes(self) -> int:
         return sum(seg.size for seg in self._segments)

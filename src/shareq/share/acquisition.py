@@ -138,10 +138,13 @@ def acquire(
                     break
             if hard and e >= a + (limit - acquired):
                 e = a + (limit - acquired) - 1
-            runs.isolate(a, e)
-            piece_or_none = runs.get(a)
-            assert piece_or_none is not None
-            piece = piece_or_none
+            if a == run.first and e == run.last:  # the whole run (a record a key group looked past)
+                piece = run
+            else:
+                runs.isolate(a, e)
+                piece_or_none = runs.get(a)
+                assert piece_or_none is not None
+                piece = piece_or_none
             if lock is None:
                 lock = partition.new_lock(deadline, a, e, member)
             piece.state = _ACQUIRED

@@ -103,19 +103,21 @@ def allowed_ranges(
         states = np.frombuffer(bytes(marks), dtype=np.uint8)[a - base : e - base]
         cls[a:e] = np.where(states == ARCHIVING_BYTE[0], _HELD, _DONE)
     held = hashes[(cls == _HELD) & (hashes != 0)]
-    candidate = cls == _CANDIDATE
+    # what may go out is only looked for where the batches read lie (the in-flight records
+    # before and after them only block keys)
+    r0 = min(max(batches[0][0], lo) - lo, n)
+    r1 = max(min(batches[-1][1], hi) - lo + 1, r0)
+    candidate = cls[r0:r1] == _CANDIDATE
     if len(held):
         blocked_keys = np.unique(held)
-        blocked = candidate & np.isin(hashes, blocked_keys)
+        blocked = candidate & np.isin(hashes[r0:r1], blocked_keys)
         stats.blocked_keys = len(blocked_keys)
-        read_lo = max(batches[0][0], lo) - lo
-        read_hi = min(batches[-1][1], hi) - lo
-        stats.waiting = int(np.count_nonzero(blocked[read_lo : read_hi + 1])) if read_hi >= read_lo else 0
+        stats.waiting = int(np.count_nonzero(blocked))
         ok = candidate & ~blocked
     else:
         stats.blocked_keys = stats.waiting = 0
         ok = candidate
-    return list(_open_ranges(ok, lo, batches))
+    return list(_open_ranges(ok, lo + r0, batches))
 
 
 def _delayed(run: InFlightBatch, now: int) -> bool:
@@ -180,15 +182,23 @@ def hold_back(
 ) -> None:
     """After a walk over ``allowed``: the records it looked past for the first time, below the end
     offset it reached, become AVAILABLE with no delivery yet, so that everything below the end
-    offset is in flight (the next fetch starts at the first of them)."""
+    offset is in flight (the next fetch starts at the first of them).
+
+    Stretches that touch across a batch boundary are joined before they go in, so each maximal
+    stretch is one run. Only the first can have an equal neighbour already in flight (the run
+    ending at ``old_end - 1``): every other neighbour is a record this walk acquired (or an
+    offset the log does not hold), so one ``coalesce`` there, not one per stretch."""
     new_end = partition.end
     if new_end <= old_end:
         return
-    runs = partition.runs
-    touched: list[tuple[int, int]] = []
+    stretches: list[list[int]] = []
     # offsets of the batches in [old_end, new_end) outside ``allowed`` (both sorted): a sweep
     i, n = 0, len(allowed)
     for bf, bl in batches:
+        if bl < old_end:
+            continue
+        if bf >= new_end:
+            break
         lo = bf if bf > old_end else old_end
         hi = bl if bl < new_end else new_end - 1
         while i < n and allowed[i][1] < lo:
@@ -199,13 +209,23 @@ def hold_back(
             if j < n and allowed[j][0] <= hi:
                 a, e = allowed[j]
                 if a > pos:
-                    runs.insert(InFlightBatch(pos, a - 1, _AVAILABLE, 0))
-                    touched.append((pos, a - 1))
+                    _stretch(stretches, pos, a - 1)
                 pos = max(pos, e + 1)
                 j += 1
             else:
-                runs.insert(InFlightBatch(pos, hi, _AVAILABLE, 0))
-                touched.append((pos, hi))
+                _stretch(stretches, pos, hi)
                 break
-    if touched:
-        runs.coalesce_spans(touched)
+    if not stretches:
+        return
+    runs = partition.runs
+    for first, last in stretches:
+        runs.insert(InFlightBatch(first, last, _AVAILABLE, 0))
+    runs.coalesce(stretches[0][0], stretches[0][0])
+
+
+def _stretch(stretches: list[list[int]], first: int, last: int) -> None:
+    """Add ``first..last`` to the ascending ``stretches``, joined to the last one if they touch."""
+    if stretches and stretches[-1][1] + 1 == first:
+        stretches[-1][1] = last
+    else:
+        stretches.append([first, last])
