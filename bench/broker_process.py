@@ -110,3 +110,22 @@ def cpu_seconds(process: Any) -> float:
     """User and system CPU seconds of a ``psutil.Process``."""
     times = process.cpu_times()
     return float(times.user + times.system)
+
+
+def produce_round_robin(
+    bootstrap: str, topic: str, n: int, partitions: int, config: dict[str, object], flush_s: float = 120
+) -> None:
+    """``n`` records of 100 B to ``topic``, spread round-robin over its partitions (librdkafka with
+    ``config``), waiting out a full queue; every record acknowledged before it returns."""
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, **config})
+    payload = b"x" * 100
+    for i in range(n):
+        while True:
+            try:
+                producer.produce(topic, value=payload, partition=i % partitions)
+                break
+            except BufferError:
+                producer.poll(0.05)
+    assert producer.flush(flush_s) == 0

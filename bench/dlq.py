@@ -51,7 +51,7 @@ from pathlib import Path
 import psutil
 
 import broker_process
-from broker_process import cpu_seconds, free_port, parse_cpus, settle_assignment
+from broker_process import cpu_seconds, free_port, parse_cpus, produce_round_robin, settle_assignment
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
@@ -113,18 +113,7 @@ def kafka_broker(
 
 
 def produce(bootstrap: str, n: int) -> None:
-    from confluent_kafka import Producer
-
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.num.messages": 10000})
-    payload = b"x" * 100
-    for i in range(n):
-        while True:
-            try:
-                producer.produce(TOPIC, value=payload, partition=i % PARTITIONS)
-                break
-            except BufferError:
-                producer.poll(0.1)
-    assert producer.flush(60) == 0
+    produce_round_robin(bootstrap, TOPIC, n, PARTITIONS, {"linger.ms": 20, "batch.num.messages": 10000}, 60)
 
 
 def consumer_process(

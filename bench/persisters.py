@@ -41,7 +41,7 @@ from pathlib import Path
 import psutil
 
 import broker_process
-from broker_process import cpu_seconds, free_port
+from broker_process import cpu_seconds, free_port, produce_round_robin
 
 TOPIC = "bench"
 PLAIN = "plain"
@@ -70,18 +70,7 @@ def metric(http_port: int, name: str) -> float:
 
 
 def produce(bootstrap: str, topic: str, n: int) -> None:
-    from confluent_kafka import Producer
-
-    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "batch.num.messages": 50})
-    payload = b"x" * 100
-    for i in range(n):
-        while True:
-            try:
-                producer.produce(topic, value=payload, partition=i % PARTITIONS)
-                break
-            except BufferError:
-                producer.poll(0.05)
-    assert producer.flush(120) == 0
+    produce_round_robin(bootstrap, topic, n, PARTITIONS, {"linger.ms": 5, "batch.num.messages": 50})
 
 
 def consumer_process(bootstrap: str, ready: Synchronized[int], done: Synchronized[int], total: int) -> None:

@@ -44,7 +44,7 @@ from typing import Any
 import psutil
 
 import broker_process
-from broker_process import cpu_seconds, free_port, settle_assignment
+from broker_process import cpu_seconds, free_port, produce_round_robin, settle_assignment
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
@@ -128,21 +128,10 @@ def shareq_broker(data_dir: Path) -> Iterator[tuple[str, int]]:
 
 
 def produce(bootstrap: str, topic: str, n: int, linger_ms: int | None) -> None:
-    from confluent_kafka import Producer
-
-    config: dict[str, object] = {"bootstrap.servers": bootstrap, "batch.num.messages": 10000}
+    config: dict[str, object] = {"batch.num.messages": 10000}
     if linger_ms is not None:
         config["linger.ms"] = linger_ms
-    producer = Producer(config)
-    payload = b"x" * 100
-    for i in range(n):
-        while True:
-            try:
-                producer.produce(topic, value=payload, partition=i % PARTITIONS)
-                break
-            except BufferError:
-                producer.poll(0.1)
-    assert producer.flush(120) == 0
+    produce_round_robin(bootstrap, topic, n, PARTITIONS, config)
 
 
 def consumer_process(
