@@ -209,10 +209,22 @@ def assign_main(
     ready: Any,
     go: Any,
     stop: Any,
+    fetches: Any = None,
 ) -> None:
+    """Read ``want`` records of one partition by ``assign()``; with ``fetches`` (a shared array of
+    two) also add the Fetch requests this consumer sent and the bytes it received."""
     from confluent_kafka import Consumer, TopicPartition
 
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "assign", "enable.auto.commit": False})
+    stats: list[str] = []  # librdkafka's statistics: the fetch responses and bytes it received
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "assign",
+            "enable.auto.commit": False,
+            "statistics.interval.ms": 200,
+            "stats_cb": stats.append,
+        }
+    )
     consumer.assign([TopicPartition(topic, partition, 0)])
     ready.release()
     go.wait()
@@ -223,6 +235,14 @@ def assign_main(
                 seen += 1
     with consumed.get_lock():
         consumed.value += seen
+    if fetches is not None:
+        consumer.poll(0.3)  # one more statistics report, covering the whole read
+        brokers = json.loads(stats[-1])["brokers"].values() if stats else ()
+        with fetches.get_lock():
+            for broker in brokers:
+                if broker["nodeid"] >= 0:  # not the bootstrap connection
+                    fetches[0] += broker["req"].get("Fetch", 0)
+                    fetches[1] += broker["rxbytes"]
     with finished.get_lock():
         finished.value = max(finished.value, time.time())
     ready.release()
@@ -238,6 +258,8 @@ class Phase:
     # broker CPU µs per record by thread: the event loop's user and system time, then the
     # other threads' (the share-state fsync threads) user and system time
     split: tuple[float, float, float, float] = (0.0, 0.0, 0.0, 0.0)
+    # assign phases: the consumers' Fetch requests and the bytes they received
+    fetches: tuple[int, int] = (0, 0)
 
 
 def thread_times(proc: psutil.Process) -> tuple[float, float, float, float]:
@@ -267,6 +289,7 @@ def run_phase(
     rate, the CPU of process ``pid`` per record and the change in ``counters()`` over the phase."""
     ctx = mp.get_context("spawn")
     consumed = ctx.Value("q", 0)
+    fetches = ctx.Array("q", 2)
     finished = ctx.Value("d", 0.0)
     ready = ctx.Semaphore(0)
     go, stop = ctx.Event(), ctx.Event()
@@ -275,7 +298,7 @@ def run_phase(
     for i in range(procs):
         if kind == "assign":
             share = n // PARTITIONS + (1 if i < n % PARTITIONS else 0)
-            args: tuple[Any, ...] = (bootstrap, topic, i, share, consumed, finished, ready, go, stop)
+            args: tuple[Any, ...] = (bootstrap, topic, i, share, consumed, finished, ready, go, stop, fetches)
             processes.append(ctx.Process(target=assign_main, args=args))
         else:
             args = (bootstrap, topic, group, kind == "explicit", consumed, finished, ready, go, stop)
@@ -311,7 +334,7 @@ def run_phase(
         for api, counters in after_io.items()
     }
     lu, ls, ou, os_ = ((b - a) / n * 1e6 for a, b in zip(threads_before, threads_after, strict=True))
-    return Phase(name, n / elapsed, cpu / n * 1e6, delta, (lu, ls, ou, os_))
+    return Phase(name, n / elapsed, cpu / n * 1e6, delta, (lu, ls, ou, os_), (fetches[0], fetches[1]))
 
 
 def peak_rss_mb(pid: int) -> float:

@@ -5,7 +5,8 @@
 For each size and each broker (Kafka 4.4 from the project's pinned jars, started by the tests'
 Kafka fixture with its defaults for one node; then ``shareq serve``), on a fresh broker:
 produce N records of 100 B to 4 partitions (librdkafka), read them back with 4 librdkafka
-Consumers by ``assign()``, consume and acknowledge them with 4 librdkafka ShareConsumers
+Consumers by ``assign()`` (with the Fetch requests they sent and the bytes each brought, from
+librdkafka's statistics), consume and acknowledge them with 4 librdkafka ShareConsumers
 (implicit acknowledgement), again with Kafka's Java ShareConsumerPerformance (4 threads, its
 default 1 MiB fetch size), and sample the acknowledgement round trip (our client's ShareAcknowledge,
 answered once durable). Each line gives rec/s, broker CPU µs per record and the broker's peak RSS;
@@ -160,6 +161,7 @@ def measure(start: Callable[[Path], AbstractContextManager[Broker]], n: int) -> 
             out["produce"] = produce_measured(broker, topic, n)
             assign = run_phase("assign", broker.bootstrap, broker.pid, n, PARTITIONS, "assign", topic=topic)
             out["fetch"] = Figure(assign.rate, assign.cpu_us)
+            out["fetches"] = assign.fetches
             set_earliest(broker, "bench-share")
             share = run_phase("share", broker.bootstrap, broker.pid, n, 4, "implicit", topic=topic)
             out["share"] = Figure(share.rate, share.cpu_us)
@@ -194,6 +196,11 @@ def main() -> None:
                 f"{label:<34}{k.rate:>12,.0f} rec/s {k.cpu_us:>4.2f}us"
                 f"{s.rate:>12,.0f} rec/s {s.cpu_us:>4.2f}us{s.rate / k.rate:>8.2f}x rate"
             )
+        (kf, kb), (sf, sb) = results["kafka"]["fetches"], results["shareq"]["fetches"]  # type: ignore[misc]
+        print(
+            f"{'assign: Fetch requests, KB each':<34}{kf:>12,} x {kb / max(kf, 1) / 1024:<7,.0f}"
+            f"{sf:>12,} x {sb / max(sf, 1) / 1024:<7,.0f}"
+        )
         kp50, kp99 = results["kafka"]["ack ms"]  # type: ignore[misc]
         sp50, sp99 = results["shareq"]["ack ms"]  # type: ignore[misc]
         print(f"{'ack round trip p50 / p99 ms':<34}{kp50:>12.2f} / {kp99:<7.2f}{sp50:>12.2f} / {sp99:<7.2f}")
