@@ -113,14 +113,19 @@ def cpu_seconds(process: Any) -> float:
 
 
 def produce_round_robin(
-    bootstrap: str, topic: str, n: int, partitions: int, config: dict[str, object], flush_s: float = 120
+    bootstrap: str,
+    topic: str,
+    n: int,
+    partitions: int,
+    config: dict[str, object],
+    flush_s: float = 120,
+    payload: bytes = b"x" * 100,
 ) -> None:
-    """``n`` records of 100 B to ``topic``, spread round-robin over its partitions (librdkafka with
-    ``config``), waiting out a full queue; every record acknowledged before it returns."""
+    """``n`` records of ``payload`` (100 B) to ``topic``, spread round-robin over its partitions
+    (librdkafka with ``config``), waiting out a full queue; every record acknowledged before it returns."""
     from confluent_kafka import Producer
 
     producer = Producer({"bootstrap.servers": bootstrap, **config})
-    payload = b"x" * 100
     for i in range(n):
         while True:
             try:

@@ -136,22 +136,10 @@ def create_topic(bootstrap: str, topic: str, partitions: int = PARTITIONS) -> No
 
 def produce(bootstrap: str, n: int, linger_ms: int = 5, topic: str = TOPIC) -> float:
     """Produce ``n`` records of 100 B round-robin over the partitions (librdkafka, acks=all); rec/s."""
-    from confluent_kafka import Producer
-
     create_topic(bootstrap, topic)
-    producer = Producer(
-        {"bootstrap.servers": bootstrap, "linger.ms": linger_ms, "batch.num.messages": 10_000, "acks": "all"}
-    )
-    payload = os.urandom(100)
+    config: dict[str, object] = {"linger.ms": linger_ms, "batch.num.messages": 10_000, "acks": "all"}
     started = time.perf_counter()
-    for i in range(n):
-        while True:
-            try:
-                producer.produce(topic, value=payload, partition=i % PARTITIONS)
-                break
-            except BufferError:
-                producer.poll(0.01)
-    assert producer.flush(300) == 0
+    broker_process.produce_round_robin(bootstrap, topic, n, PARTITIONS, config, 300, os.urandom(100))
     return n / (time.perf_counter() - started)
 
 
