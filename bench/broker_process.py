@@ -134,3 +134,13 @@ def produce_round_robin(
             except BufferError:
                 producer.poll(0.05)
     assert producer.flush(flush_s) == 0
+
+
+def stop_broker(proc: subprocess.Popen[str], grace_s: float = 30) -> None:
+    """SIGTERM, then SIGKILL if the broker has not exited within ``grace_s``."""
+    proc.terminate()
+    try:
+        proc.wait(grace_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(10)

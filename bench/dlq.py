@@ -38,7 +38,6 @@ import multiprocessing as mp
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -86,12 +85,7 @@ def shareq_broker(
     try:
         yield f"127.0.0.1:{port}", broker.pid
     finally:
-        broker.terminate()
-        try:
-            broker.wait(30)
-        except subprocess.TimeoutExpired:
-            broker.kill()
-            broker.wait(10)
+        broker_process.stop_broker(broker)
 
 
 @contextmanager

@@ -30,7 +30,6 @@ import multiprocessing as mp
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -119,12 +118,7 @@ def shareq_broker(data_dir: Path) -> Iterator[tuple[str, int]]:
     try:
         yield f"127.0.0.1:{port}", broker.pid
     finally:
-        broker.terminate()
-        try:
-            broker.wait(30)
-        except subprocess.TimeoutExpired:
-            broker.kill()
-            broker.wait(10)
+        broker_process.stop_broker(broker)
 
 
 def produce(bootstrap: str, topic: str, n: int, linger_ms: int | None) -> None:
