@@ -196,9 +196,12 @@ def test_ordering_checker(tmp_path: Path, partitions: int) -> None:
     broker = BrokerProcess(tmp_path / "data", *as_pairs(config))
     broker.start()
     topic = "ordered"
-    total = 6000
+    total = 20_000
     rnd = random.Random(partitions)
-    keys = [b"hot" if rnd.random() < 0.1 else b"k%d" % rnd.randrange(3000) for _ in range(total)]
+    # 10,000 distinct keys, each at least once and 8,000 more at random, and one hot key with 10%
+    keys = [b"k%d" % i for i in range(10_000)] + [b"k%d" % rnd.randrange(10_000) for _ in range(8_000)]
+    keys += [b"hot"] * (total - len(keys))
+    rnd.shuffle(keys)
     logs = [tmp_path / f"worker{i}.log" for i in range(4)]
     stop = tmp_path / "stop"
     workers: list[subprocess.Popen[str]] = []
