@@ -26,10 +26,10 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing as mp
+import os
 import random
 import shutil
 import statistics
-import subprocess
 import tempfile
 import time
 from multiprocessing.sharedctypes import Synchronized
@@ -41,6 +41,7 @@ import broker_process
 from broker_process import free_port
 
 PARTITIONS = 4
+PHASES = ("linger", "linger50", "hot", "produce")
 GROUP_EXTRA: dict[str, str] = {}
 """Group configs every phase's group gets (``--window count``)."""
 
@@ -191,7 +192,14 @@ def main() -> None:
     parser.add_argument(
         "--window", choices=("span", "count"), default="span", help="shareq.share.window.mode of every group"
     )
+    parser.add_argument(
+        "--only",
+        choices=PHASES,
+        action="append",
+        help="run only these phases (repeatable; default all)",
+    )
     args = parser.parse_args()
+    only = set(args.only or PHASES)
     if args.window == "count":
         GROUP_EXTRA["shareq.share.window.mode"] = "count"
     n, consumers = args.records, args.consumers
@@ -201,7 +209,8 @@ def main() -> None:
     others = sum(1 for k in hot if k != b"hot")
     data = Path(tempfile.mkdtemp(prefix="key-order-bench-"))
     port = free_port()
-    broker = broker_process.start_broker(data, port, configs=[])
+    profile = os.environ.get("KEY_ORDER_PROFILE") or None  # the broker under cProfile, written there
+    broker = broker_process.start_broker(data, port, configs=[], profile=profile)
     bootstrap = f"127.0.0.1:{port}"
     try:
         from shareq.client import Admin
@@ -209,13 +218,19 @@ def main() -> None:
         with Admin(bootstrap) as admin:
             for topic in ("plain", "plain50", "hot", "p-a", "p-b"):
                 admin.create_topic(topic, PARTITIONS)
-        produce(bootstrap, "plain", plain, None)
-        produce(bootstrap, "plain50", plain, 50)
-        produce(bootstrap, "hot", hot, None)
+        if only & {"linger", "hot"}:
+            produce(bootstrap, "plain", plain, None)
+        if "linger50" in only:
+            produce(bootstrap, "plain50", plain, 50)
+        if "hot" in only:
+            produce(bootstrap, "hot", hot, None)
         proc = psutil.Process(broker.pid)
         print(f"{n:,} records of 100 B on {PARTITIONS} partitions, {args.keys:,} keys, {consumers} consumers")
         figures: dict[str, dict[str, float]] = {}
-        for label, topic in (("default linger", "plain"), ("linger 50", "plain50")):
+        lingers = (("default linger", "plain", "linger"), ("linger 50", "plain50", "linger50"))
+        for label, topic, name in lingers:
+            if name not in only:
+                continue
             for ordering in ("none", "key"):
                 figures[f"{label} {ordering}"] = phase(
                     bootstrap, proc, f"g-{topic}-{ordering}", topic, ordering, n, n, consumers
@@ -227,44 +242,61 @@ def main() -> None:
                 f"key {key['rate']:>9,.0f} rec/s {key['cpu_us']:5.1f} µs/rec | "
                 f"key/none {ratio:.2f}x (target >= 0.7x)"
             )
-        hot_key = phase(bootstrap, proc, "g-hot-key", "hot", "key", n, others, consumers)
-        base = figures["default linger key"]["rate"]
-        ratio = hot_key["others_rate"] / base
-        print(
-            f"{'hot key 10%':>15}: other keys {hot_key['others_rate']:>9,.0f} rec/s, "
-            f"all {hot_key['rate']:,.0f} rec/s, {hot_key['cpu_us']:.1f} µs/rec | "
-            f"others/no-hot-key {ratio:.2f}x (target >= 0.8x)"
-        )
-        # produce to topics no key group reads: with a key group on "plain" (configured above) and
-        # with that group's ordering set back to none, alternating
-        from shareq.client import ConfigResource, ResourceType
-
-        sample = plain[: max(n // 4, 10_000)]
-        produce(bootstrap, "p-a", sample[:10_000], None)  # warm up both topics and the producer path
-        produce(bootstrap, "p-b", sample[:10_000], None)
-        rates: dict[str, list[float]] = {"key group elsewhere": [], "no key group": []}
-        for round_ in range(6):  # alternating which goes first
-            order = [("key group elsewhere", "key"), ("no key group", "none")]
-            for label, ordering in order if round_ % 2 == 0 else order[::-1]:
-                with Admin(bootstrap) as admin:
-                    for g in ("g-plain-key", "g-plain50-key", "g-hot-key"):
-                        admin.alter_configs(
-                            ConfigResource(ResourceType.GROUP, g), {"shareq.share.ordering": ordering}
-                        )
-                rates[label].append(produce(bootstrap, "p-a" if ordering == "key" else "p-b", sample, None))
-        with_key = statistics.median(rates["key group elsewhere"])
-        without = statistics.median(rates["no key group"])
-        print(
-            f"{'produce':>15}: {with_key:,.0f} rec/s with key groups on other topics, "
-            f"{without:,.0f} without | {with_key / without:.2f}x (target >= 0.98x)"
-        )
+        if "hot" in only:
+            hot_phase(bootstrap, proc, figures, n, others, consumers)
+        if "produce" in only:
+            produce_phase(bootstrap, plain, n)
     finally:
-        broker.terminate()
-        try:
-            broker.wait(30)
-        except subprocess.TimeoutExpired:
-            broker.kill()
+        broker_process.stop_broker(broker)
         shutil.rmtree(data, ignore_errors=True)
+
+
+def hot_phase(
+    bootstrap: str,
+    proc: psutil.Process,
+    figures: dict[str, dict[str, float]],
+    n: int,
+    others: int,
+    consumers: int,
+) -> None:
+    """The other keys' rate beside a hot key, against the key group without one (measured here
+    unless the default linger phase ran)."""
+    if "default linger key" not in figures:
+        figures["default linger key"] = phase(bootstrap, proc, "g-plain-key", "plain", "key", n, n, consumers)
+    hot_key = phase(bootstrap, proc, "g-hot-key", "hot", "key", n, others, consumers)
+    base = figures["default linger key"]["rate"]
+    ratio = hot_key["others_rate"] / base
+    print(
+        f"{'hot key 10%':>15}: other keys {hot_key['others_rate']:>9,.0f} rec/s, "
+        f"all {hot_key['rate']:,.0f} rec/s, {hot_key['cpu_us']:.1f} µs/rec | "
+        f"others/no-hot-key {ratio:.2f}x (target >= 0.8x)"
+    )
+
+
+def produce_phase(bootstrap: str, plain: list[bytes], n: int) -> None:
+    """Produce to topics no key group reads: with key groups on other topics and with those
+    groups' ordering set back to none, alternating."""
+    from shareq.client import Admin, ConfigResource, ResourceType
+
+    sample = plain[: max(n // 4, 10_000)]
+    produce(bootstrap, "p-a", sample[:10_000], None)  # warm up both topics and the producer path
+    produce(bootstrap, "p-b", sample[:10_000], None)
+    rates: dict[str, list[float]] = {"key group elsewhere": [], "no key group": []}
+    for round_ in range(6):  # alternating which goes first
+        order = [("key group elsewhere", "key"), ("no key group", "none")]
+        for label, ordering in order if round_ % 2 == 0 else order[::-1]:
+            with Admin(bootstrap) as admin:
+                for g in ("g-plain-key", "g-plain50-key", "g-hot-key"):
+                    admin.alter_configs(
+                        ConfigResource(ResourceType.GROUP, g), {"shareq.share.ordering": ordering}
+                    )
+            rates[label].append(produce(bootstrap, "p-a" if ordering == "key" else "p-b", sample, None))
+    with_key = statistics.median(rates["key group elsewhere"])
+    without = statistics.median(rates["no key group"])
+    print(
+        f"{'produce':>15}: {with_key:,.0f} rec/s with key groups on other topics, "
+        f"{without:,.0f} without | {with_key / without:.2f}x (target >= 0.98x)"
+    )
 
 
 if __name__ == "__main__":
