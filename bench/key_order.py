@@ -1,7 +1,7 @@
 """Key-ordered share groups (``shareq.share.ordering=key``) against unordered ones, side by side.
 
     PYTHONPATH=src python bench/key_order.py [--records 400000] [--keys 10000] [--consumers 8]
-                                             [--window span|count]
+                                             [--window span|count] [--only PHASE] [--engine-only]
 
 One fresh broker subprocess; records of 100 B on 4 partitions, keyed over ``--keys`` distinct keys
 (librdkafka's default partitioner puts each key on one partition). Each phase has its own share
@@ -18,6 +18,11 @@ close then acknowledges):
   configured at all (alternating, median of 6). Target >= 0.98x. (The produce path has no key code.)
 
 Broker CPU per record is printed for each phase (psutil, the broker process over the phase).
+``KEY_ORDER_PROFILE=path`` runs the broker under cProfile, written there.
+
+First, without a broker: the engine's acquisition and acknowledgement of one 500-record batch of
+free keys beside 10 and beside 10,000 held keys (the held set is kept as records change, so the
+cost must not grow with it).
 The peers' figures (Redis Streams, a RabbitMQ quorum queue) come from ``share_consume.py``, which
 runs them; nothing here compares with Pulsar's Key_Shared, which cannot run on this box.
 """
@@ -44,6 +49,60 @@ PARTITIONS = 4
 PHASES = ("linger", "linger50", "hot", "produce")
 GROUP_EXTRA: dict[str, str] = {}
 """Group configs every phase's group gets (``--window count``)."""
+
+
+ENGINE_BATCH = 500
+
+
+def engine_cost(held_keys: int, rounds: int) -> float:
+    """Median µs of acquiring ``ENGINE_BATCH`` records of keys nobody holds, then accepting them,
+    in a share-partition where another member holds one record of each of ``held_keys`` keys."""
+    import gc
+    import uuid
+
+    import numpy as np
+
+    from shareq.share import AcknowledgementBatch, AcknowledgeType, ShareConfig, SharePartition
+    from shareq.share.key_order import KeyView
+    from shareq.share.persister import SharePartitionKey
+
+    total = held_keys + rounds * ENGINE_BATCH
+    view = KeyView(0, np.arange(1, total + 1, dtype=np.uint32))  # a key of its own per record
+    sp = SharePartition(
+        SharePartitionKey(group_id="g", topic_id=uuid.UUID(int=1), partition=0),
+        ShareConfig(max_record_locks=total + 1),
+    )
+    write = sp.initialize(None, log_end_offset=0)
+    assert write is not None
+    sp.complete(write.handle, True, 0)
+    sp.acquire("holder", [(0, held_keys - 1)], max_records=held_keys, now=0, keys=view)
+    costs: list[int] = []
+    accept = (AcknowledgeType.ACCEPT,)
+    gc.disable()
+    try:
+        for i in range(rounds):
+            first = held_keys + i * ENGINE_BATCH
+            last = first + ENGINE_BATCH - 1
+            began = time.perf_counter_ns()
+            got = sp.acquire("m", [(first, last)], max_records=ENGINE_BATCH, now=1, keys=view)
+            ack = sp.acknowledge("m", [AcknowledgementBatch(first, last, accept)], now=1).write
+            assert ack is not None
+            sp.complete(ack.handle, True, 1)
+            costs.append(time.perf_counter_ns() - began)
+            assert got.acquired_count == ENGINE_BATCH
+        blocked = sp.held_keys()
+        assert blocked is not None and len(blocked) == held_keys
+    finally:
+        gc.enable()
+    return statistics.median(costs) / 1000
+
+
+def engine_section() -> None:
+    print(f"engine: acquire + accept of one {ENGINE_BATCH}-record batch of free keys (median, µs)")
+    costs = {n: engine_cost(n, 400) for n in (10, 10_000)}
+    for n, cost in costs.items():
+        print(f"  {n:>6} held keys: {cost:7.1f} µs")
+    print(f"  cost@10k / cost@10 = {costs[10_000] / costs[10]:.2f}   (flat: it follows the records touched)")
 
 
 def produce(bootstrap: str, topic: str, keys: list[bytes], linger_ms: int | None) -> float:
@@ -198,7 +257,11 @@ def main() -> None:
         action="append",
         help="run only these phases (repeatable; default all)",
     )
+    parser.add_argument("--engine-only", action="store_true", help="only the engine figures (no broker)")
     args = parser.parse_args()
+    engine_section()
+    if args.engine_only:
+        return
     only = set(args.only or PHASES)
     if args.window == "count":
         GROUP_EXTRA["shareq.share.window.mode"] = "count"

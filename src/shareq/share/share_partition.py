@@ -328,7 +328,7 @@ class SharePartition:
     def held_keys(self) -> dict[int, int] | None:
         """Held records per key hash of a key-ordered share-partition (None until derived)."""
         held = self._state.held_keys
-        return None if held is None else dict(held.counts)
+        return None if held is None else dict(held.flush())
 
     # ------------------------------------------------------------------ acknowledge
     def acknowledge(
