@@ -10,7 +10,9 @@ The in-flight window (SPSO + ``max_record_locks``) is exact in record-limit mode
 mode it is checked where a first-time lease starts, which then runs to the end of its log batch.
 
 A key-ordered group passes ``allowed`` (``key_order.allowed_ranges``): the walk visits only those
-ranges of each batch, in offset order, so records whose key is blocked are looked past.
+ranges of each batch, in offset order, so records whose key is blocked are looked past. Runs it
+puts in a transition (archiving what vanished) are counted as holding their keys here; the records
+it acquires, by the caller.
 
 Poison isolation, as Kafka's newest code: a record on its last delivery attempt is delivered alone;
 a record with at least ``max(2, ceil(limit / 2))`` deliveries halves the records this acquisition may
@@ -219,8 +221,12 @@ def _archive_vanished(
     deliveries used up) to their targets: outside the table, so the transition is an ARCHIVE,
     which the commit lets through."""
     txn = StateTransition(partition.next_handle(), TransitionKind.ARCHIVE)
+    held = partition.held_keys
     for run, target in pieces:
+        before = held.spans(run) if held is not None else None
         run.txn = txn
         partition.runs.reindex(run)
         txn.pieces.append((run, target))
+        if held is not None and before is not None:
+            held.settle(run, before)
     return start_write(partition, txn) if txn.pieces else None

@@ -363,8 +363,9 @@ class InFlightMap:
             heapq.heappop(heap)
         return None
 
-    def mature(self, now: int) -> bool:
-        """Delayed runs due at ``now`` become acquirable; whether any did."""
+    def mature(self, now: int, spans: list[tuple[int, int]] | None = None) -> bool:
+        """Delayed runs due at ``now`` become acquirable; whether any did (their offsets added to
+        ``spans``, if given)."""
         heap = self._delayed
         matured = False
         while heap and heap[0][0] <= now:
@@ -372,6 +373,8 @@ class InFlightMap:
             run = self._waiting(due, first)
             if run is None:
                 continue
+            if spans is not None:
+                spans.append((run.first, run.last))
             run.due = 0
             self._acquirable.add(first)
             self.coalesce(run.first, run.last)

@@ -3,17 +3,21 @@
 The rule: within a share-partition, a record of key k is acquirable only when every other
 non-terminal record of k is AVAILABLE and handed out in the same acquisition, earlier in offset
 order. Equivalently, with the acquisition walking in offset order, a record is held back while any
-record of its key is *held* (ACQUIRED, ARCHIVING, TX_PENDING, or in a transition), wherever it
-lies, and otherwise goes out with every earlier AVAILABLE record of its key in the same
-acquisition. So at most one member holds records of a key at any moment, and each receives a key's
-records in offset order; a RELEASE or lock expiry puts the key's earliest record back first.
-Records with a null key (hash 0) are unordered, as in a ``none`` group.
+record of its key is *held* (ACQUIRED, ARCHIVING, TX_PENDING, in a transition, or AVAILABLE waiting
+out a redelivery delay), wherever it lies, and otherwise goes out with every earlier AVAILABLE
+record of its key in the same acquisition. So at most one member holds records of a key at any
+moment, and each receives a key's records in offset order; a RELEASE or lock expiry puts the key's
+earliest record back first. Records with a null key (hash 0) are unordered, as in a ``none`` group.
 
-The shell passes the key hash of every offset from the SPSO through the end of what it read
-(``KeyView``); nothing here reads a file. The blocked set is derived from the record states and
-those hashes at each acquisition (no state of its own, so a restart needs nothing new): its cost
-follows the records in flight and the records looked at, vectorised. The acquire walk
-(``acquisition.acquire``) then only visits the ``allowed`` ranges this module returns.
+``HeldKeys`` keeps, per share-partition, how many held records each key hash has, updated at every
+change of a run between held and not held (``held_spans`` is the one place that says which records
+of a run are held; every change of state, transition or due time goes through ``spans`` before and
+``settle`` after it). It also keeps the key hash of every in-flight offset, taken from the
+``KeyView`` the shell passes to each acquisition, so a later release, expiry, commit or marker
+finds the hashes of the records it changes without a read. An acquisition then checks only the
+records it looks at against the counts: its cost follows the records touched, not the keys held.
+Nothing of this is durable: after a restart (or a group switched to ``key``) the first keyed
+acquisition derives it from the record states and the hashes, once.
 """
 
 from __future__ import annotations
@@ -23,13 +27,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from shareq.share.in_flight import ARCHIVING_BYTE, InFlightBatch
+from shareq.share.errors import ShareEngineBug
+from shareq.share.in_flight import ARCHIVING_MARKS, InFlightBatch
 from shareq.share.partition_state import PartitionState
 from shareq.share.record_state import TERMINAL, RecordState
 
 _AVAILABLE = RecordState.AVAILABLE
-_CANDIDATE, _HELD, _DONE = 0, 1, 2
-"""What an offset is to an acquisition: AVAILABLE or not in flight yet, held, or done."""
+_NO_SPANS: list[tuple[int, int]] = []
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,75 +59,215 @@ class KeyOrderStats:
     """Records it looked at and held back because their key was blocked."""
 
 
+def held_spans(run: InFlightBatch) -> list[tuple[int, int]]:
+    """The offsets of ``run`` whose key they block: none for a terminal run or an acquirable one
+    (AVAILABLE, no transition, no due time); the ARCHIVING records of a run with a state per
+    record; else the whole run (ACQUIRED, ARCHIVING, TX_PENDING, in a transition, or delayed)."""
+    marks = run.marks
+    if marks is not None:
+        base = run.first
+        return [(base + m.start(), base + m.end() - 1) for m in ARCHIVING_MARKS.finditer(marks)]
+    state = run.state
+    if state in TERMINAL or (state is _AVAILABLE and run.txn is None and not run.due):
+        return _NO_SPANS
+    return [(run.first, run.last)]
+
+
+class HeldKeys:
+    """Held records per key hash of one share-partition, and the key hash of every in-flight
+    offset (``base`` on; offsets below the SPSO are dropped in amortized steps)."""
+
+    __slots__ = ("_buf", "_len", "_minus", "_plus", "base", "counts")
+
+    def __init__(self, base: int) -> None:
+        self.counts: dict[int, int] = {}
+        """Key hash -> records of it held (only hashes with some; the null key never)."""
+        self.base = base
+        self._buf = np.zeros(1024, dtype=np.uint32)
+        self._len = 0
+        self._plus: list[tuple[int, int]] = []
+        self._minus: list[tuple[int, int]] = []
+        """Spans noted by ``add`` and not counted yet (``flush``)."""
+
+    @property
+    def known_end(self) -> int:
+        """One past the last offset whose hash is kept."""
+        return self.base + self._len
+
+    # --- hashes of in-flight offsets ------------------------------------------------------------
+    def remember(self, keys: KeyView, end: int, spso: int) -> None:
+        """Keep the hashes of the offsets up to ``end`` (exclusive) not kept yet, from ``keys``;
+        forget those below ``spso`` once they are half of what is kept."""
+        self.flush()
+        drop = spso - self.base
+        if drop > 0 and (drop >= self._len or 2 * drop >= self._len):
+            if drop >= self._len:
+                self._len = 0
+                self.base = spso
+            else:
+                self._buf[: self._len - drop] = self._buf[drop : self._len]
+                self._len -= drop
+                self.base = spso
+        lo = self.known_end
+        if end <= lo:
+            return
+        if lo < keys.base or end > keys.end:
+            raise ShareEngineBug(f"key view {keys.base}..{keys.end} lacks offsets {lo}..{end}")
+        need = end - self.base
+        if need > len(self._buf):
+            grown = np.zeros(max(need, 2 * len(self._buf)), dtype=np.uint32)
+            grown[: self._len] = self._buf[: self._len]
+            self._buf = grown
+        self._buf[self._len : need] = keys.hashes[lo - keys.base : end - keys.base]
+        self._len = need
+
+    def hashes(self, first: int, last: int) -> np.ndarray:
+        """The kept hashes of ``first..last`` (in flight, so kept)."""
+        base = self.base
+        if first < base or last >= base + self._len:
+            raise ShareEngineBug(f"no key hashes kept for {first}..{last} (kept {base}..{self.known_end})")
+        return self._buf[first - base : last - base + 1]
+
+    # --- held counts ----------------------------------------------------------------------------
+    def add(self, first: int, last: int, sign: int) -> None:
+        """Records ``first..last`` became held (``sign`` 1) or stopped being held (-1): noted, and
+        counted with the other changes noted since by ``flush`` (before anything reads the counts
+        or forgets hashes), so that the hundreds of small runs an acquisition or an acknowledgement
+        touches cost one vectorised step, not one each."""
+        (self._plus if sign > 0 else self._minus).append((first, last))
+
+    def flush(self) -> dict[int, int]:
+        """Apply the changes noted by ``add``; the counts."""
+        counts = self.counts
+        plus, minus = self._plus, self._minus
+        if not plus and not minus:
+            return counts
+        self._plus, self._minus = [], []
+        hs = self._gather(plus + minus)
+        signs = np.ones(len(hs), dtype=np.int64)
+        cut = sum(last - first + 1 for first, last in plus)
+        signs[cut:] = -1
+        keep = hs != 0
+        hs, signs = hs[keep], signs[keep]
+        if not len(hs):
+            return counts
+        keys, where = np.unique(hs, return_inverse=True)
+        net = np.bincount(where, weights=signs, minlength=len(keys)).astype(np.int64)
+        moved = np.flatnonzero(net)
+        get = counts.get
+        for h, d in zip(keys[moved].tolist(), net[moved].tolist(), strict=True):
+            n = get(h, 0) + d
+            if n > 0:
+                counts[h] = n
+            elif n == 0:
+                del counts[h]
+            else:
+                raise ShareEngineBug(f"key hash {h} released more records than it held")
+        return counts
+
+    def _gather(self, spans: list[tuple[int, int]]) -> np.ndarray:
+        """The kept hashes of ``spans``, concatenated (one fancy index for many small spans)."""
+        if len(spans) == 1:
+            return self.hashes(*spans[0])
+        firsts = np.fromiter((f for f, _ in spans), dtype=np.int64, count=len(spans))
+        lasts = np.fromiter((la for _, la in spans), dtype=np.int64, count=len(spans))
+        base = self.base
+        if int(firsts.min()) < base or int(lasts.max()) >= self.known_end:
+            raise ShareEngineBug(f"no key hashes kept for some of {spans} (kept {base}..{self.known_end})")
+        sizes = lasts - firsts + 1
+        starts = np.cumsum(sizes) - sizes
+        index = np.arange(int(sizes.sum()), dtype=np.int64) + np.repeat(firsts - base - starts, sizes)
+        out: np.ndarray = self._buf[index]
+        return out
+
+    def spans(self, run: InFlightBatch) -> list[tuple[int, int]]:
+        """What ``run`` holds now (``held_spans``): taken before a change, given to ``settle``."""
+        return held_spans(run)
+
+    def settle(self, run: InFlightBatch, before: list[tuple[int, int]]) -> None:
+        """``run`` changed (state, transition, due time or marks; not its offsets) since ``before``
+        was taken: count what it holds now instead."""
+        after = held_spans(run)
+        if after == before:
+            return
+        for first, last in before:
+            self.add(first, last, -1)
+        for first, last in after:
+            self.add(first, last, 1)
+
+
+def build(partition: PartitionState, keys: KeyView) -> HeldKeys:
+    """The held counts of ``partition`` derived from its record states and ``keys`` (after a
+    restart, or once a group orders by key): one pass over the in-flight runs."""
+    held = HeldKeys(partition.spso)
+    held.remember(keys, partition.end, partition.spso)
+    for run in partition.runs:
+        for first, last in held_spans(run):
+            held.add(first, last, 1)
+    held.flush()
+    return held
+
+
+def key_view_start(partition: PartitionState) -> int:
+    """The first offset whose key hash the next acquisition needs: the SPSO when the counts are
+    still to be derived, else the first offset not kept yet or the next fetch offset."""
+    held = partition.held_keys
+    if held is None:
+        return partition.spso
+    return min(held.known_end, partition.next_fetch_offset())
+
+
 def allowed_ranges(
     partition: PartitionState,
+    held: HeldKeys,
     batches: Sequence[tuple[int, int]],
     keys: KeyView,
     stats: KeyOrderStats,
-    now: int = 0,
 ) -> list[tuple[int, int]]:
     """The offset ranges (sorted, disjoint) of ``batches`` an acquisition may take: AVAILABLE offsets
-    and offsets not yet in flight, whose key has no held record."""
-    lo = partition.spso
-    hi = min(keys.end, max(partition.end, batches[-1][1] + 1) if batches else partition.end) - 1
-    if hi < lo or not batches:
-        stats.blocked_keys = stats.waiting = 0
+    and offsets not yet in flight, whose key has no held record. Only the offsets of the batches
+    from the next fetch offset on are looked at (runs and hashes there), each hash once against
+    the counts."""
+    counts = held.flush()
+    stats.blocked_keys = len(counts)
+    lo = max(batches[0][0], partition.next_fetch_offset(), partition.spso)
+    hi = min(batches[-1][1], keys.end - 1)
+    if hi < lo or not counts:
+        stats.waiting = 0
         return [(b[0], b[1]) for b in batches]
     n = hi - lo + 1
-    hashes = keys.hashes[lo - keys.base : hi - keys.base + 1]
-    # one pass over the runs (Python: attributes only), then the class of every offset in one
-    # numpy call: each run's class repeated over its span, 0 (a candidate) over the gaps between
+    # the class of every offset looked at: open (AVAILABLE and acquirable, or not in flight yet)
+    # or not, one numpy call over the runs there (Python: attributes only)
     lengths: list[int] = []
-    values: list[int] = []
-    marked: list[tuple[int, int, int, bytes | bytearray]] = []
+    values: list[bool] = []
     prev = 0
-    for run in partition.runs.overlapping(lo, hi):
-        a = (run.first if run.first > lo else lo) - lo
-        e = (run.last if run.last < hi else hi) - lo + 1
-        if run.marks is not None:
-            marked.append((a, e, run.first - lo, run.marks))
-            continue
-        state = run.state
-        if state in TERMINAL:
-            value = _DONE
-        elif state is not _AVAILABLE or run.txn is not None or _delayed(run, now):
-            value = _HELD
-        else:
-            continue
-        if a > prev:
-            lengths.append(a - prev)
-            values.append(_CANDIDATE)
-        lengths.append(e - a)
-        values.append(value)
-        prev = e
+    end = partition.end
+    if lo < end:
+        for run in partition.runs.overlapping(lo, min(hi, end - 1)):
+            if run.state is _AVAILABLE and run.txn is None and not run.due and run.marks is None:
+                continue
+            a = (run.first if run.first > lo else lo) - lo
+            e = (run.last if run.last < hi else hi) - lo + 1
+            if a > prev:
+                lengths.append(a - prev)
+                values.append(True)
+            lengths.append(e - a)
+            values.append(False)
+            prev = e
     lengths.append(n - prev)
-    values.append(_CANDIDATE)
-    cls = np.repeat(np.array(values, dtype=np.int8), lengths)
-    for a, e, base, marks in marked:  # a state per record: ARCHIVING ones are held, the rest done
-        states = np.frombuffer(bytes(marks), dtype=np.uint8)[a - base : e - base]
-        cls[a:e] = np.where(states == ARCHIVING_BYTE[0], _HELD, _DONE)
-    held = hashes[(cls == _HELD) & (hashes != 0)]
-    # what may go out is only looked for where the batches read lie (the in-flight records
-    # before and after them only block keys)
-    r0 = min(max(batches[0][0], lo) - lo, n)
-    r1 = max(min(batches[-1][1], hi) - lo + 1, r0)
-    candidate = cls[r0:r1] == _CANDIDATE
-    if len(held):
-        blocked_keys = np.unique(held)
-        blocked = candidate & np.isin(hashes[r0:r1], blocked_keys)
-        stats.blocked_keys = len(blocked_keys)
-        stats.waiting = int(np.count_nonzero(blocked))
-        ok = candidate & ~blocked
+    values.append(True)
+    ok = np.repeat(np.array(values, dtype=bool), lengths)
+    hashes = keys.hashes[lo - keys.base : hi - keys.base + 1]
+    look = np.flatnonzero(ok & (hashes != 0))
+    if len(look):
+        blocked = np.fromiter(map(counts.__contains__, hashes[look].tolist()), dtype=bool, count=len(look))
+        waiting = int(np.count_nonzero(blocked))
+        if waiting:
+            ok[look[blocked]] = False
+        stats.waiting = waiting
     else:
-        stats.blocked_keys = stats.waiting = 0
-        ok = candidate
-    return list(_open_ranges(ok, lo + r0, batches))
-
-
-def _delayed(run: InFlightBatch, now: int) -> bool:
-    """An AVAILABLE run waiting out a redelivery backoff (``due`` ahead) keeps its key blocked until
-    then, like a held one: the key waits out the delay, in order."""
-    return run.due > now
+        stats.waiting = 0
+    return list(_open_ranges(ok, lo, batches))
 
 
 def _open_ranges(ok: np.ndarray, lo: int, batches: Sequence[tuple[int, int]]) -> Iterator[tuple[int, int]]:

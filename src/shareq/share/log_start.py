@@ -42,13 +42,17 @@ def start_move(partition: PartitionState, handle: int, log_start: int) -> Pendin
     txn = StateTransition(handle, TransitionKind.LOG_START)
     txn.start_offset = limit
     terminal = 0
+    held = partition.held_keys
     for run in list(runs.overlapping(partition.spso, limit - 1)):
         terminal += run.terminal_size()  # a run with marks may hold some, beside ARCHIVING ones
         if run.state in TERMINAL:
             continue
+        before = held.spans(run) if held is not None else None
         run.txn = txn
         runs.reindex(run)
         txn.pieces.append((run, _ARCHIVED))
+        if held is not None and before is not None:
+            held.settle(run, before)
     partition.pending[handle] = txn
     partition.log_start_floor = limit
     params = WriteStateParams(
@@ -66,13 +70,17 @@ def commit_move(partition: PartitionState, txn: StateTransition) -> None:
     """The new start offset is durable: archive the pieces and drop every run below it."""
     limit = txn.start_offset
     runs = partition.runs
+    held = partition.held_keys
     for run, _ in txn.pieces:
+        before = held.spans(run) if held is not None else None
         run.txn = None
         if run.state is _ACQUIRED:
             run.unlock()
         partition.dcc += run.size - run.terminal_size()
         run.state = _ARCHIVED
         run.marks = None
+        if held is not None and before is not None:
+            held.settle(run, before)
     first: InFlightBatch | None = runs.first_run()
     while first is not None and first.first < limit:
         if first.txn is not None or first.state not in TERMINAL or first.last >= limit:

@@ -11,6 +11,7 @@ locks, the terminal prefix and the SPSO it gives) lives here, once.
 from __future__ import annotations
 
 import itertools
+from typing import TYPE_CHECKING
 
 from shareq.share import window as _window
 from shareq.share.acquisition_lock import AcquisitionLock, DeadlineIndex
@@ -20,6 +21,9 @@ from shareq.share.record_state import TERMINAL, RecordState
 from shareq.share.record_state import release_target as _release_target
 from shareq.share.transition import StateTransition
 from shareq.share.types import ShareConfig
+
+if TYPE_CHECKING:
+    from shareq.share.key_order import HeldKeys
 
 _ARCHIVING = RecordState.ARCHIVING
 
@@ -38,6 +42,7 @@ class PartitionState:
         "gap_cursor",
         "gap_end",
         "handles",
+        "held_keys",
         "key",
         "leader_epoch",
         "locks",
@@ -80,6 +85,9 @@ class PartitionState:
         """The start offset a pending log-start move goes to (-1: none)."""
         self.tx_pending = 0
         """Records TX_PENDING."""
+        self.held_keys: HeldKeys | None = None
+        """A key-ordered group's held records per key hash (``key_order.py``); None until its
+        first acquisition by key derives them, and again once one comes without keys."""
 
     def next_handle(self) -> int:
         """The handle of the next write."""
@@ -110,6 +118,18 @@ class PartitionState:
         """Where a released run goes: AVAILABLE, or archived once out of deliveries."""
         cfg = self.config
         return _release_target(run.count, cfg.delivery_count_limit, dlq_enabled=cfg.dlq_enabled)
+
+    def mature(self, now: int) -> bool:
+        """Delayed runs due at ``now`` become acquirable (and stop holding their keys); whether
+        any did."""
+        held = self.held_keys
+        if held is None:
+            return self.runs.mature(now)
+        spans: list[tuple[int, int]] = []
+        matured = self.runs.mature(now, spans)
+        for first, last in spans:
+            held.add(first, last, -1)
+        return matured
 
     # ------------------------------------------------------------------ lock bookkeeping
     def new_lock(self, deadline: int, first: int, last: int, member: str) -> AcquisitionLock:

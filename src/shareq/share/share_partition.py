@@ -56,6 +56,7 @@ _GAP = AcknowledgeType.GAP
 _ARCHIVED_BYTE = b"\x04"
 _DONE_ACKS = frozenset({_ACCEPT, _REJECT, _GAP})
 """Acknowledge types that finish with a record: a stretch of only these may mark states per record."""
+_NO_SPANS: list[tuple[int, int]] = []
 _MARK_MIN_SEGMENTS = 3
 """Below this many equal-type segments a stretch is carved into runs (cheaper for a few pieces)."""
 
@@ -212,7 +213,7 @@ class SharePartition:
     def mature(self, now: int) -> bool:
         """Delayed records due at ``now`` become acquirable; whether any did (the shell then
         wakes fetches parked on this share-partition)."""
-        return self._state.runs.mature(now)
+        return self._state.mature(now)
 
     def delayed(self) -> tuple[int, int | None]:
         """(records waiting for their redelivery due time, the earliest due time in epoch ms)."""
@@ -287,15 +288,21 @@ class SharePartition:
         batches read) records whose key another record holds are looked past (``key_order.py``).
         """
         self._require_initialized()
-        self._state.runs.mature(now)
+        state = self._state
+        state.mature(now)
         allowed = None
-        if keys is not None and batches:
+        held = state.held_keys
+        if keys is None:
+            state.held_keys = held = None  # the group went back to ``none``: derived again if needed
+        elif batches:
             if self.key_stats is None:
                 self.key_stats = _key_order.KeyOrderStats()
-            allowed = _key_order.allowed_ranges(self._state, batches, keys, self.key_stats, now)
-        old_end = self._state.end
+            if held is None:
+                held = state.held_keys = _key_order.build(state, keys)
+            allowed = _key_order.allowed_ranges(state, held, batches, keys, self.key_stats)
+        old_end = state.end
         result = _acq.acquire(
-            self._state,
+            state,
             member,
             batches,
             max_records=max_records,
@@ -305,9 +312,23 @@ class SharePartition:
             allowed=allowed,
         )
         if allowed is not None:
-            _key_order.hold_back(self._state, batches, allowed, old_end)
+            assert held is not None and keys is not None
+            _key_order.hold_back(state, batches, allowed, old_end)
+            held.remember(keys, state.end, state.spso)
+            for r in result.records:  # open before (allowed), held now
+                held.add(r.first_offset, r.last_offset, 1)
         self.stats.on_acquired(result)
         return result
+
+    def key_view_start(self) -> int:
+        """The first offset whose key hash a key-ordered acquisition needs in ``keys`` (through the
+        end offset and the batches read)."""
+        return _key_order.key_view_start(self._state)
+
+    def held_keys(self) -> dict[int, int] | None:
+        """Held records per key hash of a key-ordered share-partition (None until derived)."""
+        held = self._state.held_keys
+        return None if held is None else dict(held.flush())
 
     # ------------------------------------------------------------------ acknowledge
     def acknowledge(
@@ -614,12 +635,18 @@ class SharePartition:
         committed: dict[RecordState, int] = {}  # records per target, for the counters
         marked = txn.marks
         dues = txn.dues
+        held = self._state.held_keys
+        before: list[tuple[int, int]] = []
         for run, target in txn.pieces:
+            if held is not None:
+                before = held.spans(run)
             run.txn = None
             size = run.last - run.first + 1
             touched.append((run.first, run.last))
             if marked is not None and run.first in marked:
                 self._commit_marked(run, marked[run.first], target, committed)
+                if held is not None:
+                    held.settle(run, before)
                 continue
             if target is _TX_PENDING:
                 _txn.commit_stage(self._state, run)
@@ -644,6 +671,8 @@ class SharePartition:
                     run.due = dues.get(run.first, 0)
             if state is _AVAILABLE or target is _AVAILABLE:  # only these are or become acquirable
                 runs.reindex(run)
+            if held is not None:
+                held.settle(run, before)
         for target, size in committed.items():
             self.stats.on_committed(txn.kind, target, size)
         # the SPSO first: runs it passes are dropped, so only the touched spans still in flight
@@ -677,11 +706,15 @@ class SharePartition:
     def _rollback(self, txn: StateTransition, now: int) -> tuple[PendingWrite, ...]:
         runs = self._state.runs
         touched = [(run.first, run.last) for run, _ in txn.pieces]
+        held = self._state.held_keys
         for run, _ in txn.pieces:
+            before = held.spans(run) if held is not None else _NO_SPANS
             run.txn = None
             if txn.kind is TransitionKind.STAGE:
                 run.staged = None
             runs.reindex(run)
+            if held is not None:
+                held.settle(run, before)
         follow_ups: tuple[PendingWrite, ...] = ()
         if txn.kind in (TransitionKind.ACKNOWLEDGE, TransitionKind.LOG_START, TransitionKind.STAGE):
             lapsed = [

@@ -189,9 +189,11 @@ def apply_marker(
     archiving = False
     resolved = 0
     expire = False
+    held = partition.held_keys
     for run in hit:
         staged = run.staged
         assert staged is not None
+        before = held.spans(run) if held is not None else None
         size = run.size
         resolved += size
         partition.tx_pending -= size
@@ -214,6 +216,8 @@ def apply_marker(
             lock = partition.new_lock(deadline, run.first, run.last, run.member or "")
             partition.move_to_lock(run, lock)
         runs.reindex(run)
+        if held is not None and before is not None:
+            held.settle(run, before)
     for run in hit:
         runs.coalesce(run.first, run.last)
     partition.advance_spso()

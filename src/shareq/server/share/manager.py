@@ -286,12 +286,13 @@ class SharePartitionManager:
         return Acquired(ranges, slice_batches(data.records, data.batches, ranges), count, read, counted)
 
     def _key_view(self, sp: SharePartition, plog: PartitionLog, last_read: int) -> KeyView:
-        """The key hash of every offset from the SPSO through the end offset or ``last_read``."""
+        """The key hash of every offset the acquisition needs (``key_view_start``: the SPSO only
+        when the engine derives its held keys) through the end offset or ``last_read``."""
         where = (sp.key.topic_id, sp.key.partition)
         index = self._key_hashes.get(where)
         if index is None or index.log is not plog:
             index = self._key_hashes[where] = KeyHashIndex(plog)
-        first = sp.spso
+        first = sp.key_view_start()
         return KeyView(first, index.hashes(first, max(sp.end_offset - 1, last_read)))
 
     def _archive_aborted(
