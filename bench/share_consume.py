@@ -223,6 +223,8 @@ def assign_main(
                 seen += 1
     with consumed.get_lock():
         consumed.value += seen
+    with finished.get_lock():  # the read ends here, not after the statistics wait below
+        finished.value = max(finished.value, time.time())
     if fetches is not None:
         consumer.poll(0.3)  # one more statistics report, covering the whole read
         brokers = json.loads(stats[-1])["brokers"].values() if stats else ()
@@ -231,8 +233,6 @@ def assign_main(
                 if broker["nodeid"] >= 0:  # not the bootstrap connection
                     fetches[0] += broker["req"].get("Fetch", 0)
                     fetches[1] += broker["rxbytes"]
-    with finished.get_lock():
-        finished.value = max(finished.value, time.time())
     ready.release()
     consumer.close()
 

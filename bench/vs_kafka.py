@@ -1,6 +1,6 @@
 """shareq against Apache Kafka 4.4 on the same box, with the same clients, one broker up at a time.
 
-    PYTHONPATH=src python bench/vs_kafka.py [--sizes 400000,4000000,10000000]
+    PYTHONPATH=src python bench/vs_kafka.py [--sizes 400000,4000000,10000000] [--phases assign,share]
 
 For each size and each broker (Kafka 4.4 from the project's pinned jars, started by the tests'
 Kafka fixture with its defaults for one node; then ``shareq serve``), on a fresh broker:
@@ -10,7 +10,8 @@ librdkafka's statistics), consume and acknowledge them with 4 librdkafka ShareCo
 (implicit acknowledgement), again with Kafka's Java ShareConsumerPerformance (4 threads, its
 default 1 MiB fetch size), and sample the acknowledgement round trip (our client's ShareAcknowledge,
 answered once durable). Each line gives rec/s, broker CPU µs per record and the broker's peak RSS;
-each size ends with shareq's ratios to Kafka.
+each size ends with shareq's ratios to Kafka. ``--phases`` runs only some of the phases after the
+produce (assign, share, perf, ack; all by default).
 
 Durability as configured: Kafka acknowledges a produce once the leader wrote it to the page cache
 (one node, acks=all, no fsync until log.flush.interval), and a share acknowledgement once the share
@@ -41,6 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from kafka_harness import java_command, kafka_cluster
 
 PARTITIONS = 4
+PHASES = ("assign", "share", "perf", "ack")
 
 
 @dataclass
@@ -152,21 +154,28 @@ def ack_latency(broker: Broker, topic: str, samples: int) -> tuple[float, float]
     return statistics.median(latencies), latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))]
 
 
-def measure(start: Callable[[Path], AbstractContextManager[Broker]], n: int) -> dict[str, object]:
+def measure(
+    start: Callable[[Path], AbstractContextManager[Broker]], n: int, phases: tuple[str, ...] = PHASES
+) -> dict[str, object]:
     out: dict[str, object] = {}
     directory = Path(tempfile.mkdtemp(prefix="vs-kafka-"))
     try:
         with start(directory / "data") as broker:
             topic = "bench"
             out["produce"] = produce_measured(broker, topic, n)
-            assign = run_phase("assign", broker.bootstrap, broker.pid, n, PARTITIONS, "assign", topic=topic)
-            out["fetch"] = Figure(assign.rate, assign.cpu_us)
-            out["fetches"] = assign.fetches
-            set_earliest(broker, "bench-share")
-            share = run_phase("share", broker.bootstrap, broker.pid, n, 4, "implicit", topic=topic)
-            out["share"] = Figure(share.rate, share.cpu_us)
-            out["share perf"] = share_perf(broker, topic, n)
-            out["ack ms"] = ack_latency(broker, topic, 200)
+            if "assign" in phases:
+                bootstrap, pid = broker.bootstrap, broker.pid
+                assign = run_phase("assign", bootstrap, pid, n, PARTITIONS, "assign", topic=topic)
+                out["fetch"] = Figure(assign.rate, assign.cpu_us)
+                out["fetches"] = assign.fetches
+            if "share" in phases:
+                set_earliest(broker, "bench-share")
+                share = run_phase("share", broker.bootstrap, broker.pid, n, 4, "implicit", topic=topic)
+                out["share"] = Figure(share.rate, share.cpu_us)
+            if "perf" in phases:
+                out["share perf"] = share_perf(broker, topic, n)
+            if "ack" in phases:
+                out["ack ms"] = ack_latency(broker, topic, 200)
             out["rss"] = peak_rss_mb(broker.pid)
             out["name"] = broker.name
     finally:
@@ -179,9 +188,18 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--sizes", default="400000,4000000,10000000")
+    parser.add_argument(
+        "--phases",
+        default=",".join(PHASES),
+        help=f"the phases to run after the produce, comma-separated (of {', '.join(PHASES)})",
+    )
     args = parser.parse_args()
+    phases = tuple(p.strip() for p in args.phases.split(",") if p.strip())
+    unknown = sorted(set(phases) - set(PHASES))
+    if unknown:
+        parser.error(f"unknown phase(s): {', '.join(unknown)}")
     for n in [int(s) for s in args.sizes.split(",")]:
-        results = {name: measure(start, n) for name, start in (("kafka", kafka), ("shareq", shareq))}
+        results = {name: measure(start, n, phases) for name, start in (("kafka", kafka), ("shareq", shareq))}
         print(f"\n{n:,} x 100 B on {PARTITIONS} partitions, one broker up at a time")
         print(f"{'':<34}{'Kafka 4.4':>22}{'shareq':>22}{'shareq/Kafka':>14}")
         for key, label in (
@@ -190,20 +208,26 @@ def main() -> None:
             ("share", "share consume+ack (librdkafka x4)"),
             ("share perf", "ShareConsumerPerformance (Java x4)"),
         ):
+            if key not in results["kafka"]:
+                continue
             k, s = results["kafka"][key], results["shareq"][key]
             assert isinstance(k, Figure) and isinstance(s, Figure)
             print(
                 f"{label:<34}{k.rate:>12,.0f} rec/s {k.cpu_us:>4.2f}us"
                 f"{s.rate:>12,.0f} rec/s {s.cpu_us:>4.2f}us{s.rate / k.rate:>8.2f}x rate"
             )
-        (kf, kb), (sf, sb) = results["kafka"]["fetches"], results["shareq"]["fetches"]  # type: ignore[misc]
-        print(
-            f"{'assign: Fetch requests, KB each':<34}{kf:>12,} x {kb / max(kf, 1) / 1024:<7,.0f}"
-            f"{sf:>12,} x {sb / max(sf, 1) / 1024:<7,.0f}"
-        )
-        kp50, kp99 = results["kafka"]["ack ms"]  # type: ignore[misc]
-        sp50, sp99 = results["shareq"]["ack ms"]  # type: ignore[misc]
-        print(f"{'ack round trip p50 / p99 ms':<34}{kp50:>12.2f} / {kp99:<7.2f}{sp50:>12.2f} / {sp99:<7.2f}")
+        if "assign" in phases:
+            (kf, kb), (sf, sb) = results["kafka"]["fetches"], results["shareq"]["fetches"]  # type: ignore[misc]
+            print(
+                f"{'assign: Fetch requests, KB each':<34}{kf:>12,} x {kb / max(kf, 1) / 1024:<7,.0f}"
+                f"{sf:>12,} x {sb / max(sf, 1) / 1024:<7,.0f}"
+            )
+        if "ack" in phases:
+            kp50, kp99 = results["kafka"]["ack ms"]  # type: ignore[misc]
+            sp50, sp99 = results["shareq"]["ack ms"]  # type: ignore[misc]
+            print(
+                f"{'ack round trip p50 / p99 ms':<34}{kp50:>12.2f} / {kp99:<7.2f}{sp50:>12.2f} / {sp99:<7.2f}"
+            )
         print(
             f"{'broker peak RSS MB':<34}{results['kafka']['rss']:>22,.0f}{results['shareq']['rss']:>22,.0f}"
         )

@@ -52,7 +52,7 @@ from .errors import (
     RecordTooLargeError,
 )
 from .producer_state import BatchMetadata, ProducerStateManager
-from .reader import TimestampOffset, exact_timestamp, read_batches
+from .reader import TimestampOffset, exact_timestamp, read_batches, read_slice
 from .records import encode_control_batch
 from .recovery import recover
 from .segment import (
@@ -102,14 +102,18 @@ class AppendInfo(NamedTuple):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class FetchData:
-    """Whole batches read from the log, with each batch's (first, last) offset and the byte
-    positions of the control batches among them (for :func:`share_control.visible_batches`)."""
+    """Batches read from the log, with each whole batch's (first, last) offset and the byte
+    positions of the control batches among them (for :func:`share_control.visible_batches`).
+
+    ``tail`` is how many bytes at the end of ``records`` are a cut batch (only
+    :meth:`PartitionLog.read_slice` cuts one; ``batches`` does not list it)."""
 
     records: bytes
     batches: tuple[tuple[int, int], ...]
     log_start_offset: int
     log_end_offset: int
     controls: tuple[int, ...] = ()
+    tail: int = 0
 
 
 class PartitionLog:
@@ -497,6 +501,53 @@ class PartitionLog:
                     log_start_offset=self._log_start,
                     log_end_offset=leo,
                     controls=controls,
+                )
+            i += 1  # the offset fell in a gap at the end of this segment
+        return FetchData(records=b"", batches=(), log_start_offset=self._log_start, log_end_offset=leo)
+
+    def read_slice(
+        self, offset: int, max_bytes: int, *, min_one_batch: bool = True, end_offset: int | None = None
+    ) -> FetchData:
+        """What a Fetch returns, as Kafka slices it: ``max_bytes`` of one segment from the start of
+        the batch holding ``offset``, the last batch possibly cut (``FetchData.tail``), bytes
+        passed through. The first batch comes whole even if larger than ``max_bytes`` unless
+        ``min_one_batch`` is false (then nothing). Nothing at or beyond ``end_offset`` (the log
+        end by default) is returned, not even part of a batch; nor part of a share-state batch.
+
+        Only for answers to clients, which drop a cut batch and fetch it again: every reader in
+        the broker reads whole batches with :meth:`read`. Offsets as for :meth:`read`.
+        """
+        self._check_open()
+        leo = self.log_end_offset
+        if offset == leo:
+            return FetchData(records=b"", batches=(), log_start_offset=self._log_start, log_end_offset=leo)
+        if offset < self._log_start or offset > leo:
+            raise OffsetOutOfRangeError(
+                f"offset {offset} is outside the log's range [{self._log_start}, {leo}]"
+            )
+        end = leo if end_offset is None else min(end_offset, leo)
+        i = bisect_right(self._bases, offset) - 1
+        while i < len(self._segments):
+            seg = self._segments[i]
+            self._ensure_indexes(seg)
+            data = read_slice(
+                self._read_fd(seg),
+                seg,
+                offset,
+                max_bytes,
+                min_one_batch,
+                self.config.index_interval_bytes,
+                end,
+            )
+            if data is not None:
+                records, batches, controls, tail = data
+                return FetchData(
+                    records=records,
+                    batches=batches,
+                    log_start_offset=self._log_start,
+                    log_end_offset=leo,
+                    controls=controls,
+                    tail=tail,
                 )
             i += 1  # the offset fell in a gap at the end of this segment
         return FetchData(records=b"", batches=(), log_start_offset=self._log_start, log_end_offset=leo)

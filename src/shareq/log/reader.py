@@ -33,6 +33,9 @@ from .segment import (
     H_MAGIC,
     LogSegment,
 )
+from .share_control import is_share_control
+
+_CONTROL_KEY_REACH = 32  # bytes past the header that reach a control record's key (is_share_control)
 
 
 class TimestampOffset(NamedTuple):
@@ -66,24 +69,10 @@ def read_batches(
     """
     end = seg.size
     index = seg.index
-    _, pos = index.lookup(offset - seg.base_offset)
-    unpack = HEADER.unpack_from
-    head = b""
-    head_pos = pos
-    while True:  # find the batch holding `offset`, reading headers from the index entry on
-        if pos + HEADER_SIZE > end:
-            return None
-        rel = pos - head_pos
-        if rel + HEADER_SIZE > len(head):
-            head, head_pos, rel = os.pread(fd, min(interval + HEADER_SIZE, end - pos), pos), pos, 0
-        h = unpack(head, rel)
-        if h[H_MAGIC] != MAGIC or h[H_BATCH_LENGTH] < MIN_BATCH_LENGTH:
-            raise CorruptRecordError(f"segment {seg.base_offset} is damaged at byte {pos}")
-        if h[H_BASE_OFFSET] + h[H_LAST_OFFSET_DELTA] >= offset:
-            break
-        pos += h[H_BATCH_LENGTH] + LOG_OVERHEAD
-    start = pos
-    first_size = h[H_BATCH_LENGTH] + LOG_OVERHEAD
+    found = _locate(fd, seg, offset, interval)
+    if found is None:
+        return None
+    start, first_size = found
     if first_size > max_bytes:
         if not min_one_batch:
             return b"", (), ()
@@ -99,6 +88,100 @@ def read_batches(
             stop = max(after, start + first_size)
     chunk = os.pread(fd, stop - start, start)
     return (chunk, *_batch_ranges(chunk, seg.base_offset))
+
+
+def _locate(fd: int, seg: LogSegment, offset: int, interval: int) -> tuple[int, int] | None:
+    """The position and size of the batch of ``seg`` holding ``offset`` (or the first one after
+    it), reading headers from the nearest index entry on; ``None`` if there is none."""
+    end = seg.size
+    _, pos = seg.index.lookup(offset - seg.base_offset)
+    unpack = HEADER.unpack_from
+    head = b""
+    head_pos = pos
+    while True:
+        if pos + HEADER_SIZE > end:
+            return None
+        rel = pos - head_pos
+        if rel + HEADER_SIZE > len(head):
+            head, head_pos, rel = os.pread(fd, min(interval + HEADER_SIZE, end - pos), pos), pos, 0
+        h = unpack(head, rel)
+        if h[H_MAGIC] != MAGIC or h[H_BATCH_LENGTH] < MIN_BATCH_LENGTH:
+            raise CorruptRecordError(f"segment {seg.base_offset} is damaged at byte {pos}")
+        if h[H_BASE_OFFSET] + h[H_LAST_OFFSET_DELTA] >= offset:
+            return pos, h[H_BATCH_LENGTH] + LOG_OVERHEAD
+        pos += h[H_BATCH_LENGTH] + LOG_OVERHEAD
+
+
+def read_slice(
+    fd: int,
+    seg: LogSegment,
+    offset: int,
+    max_bytes: int,
+    min_one_batch: bool,
+    interval: int,
+    end_offset: int,
+) -> tuple[bytes, tuple[tuple[int, int], ...], tuple[int, ...], int] | None:
+    """The bytes of ``seg`` from the start of the batch holding ``offset``, ``max_bytes`` of them
+    (Kafka's ``LogSegment.read``): the last batch may be cut, and a client drops it and fetches
+    it again. The first batch comes whole even if larger than ``max_bytes`` (then it alone), or
+    nothing if not ``min_one_batch``; ``None`` if the segment holds no batch at or after ``offset``.
+
+    No byte at or beyond ``end_offset`` (the high watermark, or the last stable offset) is
+    returned: the slice ends before the first batch whose last offset reaches it, and a cut
+    batch reaching it is left out. So is a cut share-state control batch (share_control.py).
+
+    With the bytes come each whole batch's (first, last) offsets, the byte positions of the
+    control batches among them, and how many bytes of a cut batch end the slice (0 if none).
+    """
+    found = _locate(fd, seg, offset, interval)
+    if found is None:
+        return None
+    start, first_size = found
+    if first_size > max_bytes:
+        if not min_one_batch:
+            return b"", (), (), 0
+        size = first_size
+    else:
+        size = min(max_bytes, seg.size - start)
+    chunk = os.pread(fd, size, start)
+    unpack = HEADER.unpack_from
+    ranges: list[tuple[int, int]] = []
+    controls: list[int] = []
+    off = 0
+    limit = len(chunk)
+    while off + HEADER_SIZE <= limit:
+        h = unpack(chunk, off)
+        if h[H_MAGIC] != MAGIC or h[H_BATCH_LENGTH] < MIN_BATCH_LENGTH:
+            raise CorruptRecordError(f"segment {seg.base_offset} is damaged at byte {start + off}")
+        base = h[H_BASE_OFFSET]
+        last = base + h[H_LAST_OFFSET_DELTA]
+        if last >= end_offset:
+            return chunk[:off], tuple(ranges), tuple(controls), 0
+        size = h[H_BATCH_LENGTH] + LOG_OVERHEAD
+        if off + size > limit:
+            break
+        ranges.append((base, last))
+        if h[H_ATTRIBUTES] & CONTROL_MASK:
+            controls.append(off)
+        off += size
+    if off < limit and not _tail_visible(fd, start + off, chunk, off, end_offset):
+        return chunk[:off], tuple(ranges), tuple(controls), 0
+    return chunk, tuple(ranges), tuple(controls), limit - off
+
+
+def _tail_visible(fd: int, pos: int, chunk: bytes, off: int, end_offset: int) -> bool:
+    """Whether the cut batch at ``chunk[off:]`` (at ``pos`` in the file) may go to a client: below
+    ``end_offset`` and not share state. Its header is read again from the file when the cut
+    leaves less of it than these checks need (rare: a few bytes past a whole batch)."""
+    head: bytes = chunk
+    if len(chunk) - off < HEADER_SIZE + _CONTROL_KEY_REACH:
+        head, off = os.pread(fd, HEADER_SIZE + _CONTROL_KEY_REACH, pos), 0
+        if len(head) < HEADER_SIZE:
+            return False
+    h = HEADER.unpack_from(head, off)
+    if h[H_BASE_OFFSET] + h[H_LAST_OFFSET_DELTA] >= end_offset:
+        return False
+    return not (h[H_ATTRIBUTES] & CONTROL_MASK and is_share_control(head, off))
 
 
 def _boundary_at_or_before(positions: array[int], limit: int) -> int:

@@ -1,5 +1,8 @@
 """Fetch: raw batches from the log, long-polling until min_bytes arrive or max_wait passes.
 
+A partition's answer is the log's bytes up to its limit, as Kafka's is: the last batch may be cut
+short, and the client drops it and asks for it again (``PartitionLog.read_slice``).
+
 Share-state control batches (the in-log persister's) are cut out of what is returned, as byte
 slices; the other batches pass through untouched (see ``shareq.log.share_control``).
 
@@ -100,20 +103,17 @@ def _collect(
             # read_committed (isolation level 1) reads below the last stable offset only.
             end = stable if read_committed else high_watermark
             limit = min(preq.partition_max_bytes, budget)
-            # Only the first partition that returns data may exceed the budget, by one whole
-            # batch (so a batch larger than max_bytes still makes progress).
+            # As Kafka answers: up to `limit` bytes, the last batch possibly cut (the client drops
+            # it and fetches it again). Only the first partition that returns data may exceed
+            # the budget, by one whole batch (so a batch larger than max_bytes still makes
+            # progress); after it, a first batch larger than what is left gives nothing.
             readable = preq.fetch_offset != high_watermark or preq.fetch_offset < log_start
             if read_committed and log_start <= preq.fetch_offset <= high_watermark:
                 readable = preq.fetch_offset < stable
                 aborted = ()
             if readable and (limit > 0 or total == 0):
                 try:
-                    data = log.read(
-                        preq.fetch_offset,
-                        limit,
-                        min_one_batch=total == 0,
-                        end_offset=end if read_committed else None,
-                    )
+                    data = log.read_slice(preq.fetch_offset, limit, min_one_batch=total == 0, end_offset=end)
                 except LogError as error:
                     code = error_code(error)
                 else:
@@ -160,11 +160,12 @@ def _collect(
 
 def _visible(data: FetchData, end: int) -> tuple[bytes, int, int]:
     """What a client may see of a read ending at ``end`` (the high watermark, or the LSO under
-    read_committed): the bytes without share-state control batches, their record count, and
-    how many bytes count towards ``min_bytes``.
+    read_committed): the bytes without share-state control batches, the records of the whole
+    batches among them, and how many bytes count towards ``min_bytes``. A cut batch ending the
+    read (``data.tail``, below ``end`` and not share state: the log sees to both) stays at the end.
 
-    When share state ends what is returned, an empty batch spanning it (``gap_batch``) lets the
-    client move past it (so its position, and its lag, reach the end). It counts towards
+    When share state ends the whole batches returned, an empty batch spanning it (``gap_batch``)
+    lets the client move past it (so its position, and its lag, reach the end). It counts towards
     ``min_bytes`` only if more lies beyond: share state at the log's tail is not worth answering
     a long poll early for, and rides along when the poll ends.
     """
@@ -180,7 +181,8 @@ def _visible(data: FetchData, end: int) -> tuple[bytes, int, int]:
         if first < end and (not batches or first > batches[-1][1]):
             last = min(last, end - 1)
             gap = gap_batch(first, last)
-            records += gap
+            tail = data.tail
+            records = records[: len(records) - tail] + gap + records[len(records) - tail :]
             if last + 1 < end:
                 weight += len(gap)
     return records, count, weight
