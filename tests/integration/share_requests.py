@@ -32,8 +32,10 @@ def fetch(
     parts: tuple[int, ...],
     *,
     wait_ms: int = 0,
+    acks: tuple[tuple[int, int, int], ...] = (),
 ) -> Any:
-    """ShareFetch adding ``parts`` of ``topic_id`` to the session (none: the session's own)."""
+    """ShareFetch adding ``parts`` of ``topic_id`` to the session (none: the session's own),
+    carrying ``acks`` (``(first, last, type)`` batches) for the first of ``parts``."""
     return conn.send(
         FETCH.ShareFetchRequest(
             group_id="g",
@@ -48,7 +50,16 @@ def fetch(
                 FETCH.FetchTopic(
                     topic_id=topic_id,
                     partitions=tuple(
-                        FETCH.FetchPartition(partition_index=p, acknowledgement_batches=()) for p in parts
+                        FETCH.FetchPartition(
+                            partition_index=p,
+                            acknowledgement_batches=tuple(
+                                FETCH.AcknowledgementBatch(
+                                    first_offset=a, last_offset=b, acknowledge_types=(t,)
+                                )
+                                for a, b, t in (acks if i == 0 else ())
+                            ),
+                        )
+                        for i, p in enumerate(parts)
                     ),
                 )
                 for _ in (0,)

@@ -31,6 +31,7 @@ from broker_harness import BrokerProcess, spawn
 from click.testing import CliRunner
 from confluent_kafka import AcknowledgeType, Consumer, Producer, ShareConsumer
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
+from kio_wire import KioConnection
 from share_consumers import (
     FAST,
     SHARE_BROKER,
@@ -40,6 +41,7 @@ from share_consumers import (
     share_consumer,
     user_records,
 )
+from share_requests import fetch, heartbeat
 
 from shareq.cli.main import main as cli_main
 from shareq.client import Admin
@@ -340,6 +342,44 @@ def produce_list(bootstrap: str, topic: str, keys: list[bytes | None], **extra: 
 def embedded(tmp_path: Path) -> Iterator[EmbeddedBroker]:
     with EmbeddedBroker(tmp_path / "d", config=SHARE_BROKER) as broker:
         yield broker
+
+
+@pytest.mark.timeout(60)
+def test_a_fetch_carrying_acknowledgements_hands_out_the_next_records_of_their_keys(
+    embedded: EmbeddedBroker,
+) -> None:
+    """A ShareFetch that acknowledges a key's records acquires once that is durable, so the same
+    answer carries the key's next records (in offset order, one range) instead of looking past them
+    and handing them out scattered, a fetch later."""
+    bootstrap = embedded.bootstrap
+    create_topic(bootstrap, "acked", 1)
+    set_group(bootstrap, "g", **{"shareq.share.ordering": "key", "share.auto.offset.reset": "earliest"})
+    info = embedded.broker.topics.get("acked")
+    assert info is not None
+    produce_list(bootstrap, "acked", [b"a%d" % i for i in range(10)])
+    conn = KioConnection(bootstrap)
+    member = "M" * 22
+    try:
+        assert heartbeat(conn, member, 0, ("acked",)).error_code == 0
+        first = raw_acquired(fetch(conn, member, 0, info.topic_id, (0,), wait_ms=5_000))
+        assert first == list(range(10))
+        produce_list(bootstrap, "acked", [b"a%d" % i for i in range(10)] + [b"b%d" % i for i in range(10)])
+        second = fetch(conn, member, 1, info.topic_id, (0,), wait_ms=5_000, acks=((0, 9, 1),))
+        assert [p.error_code for t in second.responses for p in t.partitions] == [0]
+        assert raw_acquired(second) == list(range(10, 30))
+    finally:
+        conn.close()
+
+
+def raw_acquired(response: Any) -> list[int]:
+    """The offsets a raw ShareFetch answer acquired, in order."""
+    return [
+        o
+        for t in response.responses
+        for p in t.partitions
+        for r in p.acquired_records
+        for o in range(r.first_offset, r.last_offset + 1)
+    ]
 
 
 @pytest.mark.timeout(60)

@@ -90,6 +90,12 @@ async def handle_share_fetch(request: Any, ctx: RequestContext) -> Any:
             if released:
                 await asyncio.gather(*released)
         else:
+            if writing is not None and share.key_ordered(group_id):
+                # A key-ordered group acquires once its acknowledgements are durable: until then the
+                # records they acknowledge hold their keys, so acquiring beside the write would look
+                # past every later record of those keys and hand out the rest as scattered ranges.
+                # The response waits for the write in any case.
+                await asyncio.shield(writing)
             partitions = sorted(update.partitions)
             results = await _acquire(share, ctx, request, member_id, partitions, writing)
         await _counted(results)

@@ -381,6 +381,10 @@ class ShareServices:
         """The group's ``share.record.lock.duration.ms`` (the responses' acquisition_lock_timeout)."""
         return self.coordinator.group_config(group_id).record_lock_duration_ms
 
+    def key_ordered(self, group_id: str) -> bool:
+        """Whether the group is key-ordered (``shareq.share.ordering=key``)."""
+        return self.coordinator.group_config(group_id).ordering == "key"
+
     def group_config_changed(self, group_id: str) -> None:
         """A group's configs were altered: later acquisitions use the new values."""
         group = self.coordinator.group_config(group_id)
