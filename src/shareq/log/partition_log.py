@@ -116,6 +116,10 @@ class FetchData:
     tail: int = 0
 
 
+_SegmentRead = tuple[bytes, tuple[tuple[int, int], ...], tuple[int, ...], int]
+"""One segment's read: bytes, whole batches' (first, last), control batch positions, cut tail."""
+
+
 class PartitionLog:
     """Segments of one partition; only the last (active) one is written and kept open."""
 
@@ -472,38 +476,13 @@ class PartitionLog:
         ``offset == log_end_offset`` gives no records; an offset outside
         ``[log_start_offset, log_end_offset]`` raises :class:`OffsetOutOfRangeError`.
         """
-        self._check_open()
-        leo = self.log_end_offset
-        if offset == leo:
-            return FetchData(records=b"", batches=(), log_start_offset=self._log_start, log_end_offset=leo)
-        if offset < self._log_start or offset > leo:
-            raise OffsetOutOfRangeError(
-                f"offset {offset} is outside the log's range [{self._log_start}, {leo}]"
-            )
-        i = bisect_right(self._bases, offset) - 1
-        while i < len(self._segments):
-            seg = self._segments[i]
-            self._ensure_indexes(seg)
-            data = read_batches(
-                self._read_fd(seg),
-                seg,
-                offset,
-                max_bytes,
-                min_one_batch,
-                self.config.index_interval_bytes,
-                end_offset,
-            )
-            if data is not None:
-                records, batches, controls = data
-                return FetchData(
-                    records=records,
-                    batches=batches,
-                    log_start_offset=self._log_start,
-                    log_end_offset=leo,
-                    controls=controls,
-                )
-            i += 1  # the offset fell in a gap at the end of this segment
-        return FetchData(records=b"", batches=(), log_start_offset=self._log_start, log_end_offset=leo)
+        interval = self.config.index_interval_bytes
+
+        def whole(fd: int, seg: LogSegment) -> _SegmentRead | None:
+            data = read_batches(fd, seg, offset, max_bytes, min_one_batch, interval, end_offset)
+            return None if data is None else (*data, 0)
+
+        return self._read_segments(offset, whole)
 
     def read_slice(
         self, offset: int, max_bytes: int, *, min_one_batch: bool = True, end_offset: int | None = None
@@ -518,6 +497,21 @@ class PartitionLog:
         the broker reads whole batches with :meth:`read`. Offsets as for :meth:`read`.
         """
         self._check_open()
+        interval = self.config.index_interval_bytes
+        leo = self.log_end_offset
+        end = leo if end_offset is None else min(end_offset, leo)
+
+        def sliced(fd: int, seg: LogSegment) -> _SegmentRead | None:
+            return read_slice(fd, seg, offset, max_bytes, min_one_batch, interval, end)
+
+        return self._read_segments(offset, sliced)
+
+    def _read_segments(
+        self, offset: int, read_segment: Callable[[int, LogSegment], _SegmentRead | None]
+    ) -> FetchData:
+        """``read_segment`` on the segment holding ``offset``, and on the next ones while the offset
+        falls in a gap at a segment's end; offsets as for :meth:`read`."""
+        self._check_open()
         leo = self.log_end_offset
         if offset == leo:
             return FetchData(records=b"", batches=(), log_start_offset=self._log_start, log_end_offset=leo)
@@ -525,20 +519,11 @@ class PartitionLog:
             raise OffsetOutOfRangeError(
                 f"offset {offset} is outside the log's range [{self._log_start}, {leo}]"
             )
-        end = leo if end_offset is None else min(end_offset, leo)
         i = bisect_right(self._bases, offset) - 1
         while i < len(self._segments):
             seg = self._segments[i]
             self._ensure_indexes(seg)
-            data = read_slice(
-                self._read_fd(seg),
-                seg,
-                offset,
-                max_bytes,
-                min_one_batch,
-                self.config.index_interval_bytes,
-                end,
-            )
+            data = read_segment(self._read_fd(seg), seg)
             if data is not None:
                 records, batches, controls, tail = data
                 return FetchData(
