@@ -166,7 +166,12 @@ register(
     Setting(name="num.partitions", type=int, default=1, validator=_positive),
     Setting(name="auto.create.topics.enable", type=bool, default=True),
     Setting(name="log.segment.bytes", type=int, default=1024 * 1024 * 1024, validator=_positive),
-    Setting(name="log.retention.ms", type=int, default=7 * 24 * 3600 * 1000, validator=_at_least_minus_one),
+    Setting(
+        name="log.retention.ms",
+        type=int,
+        default=7 * 24 * 3600 * 1000,
+        bounds="any (as in Kafka; a negative value is no time limit)",
+    ),
     Setting(name="log.retention.bytes", type=int, default=-1, validator=_at_least_minus_one),
     Setting(name="log.flush.interval.messages", type=int, default=2**63 - 1, validator=_positive),
     Setting(name="log.retention.check.interval.ms", type=int, default=300_000, validator=_positive),

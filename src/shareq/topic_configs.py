@@ -322,19 +322,29 @@ def effective_topic_configs(
         if name in overrides:
             result[name] = (overrides[name], True)
             continue
-        value = None
-        if setting.synonym is not None:
-            value = broker.text(setting.synonym)
+        value = _fallback(setting, broker)
         result[name] = (setting.default if value is None else value, False)
     return result
+
+
+def _fallback(setting: TopicSetting, broker: BrokerConfig) -> str | None:
+    """The broker config's value a topic config without its own takes (None: the default). A
+    broker's log.retention.ms below -1 (no bound in Kafka) is retention.ms -1, no time limit, as
+    Kafka's topics describe it."""
+    if setting.synonym is None:
+        return None
+    value = broker.text(setting.synonym)
+    if setting.synonym == "log.retention.ms" and value is not None and int(value) < -1:
+        return "-1"
+    return value
 
 
 def topic_value(name: str, overrides: Mapping[str, str], broker: BrokerConfig) -> object:
     """One topic config's effective value, typed."""
     setting = TOPIC_SETTINGS[name]
     text = overrides.get(name)
-    if text is None and setting.synonym is not None:
-        text = broker.text(setting.synonym)
+    if text is None:
+        text = _fallback(setting, broker)
     return parse_value(setting, setting.default if text is None else text)
 
 

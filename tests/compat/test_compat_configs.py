@@ -7,7 +7,7 @@ import time
 from typing import Any
 
 import pytest
-from compat_support import Server, create_topic
+from compat_support import Server, create_topic, wait_equal
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
@@ -264,6 +264,49 @@ def test_broker_log_retention_names(server: Server) -> None:
     entries = _describe(server, ResourceType.BROKER, "0")
     assert entries["log.retention.hours"].value == "168"
     assert entries["log.retention.ms"].value is None
+
+
+def _alter_broker(server: Server, name: str, value: str | None) -> None:
+    """IncrementalAlterConfigs of one config on broker 0: SET ``value``, or DELETE when None."""
+    admin = AdminClient({"bootstrap.servers": server.bootstrap})
+    op = AlterConfigOpType.SET if value is not None else AlterConfigOpType.DELETE
+    resource = ConfigResource(
+        ResourceType.BROKER, "0", incremental_configs=[ConfigEntry(name, value, incremental_operation=op)]
+    )
+    admin.incremental_alter_configs([resource], request_timeout=15)[resource].result()
+
+
+def test_broker_log_retention_ms_below_minus_one(server: Server, names: tuple[str, str]) -> None:
+    """A broker's log.retention.ms has no lower bound in Kafka (any negative value means no time
+    limit), unlike a topic's retention.ms (at least -1): set to -7 on broker 0 it is accepted and
+    described as a dynamic broker config, and a topic without its own retention describes
+    retention.ms -1; a topic's -7 is INVALID_CONFIG. (Kafka applies a dynamic change a moment after
+    answering, so the descriptions are polled.)"""
+    topic = names[0]
+    create_topic(server, topic)
+    try:
+        _alter_broker(server, "log.retention.ms", "-7")
+        wait_equal(
+            lambda: (
+                (entry := _describe(server, ResourceType.BROKER, "0")["log.retention.ms"]).value,
+                int(entry.source),
+                _describe(server, ResourceType.TOPIC, topic)["retention.ms"].value,
+            ),
+            ("-7", 2, "-1"),
+            timeout=15,
+        )
+    finally:
+        _alter_broker(server, "log.retention.ms", None)
+    admin = AdminClient({"bootstrap.servers": server.bootstrap})
+    resource = ConfigResource(
+        ResourceType.TOPIC,
+        topic,
+        incremental_configs=[ConfigEntry("retention.ms", "-7", incremental_operation=AlterConfigOpType.SET)],
+    )
+    with pytest.raises(KafkaException) as refused:
+        admin.incremental_alter_configs([resource], request_timeout=15)[resource].result()
+    assert refused.value.args[0].code() == INVALID_CONFIG
+    assert _describe(server, ResourceType.BROKER, "0")["log.retention.ms"].value is None
 
 
 def test_group_config_alter_applies_to_fresh_groups_only(server: Server, names: tuple[str, str]) -> None:

@@ -87,17 +87,22 @@ SERVER_PROPERTIES = (
 def test_a_kafka_server_properties_is_accepted(tmp_path: Path) -> None:
     """Kafka's broker configs are taken at start, those of one node's meaningless ones too; a name Kafka
     4.4 does not know is kept and logged as supplied but not used, as Kafka logs it; the value given is
-    described."""
+    described. A log.retention.ms below -1 (Kafka's has no lower bound) is described as given, and a
+    topic's retention.ms is then -1, no time limit, as Kafka 4.4 started with the same line shows."""
     from shareq.client import Admin, ConfigResource, ResourceType
 
-    broker = BrokerProcess(tmp_path / "data", *SERVER_PROPERTIES)
+    broker = BrokerProcess(tmp_path / "data", *SERVER_PROPERTIES, "log.retention.ms=-5")
     broker.start()
     try:
         with Admin(broker.bootstrap) as admin:
             resource = ConfigResource(ResourceType.BROKER, "0")
             described = admin.describe_configs([resource])[resource]
+            admin.create_topic("kept", 1)
+            topic = ConfigResource(ResourceType.TOPIC, "kept")
+            retention = admin.describe_configs([topic])[topic]["retention.ms"].value
         assert described["num.io.threads"].value == "8"
         assert described["socket.send.buffer.bytes"].value == "102400"
+        assert (described["log.retention.ms"].value, retention) == ("-5", "-1")
         assert any(
             "These configurations 'group.share.max.groups' were supplied but are not used yet." in line
             for line in broker.stderr_lines

@@ -140,6 +140,11 @@ def _retention(n: int) -> int:
     return -1 if n < 0 else n
 
 
+def _broker_retention_ms(text: str) -> int:
+    """A broker's log.retention.ms: no lower bound in Kafka, any negative value is no time limit."""
+    return _retention(_parse_int(text))
+
+
 def _retention_value(text: str) -> int:
     n = _parse_int(text)
     if n < -1:
@@ -189,7 +194,7 @@ _TOPIC_NAMES: dict[str, tuple[str, _Parser]] = {
 _BROKER_NAMES: dict[str, tuple[str, _Parser]] = {
     "log.segment.bytes": ("segment_bytes", _parse_int),
     "log.roll.ms": ("segment_ms", _segment_ms),
-    "log.retention.ms": ("retention_ms", _retention_value),
+    "log.retention.ms": ("retention_ms", _broker_retention_ms),
     "log.retention.bytes": ("retention_bytes", _retention_value),
     "log.flush.interval.messages": ("flush_interval_messages", _flush_messages),
     "log.index.interval.bytes": ("index_interval_bytes", _parse_int),

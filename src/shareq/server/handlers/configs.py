@@ -111,6 +111,9 @@ BROKER_LIST_KEYS = frozenset(
     {t.synonym for t in TOPIC_SETTINGS.values() if t.synonym is not None and t.type is ConfigType.LIST}
 )
 _TOPIC_OF_SYNONYM = {t.synonym: t for t in TOPIC_SETTINGS.values() if t.synonym is not None}
+_UNBOUNDED_SYNONYMS = frozenset({"log.retention.ms"})
+"""Broker configs Kafka takes with no bound where their topic config has one (retention.ms is at
+least -1; a broker's log.retention.ms any long, a negative one meaning no time limit)."""
 
 
 def check_broker_value(key: str, value: str) -> None:
@@ -118,7 +121,8 @@ def check_broker_value(key: str, value: str) -> None:
     Kafka's message naming the broker config; ``InvalidConfigError`` otherwise."""
     setting = _TOPIC_OF_SYNONYM.get(key)
     if setting is not None:
-        parsed = parse_value(dataclasses.replace(setting, name=key), value)
+        check = None if key in _UNBOUNDED_SYNONYMS else setting.check
+        parsed = parse_value(dataclasses.replace(setting, name=key, check=check), value)
         if isinstance(parsed, list) and len(set(parsed)) != len(parsed):  # a broker list: no repeats
             raise InvalidConfigError(f"Configuration '{key}' values must not be duplicated.")
 
